@@ -1,0 +1,95 @@
+#!/bin/bash
+# PID 1 of an rpcrdma-rs test guest (see scripts/testbed.sh).
+#
+# The root file system is the host's, read-only over 9p. This script makes
+# the writable bits (tmpfs, an overlay on /etc), brings up the private link
+# and soft-RoCE, then plays its role:
+#   server: knfsd exporting a tmpfs, with the in-tree svcrdma on port 20049;
+#   client: runs the requested script and records its output and status.
+# Settings arrive as environment variables from the kernel command line.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root LANG=C
+role=${RDMARS_ROLE:?} modroot=${RDMARS_MODROOT:?} share=/run/share
+
+say() { echo "<guest-$role> $*" > /dev/console; }
+poweroff_now() { sync; echo o > /proc/sysrq-trigger; sleep 10; }
+fail() { say "setup failed: $*"; echo "guest setup failed: $*" >> "$share/$role.setup-error"; poweroff_now; }
+
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mountpoint -q /dev || mount -t devtmpfs dev /dev
+mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
+mount -t tmpfs -o mode=755 tmpfs /run
+mkdir -p /run/etc/upper /run/etc/work /run/varlibnfs "$share"
+mount -t overlay overlay -o lowerdir=/etc,upperdir=/run/etc/upper,workdir=/run/etc/work /etc || fail "overlay /etc"
+cp -a /var/lib/nfs/. /run/varlibnfs/ && mount --bind /run/varlibnfs /var/lib/nfs
+for d in /tmp /var/tmp /var/log /mnt /srv /root; do mount -t tmpfs tmpfs "$d"; done
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 share "$share" || fail "9p share"
+echo 1 > /proc/sys/kernel/sysrq
+hostname "rdmars-$role"
+
+# Modules come from the run's module tree (kernel modules + rpcrdma_rs).
+# /run/bin comes first in PATH, so `modprobe` everywhere uses that tree.
+mkdir -p /run/bin
+printf '#!/bin/sh\nexec /sbin/modprobe -d %s "$@"\n' "$modroot" > /run/bin/modprobe
+chmod +x /run/bin/modprobe
+echo /run/bin/modprobe > /proc/sys/kernel/modprobe
+export PATH=/run/bin:$PATH
+
+# The private link between the two guests.
+ip link set lo up
+ip link set eth0 up || fail "no eth0"
+ip addr add "$RDMARS_IP4/24" dev eth0
+ip -6 addr add "$RDMARS_IP6/64" dev eth0 nodad
+cat >> /etc/hosts <<HOSTS
+$RDMARS_SERVER4 rdmars-server
+$RDMARS_CLIENT4 rdmars-client
+HOSTS
+modprobe rdma_rxe || fail "modprobe rdma_rxe"
+rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add"
+
+start_server() {
+  mkdir -p /srv/export
+  echo "/srv/export *(rw,no_root_squash,insecure,no_subtree_check,fsid=0)" > /etc/exports
+  mount -t nfsd nfsd /proc/fs/nfsd || return 1
+  rpcbind -w || return 1
+  exportfs -ra || return 1
+  rpc.mountd || return 1
+  # Short lease and grace periods: tests should not wait 90 s for NFSv4 OPEN.
+  rpc.nfsd --lease-time 15 --grace-time 10 8 || return 1
+  modprobe rpcrdma || return 1
+  echo "rdma 20049" > /proc/fs/nfsd/portlist || return 1
+}
+
+case "$role" in
+server)
+  start_server || fail "knfsd setup"
+  say "knfsd ready on $RDMARS_IP4 (rdma port 20049)"
+  touch "$share/server-ready"
+  # Serve until the host stops this guest.
+  while :; do sleep 3600; done
+  ;;
+client)
+  # Autoload of proto=rdma (request_module "rpcrdma"/"rpcrdma6") reaches
+  # rpcrdma_rs, never the in-tree C client, unless the run asks for it.
+  if [ "${RDMARS_CLIENT_MODULE:-ours}" = ours ]; then
+    cat > /etc/modprobe.d/rpcrdma-rs.conf <<CONF
+install rpcrdma /sbin/modprobe -d $modroot --ignore-install rpcrdma_rs \$CMDLINE_OPTS
+install rpcrdma6 /sbin/modprobe -d $modroot --ignore-install rpcrdma_rs \$CMDLINE_OPTS
+CONF
+  fi
+  for _ in $(seq 1 600); do [ -e "$share/server-ready" ] && break; [ -e "$share/server.setup-error" ] && break; sleep 0.2; done
+  [ -e "$share/server-ready" ] || fail "server guest not ready"
+  export RDMARS_SERVER4 RDMARS_SERVER6 RDMARS_CLIENT4 RDMARS_CLIENT6 RDMARS_REPO RDMARS_KVER RDMARS_CLIENT_MODULE
+  cd "$RDMARS_REPO" || fail "repo not visible"
+  script=$(cat "$share/script")
+  say "running $script"
+  bash -c "$script" > "$share/client.out" 2>&1 < /dev/null
+  echo $? > "$share/client.rc.tmp"
+  dmesg > "$share/client.dmesg"
+  mv "$share/client.rc.tmp" "$share/client.rc"
+  poweroff_now
+  ;;
+*) fail "unknown role $role" ;;
+esac

@@ -1,0 +1,29 @@
+# Shared settings for the rpcrdma-rs scripts (sourced, not run).
+# shellcheck shell=bash
+
+BINDGEN_VERSION=0.70.1
+# Everything built or cached lives outside the repository.
+CACHE_DIR=${RPCRDMA_CACHE:-/var/cache/rpcrdma-rs}
+export PATH="$HOME/.cargo/bin:$PATH"
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# Version of the installed linux-source-6.12 package (e.g. 6.12.117-1~deb12u1).
+kernel_src_version() { dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null || echo none; }
+
+# Everything that changes the built kernel goes into its cache key.
+kernel_cache_key() {
+  local here; here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  {
+    kernel_src_version
+    cat "$here/kernel/rpcrdma-rs.config"
+    rustc --version; bindgen --version 2>&1; clang --version | head -1
+  } | sha256sum | cut -c1-16
+}
+
+# Build directory of the cached kernel, or nothing if it is not built yet.
+cached_kernel() {
+  local d="$CACHE_DIR/kernel-$(kernel_cache_key)"
+  [ -f "$d/.rpcrdma-rs-complete" ] && echo "$d"
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Install everything rpcrdma-rs needs on a Debian bookworm host (idempotent).
+#
+# apt packages: kernel source, the LLVM toolchain the kernel's Rust build wants,
+# QEMU for the guests, and the NFS/RDMA user space that runs inside them (the
+# guests share the host root over 9p, so host packages are guest packages).
+# Rust: the pinned rustc's rust-src and bindgen-cli at a version the 6.12 kernel
+# accepts.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+
+APT_PKGS=(
+  linux-source-6.12 xz-utils
+  build-essential bc flex bison libelf-dev libssl-dev cpio dwarves kmod
+  clang lld llvm
+  qemu-system-x86
+  nfs-kernel-server nfs-common rpcbind
+  rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils
+  fio iproute2 procps psmisc util-linux
+)
+
+need_apt=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$p")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "apt: installing ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  # nfs-kernel-server and rpcbind must not start services on the host.
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d
+  apt-get install -y -q --no-install-recommends "${need_apt[@]}"
+  rm -f /usr/sbin/policy-rc.d
+fi
+
+# The kernel's Rust build needs the standard library source of the exact rustc.
+if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
+  log "rustup: adding rust-src"
+  rustup component add rust-src
+fi
+
+if ! command -v bindgen >/dev/null || [ "$(bindgen --version | awk '{print $2}')" != "$BINDGEN_VERSION" ]; then
+  log "cargo: installing bindgen-cli $BINDGEN_VERSION"
+  cargo install --locked bindgen-cli --version "$BINDGEN_VERSION"
+fi
+log "host ready"

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Run a script in the client guest of the two-guest soft-RoCE testbed.
+#
+#   scripts/testbed.sh [options] SCRIPT [ARGS...]
+#
+# Boots a server guest (knfsd + the in-tree C svcrdma on port 20049, exporting
+# a tmpfs) and a client guest from the cached test kernel, joined by a private
+# QEMU socket link on 127.0.0.1 (198.18.0.0/15, 2001:db8::/32). SCRIPT runs in
+# the client guest with the repository as its working directory; its output
+# is printed and its exit status returned. Both guests are killed when this
+# command ends, whatever the reason.
+#
+# Options:
+#   --client-module ours|c  autoload target of proto=rdma in the client:
+#                           rpcrdma_rs (default) or the in-tree C rpcrdma
+#   --timeout SECONDS       kill everything after this long (default 900)
+#   --smp N                 vCPUs per guest (default 1)
+#   --keep                  keep the run directory even on success
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+. "$here/lib.sh"
+
+client_module=ours timeout=900 smp=1 keep=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --client-module) client_module=$2; shift 2 ;;
+    --timeout) timeout=$2; shift 2 ;;
+    --smp) smp=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    --) shift; break ;;
+    -*) die "unknown option $1" ;;
+    *) break ;;
+  esac
+done
+[ $# -ge 1 ] || die "usage: $0 [options] SCRIPT [ARGS...]"
+case "$client_module" in ours|c) ;; *) die "--client-module takes ours or c" ;; esac
+script=$(printf '%q ' "$@")
+
+kdir=$(cached_kernel) || true
+[ -n "$kdir" ] || die "no cached kernel: run 'make kernel' first"
+kver=$(cat "$kdir/include/config/kernel.release")
+ko="$repo/rpcrdma_rs.ko"
+[ -f "$ko" ] || die "$ko not built: run 'make module' first"
+
+mkdir -p "$CACHE_DIR/runs"
+# Keep the ten most recent run directories for post-mortems.
+find "$CACHE_DIR/runs" -mindepth 1 -maxdepth 1 -type d | sort -r | tail -n +11 | xargs -r rm -rf
+run=$(mktemp -d "$CACHE_DIR/runs/$(date +%Y%m%d-%H%M%S)-XXXX")
+mkdir -p "$run/share"
+
+# The guests' module tree: the kernel's modules plus ours, indexed by depmod.
+cp -a "$kdir/modroot" "$run/modroot"
+mkdir -p "$run/modroot/lib/modules/$kver/extra"
+cp "$ko" "$run/modroot/lib/modules/$kver/extra/"
+depmod -b "$run/modroot" "$kver"
+
+accel=tcg,thread=multi
+if [ -e /dev/kvm ] && grep -qE '^(kvm_intel|kvm_amd) ' /proc/modules 2>/dev/null; then accel=kvm; fi
+
+pids=()
+cleanup() {
+  local rc=$?
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  sleep 0.5
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ $rc -eq 0 ] && [ $keep = 0 ]; then rm -rf "$run"; else log "run directory kept: $run"; fi
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+server4=198.18.0.1 client4=198.18.0.2 server6=2001:db8::1 client6=2001:db8::2
+
+boot() { # role ip4 ip6 mac netdev-args
+  local role=$1
+  local append="console=ttyS0 panic=-1 oops=panic loglevel=6 root=hostroot rootfstype=9p"
+  append+=" rootflags=trans=virtio,version=9p2000.L,msize=262144,cache=loose ro"
+  append+=" init=$repo/scripts/guest/init.sh RDMARS_ROLE=$role RDMARS_MODROOT=$run/modroot"
+  append+=" RDMARS_IP4=$2 RDMARS_IP6=$3 RDMARS_SERVER4=$server4 RDMARS_SERVER6=$server6"
+  append+=" RDMARS_CLIENT4=$client4 RDMARS_CLIENT6=$client6 RDMARS_REPO=$repo RDMARS_KVER=$kver"
+  append+=" RDMARS_CLIENT_MODULE=$client_module"
+  # The script's command line is passed through a file: it may contain spaces.
+  qemu-system-x86_64 -machine q35 -accel "$accel" -cpu max -smp "$smp" -m 2G \
+    -display none -monitor none -serial "file:$run/$role.console" -no-reboot \
+    -kernel "$kdir/vmlinux" -append "$append" \
+    -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
+    -device virtio-9p-pci,fsdev=root,mount_tag=hostroot \
+    -fsdev "local,id=share,path=$run/share,security_model=none" \
+    -device virtio-9p-pci,fsdev=share,mount_tag=share \
+    -netdev "socket,id=n0,$5" -device "virtio-net-pci,netdev=n0,mac=$4" \
+    </dev/null >"$run/$role.qemu.log" 2>&1 &
+  pids+=($!)
+}
+
+printf '%s\n' "$script" > "$run/share/script"
+start=$(date +%s)
+boot server $server4 $server6 52:54:00:52:44:01 "listen=127.0.0.1:$port"
+for _ in $(seq 1 100); do
+  ss -Hltn "sport = :$port" | grep -q . && break
+  kill -0 "${pids[0]}" 2>/dev/null || die "server QEMU exited: $(cat "$run/server.qemu.log")"
+  sleep 0.1
+done
+boot client $client4 $client6 52:54:00:52:44:02 "connect=127.0.0.1:$port"
+
+deadline=$((start + timeout))
+while kill -0 "${pids[1]}" 2>/dev/null; do
+  if [ "$(date +%s)" -ge $deadline ]; then
+    log "timeout after ${timeout}s; client console tail:"; tail -30 "$run/client.console" >&2 || true
+    exit 124
+  fi
+  [ -e "$run/share/client.rc" ] && break
+  sleep 0.5
+done
+[ -e "$run/share/client.out" ] && cat "$run/share/client.out"
+for role in server client; do
+  if [ -e "$run/share/$role.setup-error" ]; then
+    log "$role guest: $(cat "$run/share/$role.setup-error")"; tail -30 "$run/$role.console" >&2 || true
+  fi
+done
+if [ ! -e "$run/share/client.rc" ]; then
+  log "client guest ended without a result; console tail:"; tail -30 "$run/client.console" >&2 || true
+  exit 125
+fi
+rc=$(cat "$run/share/client.rc")
+log "client script exited $rc after $(( $(date +%s) - start ))s"
+exit "$rc"
