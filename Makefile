@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# rpcrdma-rs: top-level targets. (The kernel's build reads Kbuild, not this.)
+#
+#   make demo       set up everything and show the transport at work
+#   make check      every test (host unit tests + guest selftests)
+#   make setup      install host packages and tools
+#   make kernel     build (or reuse) the cached Rust-enabled test kernel
+#   make module     build rpcrdma_rs.ko against KDIR (default: cached kernel)
+#   make unit       protocol core unit tests (cargo test)
+#   make selftests  guest selftests (TAP) on the two-guest testbed
+#   make fuzz       cargo-fuzz every protocol decoder (FUZZ_SECONDS each)
+#   make clippy     clippy over the module (kernel build with CLIPPY=1)
+
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+# Without KDIR=, the module builds against the cached test kernel.
+ifeq ($(origin KDIR),undefined)
+KERNEL_DEP := kernel
+KDIR = $(shell bash scripts/build-kernel.sh --path)
+endif
+
+.PHONY: all demo check setup kernel module unit selftests fuzz clippy clean
+
+all: module
+
+setup:
+	bash scripts/setup-host.sh
+
+kernel: setup
+	bash scripts/build-kernel.sh >/dev/null
+
+module: $(KERNEL_DEP)
+	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" LLVM=1 modules
+
+clippy: $(KERNEL_DEP)
+	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" LLVM=1 CLIPPY=1 modules
+
+unit:
+	cd rust/proto && cargo test
+
+selftests: module
+	bash scripts/testbed.sh selftests/run_guest.sh
+
+fuzz:
+	bash scripts/fuzz.sh
+
+check:
+	bash scripts/check.sh
+
+demo:
+	bash scripts/demo.sh
+
+clean:
+	-[ -z "$(KDIR)" ] || $(MAKE) -C "$(KDIR)" M="$(CURDIR)" LLVM=1 clean
+	rm -f rust/bindings_generated.rs rust/.bindings_generated.rs.cmd
+	cd rust/proto && cargo clean

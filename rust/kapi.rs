@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe abstractions over the C APIs the transport uses.
+//!
+//! All `unsafe` code of the module lives below this module: each abstraction
+//! turns a C registration or object into a Rust type whose lifetime and
+//! ownership the compiler checks, and each C callback into a trait method.
+
+pub(crate) mod errno;
+pub(crate) mod ib;
+pub(crate) mod xprt;
+
+/// Copies `src` into the fixed-size C string buffer `dst`, NUL-terminated,
+/// truncating if needed.
+fn copy_c_name(dst: &mut [kernel::ffi::c_char], src: &kernel::str::CStr) {
+    let bytes = src.as_bytes();
+    let n = bytes.len().min(dst.len().saturating_sub(1));
+    for (d, s) in dst.iter_mut().zip(bytes.iter().take(n)) {
+        *d = *s as kernel::ffi::c_char;
+    }
+    if let Some(nul) = dst.get_mut(n) {
+        *nul = 0;
+    }
+}

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Client-side RPC transport classes (`struct xprt_class`).
+//!
+//! A [`ClassRegistration`] makes a [`TransportClass`] known to SUNRPC for its
+//! netids, so that `mount -o proto=<netid>` reaches [`TransportClass::setup`].
+//! Dropping the registration unregisters the class.
+
+use core::{marker::PhantomData, mem::offset_of, pin::Pin, ptr};
+
+use kernel::{
+    alloc::{flags::GFP_KERNEL, KBox},
+    error::{to_result, Result},
+    ffi::c_char,
+    prelude::*,
+    str::CStr,
+    types::Opaque,
+    ThisModule,
+};
+
+use crate::sys;
+
+/// Number of netids a class may list.
+pub(crate) const MAX_NETIDS: usize = 2;
+
+/// The arguments SUNRPC passes when it asks a class for a new transport.
+pub(crate) struct CreateArgs<'a> {
+    raw: &'a sys::xprt_create,
+}
+
+impl CreateArgs<'_> {
+    /// The server name the RPC client was created with, if any.
+    pub(crate) fn servername(&self) -> Option<&CStr> {
+        if self.raw.servername.is_null() {
+            return None;
+        }
+        // SAFETY: `servername` is a NUL-terminated string owned by the RPC
+        // client being created; it outlives the `setup` call that `self`
+        // borrows from.
+        Some(unsafe { CStr::from_char_ptr(self.raw.servername) })
+    }
+
+    /// True if SUNRPC asks for a backchannel transport (NFSv4.1 on the server).
+    pub(crate) fn is_backchannel(&self) -> bool {
+        !self.raw.bc_xprt.is_null()
+    }
+}
+
+/// A client-side RPC transport implementation.
+pub(crate) trait TransportClass {
+    /// Name of the class, printed by SUNRPC when it is registered.
+    const NAME: &'static CStr;
+    /// The `XPRT_TRANSPORT_*` identifier.
+    const IDENT: u32;
+    /// The netids (`proto=` values) this class serves.
+    const NETIDS: [&'static CStr; MAX_NETIDS];
+
+    /// Creates a transport for an RPC client.
+    fn setup(args: &CreateArgs<'_>) -> Result<ptr::NonNull<sys::rpc_xprt>>;
+}
+
+/// `struct xprt_class` with room for its NUL-terminated flexible array of
+/// netids (the list ends with an empty string).
+#[repr(C)]
+struct ClassStorage {
+    class: sys::xprt_class,
+    netid: [*const c_char; MAX_NETIDS + 1],
+}
+
+// The flexible array member must start exactly where our array does.
+const _: () = assert!(offset_of!(ClassStorage, netid) == offset_of!(sys::xprt_class, netid));
+
+/// A registered transport class; unregistered on drop.
+pub(crate) struct ClassRegistration<T: TransportClass> {
+    storage: Pin<KBox<Opaque<ClassStorage>>>,
+    _class: PhantomData<T>,
+}
+
+// SAFETY: after registration, the C side accesses the class only under its own
+// `xprt_list_lock`; Rust never touches it again until `drop`, which runs once.
+unsafe impl<T: TransportClass> Send for ClassRegistration<T> {}
+// SAFETY: `ClassRegistration` has no methods taking `&self`.
+unsafe impl<T: TransportClass> Sync for ClassRegistration<T> {}
+
+impl<T: TransportClass> ClassRegistration<T> {
+    /// Registers `T` with SUNRPC; `module` is held by SUNRPC around each
+    /// `setup` call.
+    pub(crate) fn new(module: &'static ThisModule) -> Result<Self> {
+        const EMPTY: &CStr = kernel::c_str!("");
+        // SAFETY: `xprt_class` is plain C data (a list head, integers,
+        // pointers and a char array); all zeroes is a valid value.
+        let mut class: sys::xprt_class = unsafe { core::mem::zeroed() };
+        class.ident = T::IDENT as i32;
+        class.setup = Some(setup_callback::<T>);
+        class.owner = module.as_ptr().cast();
+        super::copy_c_name(&mut class.name, T::NAME);
+        let mut netid = [EMPTY.as_char_ptr(); MAX_NETIDS + 1];
+        for (slot, id) in netid.iter_mut().zip(T::NETIDS) {
+            *slot = id.as_char_ptr();
+        }
+        let storage = KBox::pin(Opaque::new(ClassStorage { class, netid }), GFP_KERNEL)?;
+        // SAFETY: `storage` is pinned on the heap and lives until `drop`
+        // unregisters it; its netid strings are `'static`.
+        to_result(unsafe { sys::xprt_register_transport(storage.get().cast()) })?;
+        Ok(Self { storage, _class: PhantomData })
+    }
+}
+
+impl<T: TransportClass> Drop for ClassRegistration<T> {
+    fn drop(&mut self) {
+        // SAFETY: the class was registered in `new`. SUNRPC holds a reference
+        // on `owner` (this module) around every `setup` call, so none can be
+        // running once module unload reaches this point; after unregistering,
+        // no new one can start.
+        let rc = unsafe { sys::xprt_unregister_transport(self.storage.get().cast()) };
+        if rc != 0 {
+            pr_warn!("xprt_unregister_transport failed: {}\n", rc);
+        }
+    }
+}
+
+/// C entry point of `xprt_class.setup`.
+///
+/// # Safety
+///
+/// Called by SUNRPC with a valid `struct xprt_create` for the duration of the
+/// call.
+unsafe extern "C" fn setup_callback<T: TransportClass>(args: *mut sys::xprt_create) -> *mut sys::rpc_xprt {
+    // SAFETY: guaranteed valid by the caller for the duration of this call.
+    let args = CreateArgs { raw: unsafe { &*args } };
+    match T::setup(&args) {
+        Ok(xprt) => xprt.as_ptr(),
+        Err(e) => e.to_ptr(),
+    }
+}

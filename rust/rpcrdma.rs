@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! rpcrdma_rs: an RPC-over-RDMA client transport for SUNRPC, in Rust.
+//!
+//! The module registers an RPC transport class for the `rdma` and `rdma6`
+//! netids (so `mount -o proto=rdma` reaches it) and an ib_core client that
+//! tracks RDMA devices. The wire formats live in [`proto`], a `no_std` crate
+//! shared with user-space tests; the C APIs are reached only through
+//! [`kapi`].
+
+use kernel::prelude::*;
+
+pub mod proto;
+
+mod device;
+mod kapi;
+mod sys;
+mod transport;
+
+module! {
+    type: RpcRdma,
+    name: "rpcrdma_rs",
+    author: "rpcrdma-rs developers",
+    description: "RPC-over-RDMA client transport (Rust)",
+    license: "GPL",
+    // request_module("rpc<netid>") asks for these when no class serves the
+    // netid; on kernels without the in-tree rpcrdma they reach this module.
+    alias: ["rpcrdma", "rpcrdma6"],
+}
+
+struct RpcRdma {
+    // Dropped in declaration order: the class goes before the device client.
+    _class: kapi::xprt::ClassRegistration<transport::RdmaTransport>,
+    _devices: kapi::ib::ClientRegistration<device::Devices>,
+}
+
+impl kernel::Module for RpcRdma {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        let devices = kapi::ib::ClientRegistration::new().inspect_err(|e| {
+            pr_err!("cannot register the RDMA device client: error {}\n", e.to_errno());
+        })?;
+        let class = kapi::xprt::ClassRegistration::new(module).inspect_err(|e| {
+            pr_err!(
+                "cannot register the 'rdma' RPC transport class: error {} (is the in-tree rpcrdma module loaded?)\n",
+                e.to_errno()
+            );
+        })?;
+        pr_info!("RPC-over-RDMA transport registered for netids rdma, rdma6\n");
+        Ok(RpcRdma { _class: class, _devices: devices })
+    }
+}
+
+impl Drop for RpcRdma {
+    fn drop(&mut self) {
+        pr_info!("RPC-over-RDMA transport unregistering\n");
+    }
+}
