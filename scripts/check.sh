@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Run every test of rpcrdma-rs and end with "N passed, N failed".
+#
+#   1. host: protocol core unit tests (cargo test)
+#   2. host: rpcrdma_rs.ko builds against the test kernel with no warning
+#   3. guests: selftests/ on the two-guest soft-RoCE testbed (TAP)
+#
+# Installs and builds what is missing first (a cold machine builds the kernel:
+# about 20 minutes). Exit status is non-zero if anything failed.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+. "$here/lib.sh"
+cd "$repo"
+
+passed=0 failed=0
+logdir=$(mktemp -d /tmp/rpcrdma-rs-check.XXXX)
+result() { # pass|fail name
+  if [ "$1" = pass ]; then passed=$((passed + 1)); echo "PASS: $2"; else failed=$((failed + 1)); echo "FAIL: $2"; fi
+}
+finish() {
+  echo
+  echo "$passed passed, $failed failed"
+  [ "$failed" = 0 ]
+  exit $?
+}
+
+log "host setup"
+if ! bash scripts/setup-host.sh > "$logdir/setup.log" 2>&1; then
+  tail -20 "$logdir/setup.log"; result fail "host setup (scripts/setup-host.sh)"; finish
+fi
+
+log "unit tests (rust/proto)"
+(cd rust/proto && cargo test --color never) > "$logdir/unit.log" 2>&1
+unit_rc=$?
+grep -E '^test .* \.\.\. ' "$logdir/unit.log" | sed 's/^/  /'
+read -r up uf < <(awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } } END { print p+0, f+0 }' "$logdir/unit.log")
+passed=$((passed + up)); failed=$((failed + uf))
+if [ $unit_rc != 0 ] && [ "$uf" = 0 ]; then tail -30 "$logdir/unit.log"; result fail "unit tests build"; fi
+echo "unit tests: $up passed, $uf failed"
+
+log "test kernel"
+if ! bash scripts/build-kernel.sh > "$logdir/kernel.log" 2>&1; then
+  tail -30 "$logdir/kernel.log"; result fail "test kernel build"; finish
+fi
+
+log "module build"
+# Rebuild the objects so that warnings are seen even when nothing changed.
+rm -f rust/rpcrdma.o rust/helpers.o rust/bindings_generated.rs
+make -s module > "$logdir/module.log" 2>&1
+mod_rc=$?
+if [ $mod_rc != 0 ]; then
+  tail -40 "$logdir/module.log"; result fail "rpcrdma_rs.ko builds"; finish
+fi
+if grep -E 'warning|error' "$logdir/module.log"; then
+  result fail "rpcrdma_rs.ko builds without warnings"
+else
+  result pass "rpcrdma_rs.ko builds without warnings"
+fi
+
+log "guest selftests (two-guest testbed)"
+bash scripts/testbed.sh selftests/run_guest.sh 2>&1 | tee "$logdir/selftests.tap"
+tb_rc=${PIPESTATUS[0]}
+sp=$(grep -cE '^ok [0-9]+ ' "$logdir/selftests.tap")
+sf=$(grep -cE '^not ok [0-9]+ ' "$logdir/selftests.tap")
+passed=$((passed + sp)); failed=$((failed + sf))
+planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$logdir/selftests.tap" | head -1)
+if [ -z "$planned" ] || [ $((sp + sf)) -lt "$planned" ]; then
+  result fail "guest selftests ran to completion (testbed exit $tb_rc)"
+fi
+rm -rf "$logdir"
+finish

@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: GPL-2.0
+# Helpers for rpcrdma_rs selftests (sourced). A test prints diagnostics as
+# "# ..." lines and exits with 0 (pass), 1 (fail) or 4 (skip), as kselftest
+# tests do.
+# shellcheck shell=bash
+
+KSFT_PASS=0 KSFT_FAIL=1 KSFT_SKIP=4
+SERVER4=${RDMARS_SERVER4:-198.18.0.1}
+SERVER6=${RDMARS_SERVER6:-2001:db8::1}
+MNT=${MNT:-/mnt/nfs}
+mkdir -p "$MNT"
+
+diag() { printf '# %s\n' "$*"; }
+fail() { diag "FAIL: $*"; exit $KSFT_FAIL; }
+skip() { diag "SKIP: $*"; exit $KSFT_SKIP; }
+
+# dmesg_mark; ...; dmesg_since_mark: the kernel messages printed in between.
+dmesg_mark() { DMESG_MARK=$(dmesg | wc -l); }
+dmesg_since_mark() { dmesg | tail -n +"$((DMESG_MARK + 1))"; }
+
+# Fails the test if the kernel warned, oopsed or reported a leak since the mark.
+dmesg_assert_clean() {
+  local bad
+  bad=$(dmesg_since_mark | grep -E 'WARNING:|BUG:|Oops|Call Trace|general protection|refcount_t:|kernel BUG|UBSAN|KASAN|leak' || true)
+  if [ -n "$bad" ]; then
+    diag "kernel complained:"; printf '%s\n' "$bad" | sed 's/^/#   /'
+    fail "dmesg is not clean"
+  fi
+}
+
+module_loaded() { grep -q "^$1 " /proc/modules; }
+
+# Unloads a module if it is loaded; fails the test if it will not go.
+unload() {
+  if module_loaded "$1"; then
+    rmmod "$1" || fail "rmmod $1 failed"
+  fi
+  ! module_loaded "$1" || fail "$1 still loaded after rmmod"
+}
+
+# The in-tree C client, loaded explicitly (autoload goes to rpcrdma_rs).
+# --first-time: modprobe otherwise reports success when init fails with EEXIST.
+load_c_client() { modprobe --first-time --ignore-install rpcrdma; }
+
+# True if an NFS file system is mounted on $MNT.
+nfs_mounted() { findmnt -n -t nfs,nfs4 "$MNT" > /dev/null; }
+
+# The fields of the "xprt: rdma" line of the NFS mount on $MNT ($1 = field
+# number, 1 = local port), or nothing if the mount is not over RDMA.
+rdma_xprt_field() { awk -v f="$1" '$1 == "xprt:" && $2 == "rdma" { print $(f + 2); exit }' /proc/self/mountstats; }
