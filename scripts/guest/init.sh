@@ -20,6 +20,12 @@ mount -t sysfs sys /sys
 mountpoint -q /dev || mount -t devtmpfs dev /dev
 mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs -o mode=755 tmpfs /run
+# The repository and the module tree may live under a directory that gets a
+# tmpfs below (/tmp, /root, ...): pin them to stable paths first.
+mkdir -p /run/repo /run/modroot
+mount --bind "$RDMARS_REPO" /run/repo || fail "repo $RDMARS_REPO not visible"
+mount --bind "$modroot" /run/modroot || fail "module tree $modroot not visible"
+RDMARS_REPO=/run/repo modroot=/run/modroot
 mkdir -p /run/etc/upper /run/etc/work /run/varlibnfs "$share"
 mount -t overlay overlay -o lowerdir=/etc,upperdir=/run/etc/upper,workdir=/run/etc/work /etc || fail "overlay /etc"
 cp -a /var/lib/nfs/. /run/varlibnfs/ && mount --bind /run/varlibnfs /var/lib/nfs

@@ -1182,6 +1182,18 @@ mod tests {
     }
 
     #[test]
+    fn any_at_or_above_matches_contains() {
+        let words = [0x8000_0001, 0, 0x10, 0xffff_ffff, 0x4000_0000];
+        for k in 0..=words.len() {
+            let s = XcharSubset::from_words(&words[..k]);
+            for n in 0..=32 * words.len() + 40 {
+                let naive = (n..32 * k).any(|i| s.contains(i));
+                assert_eq!(s.any_at_or_above(n), naive, "{k} words, n = {n}");
+            }
+        }
+    }
+
+    #[test]
     fn merge_initxch_and_unknowns() {
         let mut peer = Characteristics::default();
         assert_eq!((peer.rbsiz, peer.req_rem_inv, peer.brs), (4096, false, BkReqSup::Inline));

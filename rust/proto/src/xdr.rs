@@ -274,4 +274,15 @@ mod tests {
         assert_eq!(w.put_opaque_var(b"ab"), Err(XdrError::NoSpace));
         assert!(w.is_empty(), "a failed encode writes nothing");
     }
+
+    #[test]
+    fn alignment() {
+        for len in 0..64usize {
+            assert_eq!(align4(len), len.div_ceil(4) * 4);
+            assert_eq!(pad4(len), align4(len) - len);
+        }
+        assert_eq!(align4(usize::MAX - 3), usize::MAX - 3);
+        assert_eq!(align4(usize::MAX), usize::MAX - 3, "saturates");
+        assert_eq!(pad4(usize::MAX), 1);
+    }
 }
