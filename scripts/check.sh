@@ -2,7 +2,8 @@
 # Run every test of rpcrdma-rs and end with "N passed, N failed".
 #
 #   1. host: protocol core unit tests (cargo test)
-#   2. host: rpcrdma_rs.ko builds against the test kernel with no warning
+#   2. host: rpcrdma_rs.ko builds against the test kernel with no warning,
+#      and its protocol core has no panic call sites
 #   3. guests: selftests/ on the two-guest soft-RoCE testbed (TAP)
 #
 # Installs and builds what is missing first (a cold machine builds the kernel:
@@ -56,6 +57,14 @@ if grep -E 'warning|error' "$logdir/module.log"; then
   result fail "rpcrdma_rs.ko builds without warnings"
 else
   result pass "rpcrdma_rs.ko builds without warnings"
+fi
+
+# The protocol core must not be able to panic: no call into core's panic
+# machinery may survive in its compiled functions (overflow checks are on).
+if bash scripts/check-proto-panics.sh rpcrdma_rs.o > "$logdir/panics.log" 2>&1; then
+  result pass "protocol core in rpcrdma_rs.o has no panic call sites ($(grep -o '[0-9]* functions' "$logdir/panics.log"))"
+else
+  cat "$logdir/panics.log"; result fail "protocol core in rpcrdma_rs.o has no panic call sites"
 fi
 
 log "guest selftests (two-guest testbed)"
