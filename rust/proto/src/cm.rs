@@ -196,6 +196,7 @@ pub fn negotiate(local_send: u32, local_recv: u32, local_remote_invalidate: bool
 #[cfg(test)]
 mod tests {
     extern crate std;
+    use super::super::testutil::Rng;
     use super::*;
     use std::vec::Vec;
 
@@ -359,21 +360,15 @@ mod tests {
 
     #[test]
     fn mutation_fuzz_never_panics() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
         let mut found = 0u32;
         for _ in 0..20_000 {
-            let len = (next() % 40) as usize;
-            let mut buf: Vec<u8> = (0..len).map(|_| next() as u8).collect();
-            if len >= 4 && next() % 2 == 0 {
-                let at = (next() as usize) % (len - 3);
+            let len = rng.below(40) as usize;
+            let mut buf: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            if len >= 4 && rng.below(2) == 0 {
+                let at = (rng.next() as usize) % (len - 3);
                 buf[at..at + 4].copy_from_slice(&FORMAT_ID.to_be_bytes());
-                if at + 4 < len && next() % 2 == 0 {
+                if at + 4 < len && rng.below(2) == 0 {
                     buf[at + 4] = VERSION;
                 }
             }

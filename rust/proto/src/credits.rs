@@ -256,6 +256,17 @@ pub enum CreditError {
     BackchannelOverflow,
 }
 
+/// Counts one more Call in `in_flight`, or fails with `exhausted` (changing
+/// nothing) if all `granted` credits are in use. Forward and reverse credits
+/// are taken alike, each from its own counter.
+fn take_credit(in_flight: &mut u32, granted: u32, exhausted: CreditError) -> Result<(), CreditError> {
+    if *in_flight >= granted {
+        return Err(exhausted);
+    }
+    *in_flight += 1;
+    Ok(())
+}
+
 /// Forward and reverse (backchannel) credit accounting of one connection.
 ///
 /// Forward credits are granted by the server in the `rdma_credit` field of
@@ -322,11 +333,7 @@ impl Credits {
 
     /// Takes a forward credit for a Call about to be sent.
     pub fn try_start_call(&mut self) -> Result<(), CreditError> {
-        if self.in_flight >= self.granted {
-            return Err(CreditError::NoCredit);
-        }
-        self.in_flight += 1;
-        Ok(())
+        take_credit(&mut self.in_flight, self.granted, CreditError::NoCredit)
     }
 
     /// Gives a forward credit back (Reply received or Call abandoned).
@@ -347,11 +354,7 @@ impl Credits {
 
     /// A reverse-direction Call arrived. Fails if the server exceeded our grant.
     pub fn on_reverse_call(&mut self) -> Result<(), CreditError> {
-        if self.bc_in_flight >= self.bc_granted {
-            return Err(CreditError::BackchannelOverflow);
-        }
-        self.bc_in_flight += 1;
-        Ok(())
+        take_credit(&mut self.bc_in_flight, self.bc_granted, CreditError::BackchannelOverflow)
     }
 
     /// The Reply to a reverse-direction Call was sent (or the Call dropped).

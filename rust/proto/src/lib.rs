@@ -19,3 +19,6 @@ pub mod xchar;
 pub mod plan;
 pub mod credits;
 pub mod stats;
+
+#[cfg(test)]
+mod testutil;

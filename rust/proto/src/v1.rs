@@ -34,6 +34,8 @@
 //! caller.
 
 use super::xdr::{XdrError, XdrReader, XdrWriter};
+use core::fmt;
+use core::marker::PhantomData;
 
 /// The protocol version this module implements.
 pub const VERSION: u32 = 1;
@@ -224,10 +226,6 @@ impl Segment {
         w.put_u32(self.length)?;
         w.put_u64(self.offset)
     }
-
-    fn parse(bytes: &[u8]) -> Option<Segment> {
-        Segment::read(&mut XdrReader::new(bytes)).ok()
-    }
 }
 
 /// One read list entry: the XDR position of the data plus its segment.
@@ -247,13 +245,6 @@ impl ReadSegment {
     fn write(&self, w: &mut XdrWriter<'_>) -> Result<(), XdrError> {
         w.put_u32(self.position)?;
         self.segment.write(w)
-    }
-
-    /// Parses one read list entry (present word, read segment).
-    fn parse_entry(bytes: &[u8]) -> Option<ReadSegment> {
-        let mut r = XdrReader::new(bytes);
-        r.u32().ok()?;
-        ReadSegment::read(&mut r).ok()
     }
 }
 
@@ -312,17 +303,122 @@ fn take_segments<'a>(r: &mut XdrReader<'a>, count: u32) -> Result<&'a [u8], XdrE
     r.take(n)
 }
 
+/// An element of a fixed-stride view ([`Records`]): decoded from the first
+/// [`Record::LEN`] bytes of a slice.
+trait Record: Sized {
+    /// Encoded length of one element.
+    const LEN: usize;
+
+    /// Decodes the element at the start of `bytes`.
+    fn parse(bytes: &[u8]) -> Option<Self>;
+
+    /// Length of the element's segment, for [`Records::total_length`].
+    fn length(&self) -> u32;
+}
+
+impl Record for Segment {
+    const LEN: usize = SEGMENT_LEN;
+
+    fn parse(bytes: &[u8]) -> Option<Segment> {
+        Segment::read(&mut XdrReader::new(bytes)).ok()
+    }
+
+    fn length(&self) -> u32 {
+        self.length
+    }
+}
+
+/// A read list entry: the present word, then a read segment.
+impl Record for ReadSegment {
+    const LEN: usize = READ_LIST_ENTRY_LEN;
+
+    fn parse(bytes: &[u8]) -> Option<ReadSegment> {
+        let mut r = XdrReader::new(bytes);
+        r.u32().ok()?;
+        ReadSegment::read(&mut r).ok()
+    }
+
+    fn length(&self) -> u32 {
+        self.segment.length
+    }
+}
+
+/// Validated elements of type `T`, back to back with no count word: the body
+/// shared by [`SegmentArray`] and [`ReadList`] and their iterators.
+///
+/// Only a decoder builds one, over exactly `len() * T::LEN` bytes it has
+/// checked, so no element fails to parse; should one, the view ends there.
+/// Formats as its bytes, so the views print as they always have.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Records<'a, T> {
+    bytes: &'a [u8],
+    record: PhantomData<fn() -> T>,
+}
+
+impl<'a, T: Record> Records<'a, T> {
+    const fn new(bytes: &'a [u8]) -> Self {
+        Records { bytes, record: PhantomData }
+    }
+
+    fn len(&self) -> usize {
+        self.bytes.len() / T::LEN
+    }
+
+    fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    fn get(&self, index: usize) -> Option<T> {
+        let start = index.checked_mul(T::LEN)?;
+        T::parse(self.bytes.get(start..)?)
+    }
+
+    /// Removes and returns the first element (the step of every iterator).
+    fn pop_front(&mut self) -> Option<T> {
+        let (first, rest) = self.bytes.split_at_checked(T::LEN)?;
+        let element = T::parse(first)?;
+        self.bytes = rest;
+        Some(element)
+    }
+
+    /// The first `n` elements and the rest.
+    fn split_at(&self, n: usize) -> Option<(Self, Self)> {
+        let (head, tail) = self.bytes.split_at_checked(n.checked_mul(T::LEN)?)?;
+        Some((Records::new(head), Records::new(tail)))
+    }
+
+    /// Sum of the segment lengths (cannot overflow: at most 2^32 lengths of 32 bits).
+    fn total_length(mut self) -> u64 {
+        let mut sum = 0u64;
+        while let Some(element) = self.pop_front() {
+            sum = sum.saturating_add(u64::from(element.length()));
+        }
+        sum
+    }
+
+    /// The remaining length, exactly, as an iterator's size hint.
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.len(), Some(self.len()))
+    }
+}
+
+impl<T> fmt::Debug for Records<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.bytes.fmt(f)
+    }
+}
+
 /// A validated array of segments (a write chunk or the reply chunk), borrowed
 /// from the decoded header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentArray<'a> {
-    /// Exactly `len() * SEGMENT_LEN` bytes of encoded segments.
-    bytes: &'a [u8],
+    /// The encoded segments, without the count word.
+    bytes: Records<'a, Segment>,
 }
 
 impl<'a> SegmentArray<'a> {
     /// An array with no segments.
-    pub const EMPTY: SegmentArray<'static> = SegmentArray { bytes: &[] };
+    pub const EMPTY: SegmentArray<'static> = SegmentArray { bytes: Records::new(&[]) };
 
     /// Decodes a counted segment array (count word, segments).
     pub fn decode(r: &mut XdrReader<'a>, limits: &Limits) -> Result<SegmentArray<'a>, V1Error> {
@@ -330,12 +426,12 @@ impl<'a> SegmentArray<'a> {
         if count > limits.max_chunk_segments {
             return Err(V1Error::TooManyChunkSegments { count, max: limits.max_chunk_segments });
         }
-        Ok(SegmentArray { bytes: take_segments(r, count)? })
+        Ok(SegmentArray { bytes: Records::new(take_segments(r, count)?) })
     }
 
     /// Number of segments.
     pub fn len(&self) -> usize {
-        self.bytes.len() / SEGMENT_LEN
+        self.bytes.len()
     }
 
     /// True if there are no segments.
@@ -345,8 +441,7 @@ impl<'a> SegmentArray<'a> {
 
     /// The segment at `index`, if any.
     pub fn get(&self, index: usize) -> Option<Segment> {
-        let start = index.checked_mul(SEGMENT_LEN)?;
-        Segment::parse(self.bytes.get(start..)?)
+        self.bytes.get(index)
     }
 
     /// Iterates over the segments.
@@ -356,78 +451,43 @@ impl<'a> SegmentArray<'a> {
 
     /// Sum of the segment lengths (cannot overflow: at most 2^32 lengths of 32 bits).
     pub fn total_length(&self) -> u64 {
-        self.iter().fold(0u64, |acc, s| acc.saturating_add(u64::from(s.length)))
+        self.bytes.total_length()
     }
 
     /// The encoded segments, without the count word.
     pub fn as_bytes(&self) -> &'a [u8] {
-        self.bytes
+        self.bytes.bytes
     }
 
     /// Encoded length as a counted array (count word plus segments).
     fn counted_len(&self) -> usize {
-        self.bytes.len().saturating_add(4)
+        self.bytes.bytes.len().saturating_add(4)
     }
 
     fn write_counted(&self, w: &mut XdrWriter<'_>) -> Result<(), V1Error> {
         let count = u32::try_from(self.len()).map_err(|_| NO_SPACE)?;
         w.put_u32(count)?;
-        w.put_bytes(self.bytes)?;
+        w.put_bytes(self.bytes.bytes)?;
         Ok(())
-    }
-}
-
-impl<'a> IntoIterator for SegmentArray<'a> {
-    type Item = Segment;
-    type IntoIter = SegmentIter<'a>;
-    fn into_iter(self) -> SegmentIter<'a> {
-        self.iter()
-    }
-}
-
-impl<'a> IntoIterator for &SegmentArray<'a> {
-    type Item = Segment;
-    type IntoIter = SegmentIter<'a>;
-    fn into_iter(self) -> SegmentIter<'a> {
-        self.iter()
     }
 }
 
 /// Iterator over the segments of a [`SegmentArray`].
 #[derive(Debug, Clone)]
 pub struct SegmentIter<'a> {
-    rest: &'a [u8],
+    rest: Records<'a, Segment>,
 }
-
-impl Iterator for SegmentIter<'_> {
-    type Item = Segment;
-
-    fn next(&mut self) -> Option<Segment> {
-        let seg = Segment::parse(self.rest)?;
-        self.rest = self.rest.get(SEGMENT_LEN..).unwrap_or(&[]);
-        Some(seg)
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = self.rest.len() / SEGMENT_LEN;
-        (n, Some(n))
-    }
-}
-
-impl ExactSizeIterator for SegmentIter<'_> {}
-impl core::iter::FusedIterator for SegmentIter<'_> {}
 
 /// A validated read list, borrowed from the decoded header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadList<'a> {
-    /// Exactly `len() * READ_LIST_ENTRY_LEN` bytes: entries with their present
-    /// words, without the terminating zero.
-    bytes: &'a [u8],
+    /// The entries with their present words, without the terminating zero.
+    bytes: Records<'a, ReadSegment>,
 }
 
 impl<'a> ReadList<'a> {
     /// An empty read list.
-    pub const EMPTY: ReadList<'static> = ReadList { bytes: &[] };
+    pub const EMPTY: ReadList<'static> = ReadList { bytes: Records::new(&[]) };
 
     /// Decodes a read list (entries each preceded by 1, terminated by 0).
     pub fn decode(r: &mut XdrReader<'a>, limits: &Limits) -> Result<ReadList<'a>, V1Error> {
@@ -444,12 +504,12 @@ impl<'a> ReadList<'a> {
             end = r.position();
         }
         let bytes = all.get(..end.saturating_sub(start)).unwrap_or(&[]);
-        Ok(ReadList { bytes })
+        Ok(ReadList { bytes: Records::new(bytes) })
     }
 
     /// Number of read segments.
     pub fn len(&self) -> usize {
-        self.bytes.len() / READ_LIST_ENTRY_LEN
+        self.bytes.len()
     }
 
     /// True if the list is empty.
@@ -459,8 +519,7 @@ impl<'a> ReadList<'a> {
 
     /// The read segment at `index`, if any.
     pub fn get(&self, index: usize) -> Option<ReadSegment> {
-        let start = index.checked_mul(READ_LIST_ENTRY_LEN)?;
-        ReadSegment::parse_entry(self.bytes.get(start..)?)
+        self.bytes.get(index)
     }
 
     /// Iterates over the read segments in wire order.
@@ -476,59 +535,23 @@ impl<'a> ReadList<'a> {
 
     /// Sum of the segment lengths.
     pub fn total_length(&self) -> u64 {
-        self.iter().fold(0u64, |acc, s| acc.saturating_add(u64::from(s.segment.length)))
+        self.bytes.total_length()
     }
 
     fn encoded_len(&self) -> usize {
-        self.bytes.len().saturating_add(4)
+        terminated_list_len(self.bytes.bytes)
     }
 
     fn write(&self, w: &mut XdrWriter<'_>) -> Result<(), V1Error> {
-        w.put_bytes(self.bytes)?;
-        w.put_u32(0)?;
-        Ok(())
-    }
-}
-
-impl<'a> IntoIterator for ReadList<'a> {
-    type Item = ReadSegment;
-    type IntoIter = ReadIter<'a>;
-    fn into_iter(self) -> ReadIter<'a> {
-        self.iter()
-    }
-}
-
-impl<'a> IntoIterator for &ReadList<'a> {
-    type Item = ReadSegment;
-    type IntoIter = ReadIter<'a>;
-    fn into_iter(self) -> ReadIter<'a> {
-        self.iter()
+        write_terminated_list(w, self.bytes.bytes)
     }
 }
 
 /// Iterator over the segments of a [`ReadList`].
 #[derive(Debug, Clone)]
 pub struct ReadIter<'a> {
-    rest: &'a [u8],
+    rest: Records<'a, ReadSegment>,
 }
-
-impl Iterator for ReadIter<'_> {
-    type Item = ReadSegment;
-
-    fn next(&mut self) -> Option<ReadSegment> {
-        let seg = ReadSegment::parse_entry(self.rest)?;
-        self.rest = self.rest.get(READ_LIST_ENTRY_LEN..).unwrap_or(&[]);
-        Some(seg)
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = self.rest.len() / READ_LIST_ENTRY_LEN;
-        (n, Some(n))
-    }
-}
-
-impl ExactSizeIterator for ReadIter<'_> {}
-impl core::iter::FusedIterator for ReadIter<'_> {}
 
 /// One read chunk: consecutive read segments with the same position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -542,22 +565,22 @@ pub struct ReadChunk<'a> {
 /// Iterator over the chunks of a [`ReadList`].
 #[derive(Debug, Clone)]
 pub struct ReadChunks<'a> {
-    rest: &'a [u8],
+    rest: Records<'a, ReadSegment>,
 }
 
 impl<'a> Iterator for ReadChunks<'a> {
     type Item = ReadChunk<'a>;
 
     fn next(&mut self) -> Option<ReadChunk<'a>> {
-        let first = ReadSegment::parse_entry(self.rest)?;
-        let mut end = READ_LIST_ENTRY_LEN;
-        while let Some(next) = self.rest.get(end..).and_then(ReadSegment::parse_entry) {
+        let first = self.rest.get(0)?;
+        let mut n = 1;
+        while let Some(next) = self.rest.get(n) {
             if next.position != first.position {
                 break;
             }
-            end = end.saturating_add(READ_LIST_ENTRY_LEN);
+            n = n.saturating_add(1);
         }
-        let (chunk, rest) = self.rest.split_at_checked(end)?;
+        let (chunk, rest) = self.rest.split_at(n)?;
         self.rest = rest;
         Some(ReadChunk { position: first.position, segments: ReadList { bytes: chunk } })
     }
@@ -634,29 +657,11 @@ impl<'a> WriteList<'a> {
     }
 
     fn encoded_len(&self) -> usize {
-        self.bytes.len().saturating_add(4)
+        terminated_list_len(self.bytes)
     }
 
     fn write(&self, w: &mut XdrWriter<'_>) -> Result<(), V1Error> {
-        w.put_bytes(self.bytes)?;
-        w.put_u32(0)?;
-        Ok(())
-    }
-}
-
-impl<'a> IntoIterator for WriteList<'a> {
-    type Item = SegmentArray<'a>;
-    type IntoIter = WriteIter<'a>;
-    fn into_iter(self) -> WriteIter<'a> {
-        self.iter()
-    }
-}
-
-impl<'a> IntoIterator for &WriteList<'a> {
-    type Item = SegmentArray<'a>;
-    type IntoIter = WriteIter<'a>;
-    fn into_iter(self) -> WriteIter<'a> {
-        self.iter()
+        write_terminated_list(w, self.bytes)
     }
 }
 
@@ -684,7 +689,7 @@ impl<'a> Iterator for WriteIter<'a> {
             Some(bytes) => {
                 self.rest = r.rest();
                 self.left -= 1;
-                Some(SegmentArray { bytes })
+                Some(SegmentArray { bytes: Records::new(bytes) })
             }
             None => {
                 self.left = 0;
@@ -698,8 +703,63 @@ impl<'a> Iterator for WriteIter<'a> {
     }
 }
 
-impl ExactSizeIterator for WriteIter<'_> {}
-impl core::iter::FusedIterator for WriteIter<'_> {}
+/// Encoded length of a read or write list: its entries, then the zero word.
+fn terminated_list_len(entries: &[u8]) -> usize {
+    entries.len().saturating_add(4)
+}
+
+/// Writes a read or write list: its encoded entries, then the zero word.
+fn write_terminated_list(w: &mut XdrWriter<'_>, entries: &[u8]) -> Result<(), V1Error> {
+    w.put_bytes(entries)?;
+    w.put_u32(0)?;
+    Ok(())
+}
+
+/// The iterator traits every view and its iterator share: `IntoIterator` for
+/// the view and for a reference to it (both by `iter()`), `ExactSizeIterator`
+/// and `FusedIterator`. With `records:`, also `Iterator` itself for an
+/// iterator whose `rest` is a [`Records`], which does the stepping.
+macro_rules! view_iter_traits {
+    (records: $view:ident, $iter:ident, $item:ty) => {
+        impl Iterator for $iter<'_> {
+            type Item = $item;
+
+            fn next(&mut self) -> Option<$item> {
+                self.rest.pop_front()
+            }
+
+            fn size_hint(&self) -> (usize, Option<usize>) {
+                self.rest.size_hint()
+            }
+        }
+
+        view_iter_traits!($view, $iter, $item);
+    };
+    ($view:ident, $iter:ident, $item:ty) => {
+        impl<'a> IntoIterator for $view<'a> {
+            type Item = $item;
+            type IntoIter = $iter<'a>;
+            fn into_iter(self) -> $iter<'a> {
+                self.iter()
+            }
+        }
+
+        impl<'a> IntoIterator for &$view<'a> {
+            type Item = $item;
+            type IntoIter = $iter<'a>;
+            fn into_iter(self) -> $iter<'a> {
+                self.iter()
+            }
+        }
+
+        impl ExactSizeIterator for $iter<'_> {}
+        impl core::iter::FusedIterator for $iter<'_> {}
+    };
+}
+
+view_iter_traits!(records: SegmentArray, SegmentIter, Segment);
+view_iter_traits!(records: ReadList, ReadIter, ReadSegment);
+view_iter_traits!(WriteList, WriteIter, SegmentArray<'a>);
 
 /// Decodes an optional reply chunk (0, or 1 followed by a segment array).
 pub fn decode_reply_chunk<'a>(r: &mut XdrReader<'a>, limits: &Limits) -> Result<Option<SegmentArray<'a>>, V1Error> {
@@ -1158,7 +1218,9 @@ pub const fn xdr_round_up(len: u32) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     extern crate std;
+    use super::super::testutil::Rng;
     use super::*;
+    use std::format;
     use std::vec;
     use std::vec::Vec;
 
@@ -1666,6 +1728,38 @@ mod tests {
     }
 
     #[test]
+    fn views_count_down_exactly_and_print_their_bytes() {
+        let h = dec(&MSG_CHUNKS).unwrap();
+        let c = chunks_of(&h);
+        let mut it = c.reads.iter();
+        assert_eq!(it.len(), 2);
+        assert_eq!(it.next(), Some(READS[0]));
+        assert_eq!(it.size_hint(), (1, Some(1)));
+        assert_eq!(it.next(), Some(READS[1]));
+        assert_eq!((it.next(), it.next(), it.len()), (None, None, 0));
+        let w0 = c.writes.get(0).unwrap();
+        let mut it = (&w0).into_iter();
+        assert_eq!((it.next(), it.len()), (Some(WRITE0[0]), 1));
+        assert_eq!(it.clone().last(), Some(WRITE0[1]));
+        assert_eq!(w0.into_iter().nth(1), Some(WRITE0[1]));
+        assert_eq!(c.reads.into_iter().map(|r| r.position).sum::<u32>(), 0x80);
+        assert_eq!(c.writes.into_iter().len(), 1);
+        assert_eq!(SegmentArray::EMPTY.iter().next(), None);
+        assert_eq!(ReadList::EMPTY.get(0), None);
+
+        // Debug shows the encoded bytes, as it always has.
+        let one = [0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3];
+        let mut r = XdrReader::new(&[0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3]);
+        let a = SegmentArray::decode(&mut r, &Limits::DEFAULT).unwrap();
+        assert_eq!(a.as_bytes(), one);
+        assert_eq!(format!("{a:?}"), "SegmentArray { bytes: [0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3] }");
+        assert_eq!(format!("{:?}", a.iter()), "SegmentIter { rest: [0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3] }");
+        assert_eq!(format!("{:?}", ReadList::EMPTY), "ReadList { bytes: [] }");
+        assert_eq!(format!("{:?}", ReadList::EMPTY.iter()), "ReadIter { rest: [] }");
+        assert_eq!(format!("{:?}", ReadList::EMPTY.chunks()), "ReadChunks { rest: [] }");
+    }
+
+    #[test]
     fn size_helpers() {
         assert_eq!(read_list_len(0), 4);
         assert_eq!(read_list_len(2), 52);
@@ -1689,25 +1783,8 @@ mod tests {
 
     // ---- Round trips over random shapes ----
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-        fn u32(&mut self) -> u32 {
-            self.next() as u32
-        }
-        fn seg(&mut self) -> Segment {
-            Segment { handle: self.u32(), length: self.u32(), offset: self.next() }
-        }
+    fn random_segment(rng: &mut Rng) -> Segment {
+        Segment { handle: rng.low_u32(), length: rng.low_u32(), offset: rng.next() }
     }
 
     /// Collects a decoded header's chunk lists into owned vectors.
@@ -1747,23 +1824,24 @@ mod tests {
     fn random_round_trips() {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         for _ in 0..2000 {
-            let reads: Vec<ReadSegment> =
-                (0..rng.below(6)).map(|_| ReadSegment { position: rng.u32() & !3, segment: rng.seg() }).collect();
+            let reads: Vec<ReadSegment> = (0..rng.below(6))
+                .map(|_| ReadSegment { position: rng.low_u32() & !3, segment: random_segment(&mut rng) })
+                .collect();
             let writes: Vec<Vec<Segment>> =
-                (0..rng.below(4)).map(|_| (0..rng.below(5)).map(|_| rng.seg()).collect()).collect();
+                (0..rng.below(4)).map(|_| (0..rng.below(5)).map(|_| random_segment(&mut rng)).collect()).collect();
             let wrefs: Vec<&[Segment]> = writes.iter().map(|c| &c[..]).collect();
             let reply: Option<Vec<Segment>> = match rng.below(3) {
                 0 => None,
-                _ => Some((0..rng.below(4)).map(|_| rng.seg()).collect()),
+                _ => Some((0..rng.below(4)).map(|_| random_segment(&mut rng)).collect()),
             };
             let lists = ChunkLists { reads: &reads, writes: &wrefs, reply: reply.as_deref() };
-            let (xid, credits) = (rng.u32(), rng.u32());
+            let (xid, credits) = (rng.low_u32(), rng.low_u32());
             let body = match rng.below(6) {
                 0 => Body::Msg(lists),
                 1 => Body::NoMsg(lists),
-                2 => Body::Msgp { align: rng.u32(), thresh: rng.u32(), chunks: lists },
+                2 => Body::Msgp { align: rng.low_u32(), thresh: rng.low_u32(), chunks: lists },
                 3 => Body::Done,
-                4 => Body::Error(ErrorBody::Vers { low: rng.u32(), high: rng.u32() }),
+                4 => Body::Error(ErrorBody::Vers { low: rng.low_u32(), high: rng.low_u32() }),
                 _ => Body::Error(ErrorBody::Chunk),
             };
             let mut bytes = enc(&body, xid, credits);
@@ -1817,7 +1895,7 @@ mod tests {
                     1 => 1,
                     2 => u32::MAX,
                     3 => rng.below(8) as u32,
-                    _ => rng.u32(),
+                    _ => rng.low_u32(),
                 };
                 let at = (rng.below(v.len() as u64 / 4 + 1) * 4) as usize;
                 let at = at.min(v.len());
@@ -1844,7 +1922,7 @@ mod tests {
                 // Random byte at a random place.
                 if !v.is_empty() {
                     let i = rng.below(v.len() as u64) as usize;
-                    v[i] = rng.u32() as u8;
+                    v[i] = rng.low_u32() as u8;
                 }
             }
         }

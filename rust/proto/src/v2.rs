@@ -711,6 +711,7 @@ impl Negotiation {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testutil::{assert_encodes, mutated, Rng};
     use super::v1::{peek, ChunkLists, ReadSegment, Segment};
     use super::*;
 
@@ -795,10 +796,7 @@ mod tests {
     ];
 
     fn encode_eq<C: EncodeLists>(h: &Header<'_, C>, expect: &[u8]) {
-        let mut out = [0u8; 256];
-        let n = h.encode(&mut out).unwrap();
-        assert_eq!(n, h.encoded_len());
-        assert_eq!(&out[..n], expect);
+        assert_encodes(h.encoded_len(), |out| h.encode(out), expect);
     }
 
     #[test]
@@ -1105,24 +1103,6 @@ mod tests {
 
     // ---- Randomized round trips and mutation fuzzing ----
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-        fn u32(&mut self) -> u32 {
-            (self.next() >> 16) as u32
-        }
-    }
-
     fn random_segment(rng: &mut Rng) -> Segment {
         Segment { handle: rng.u32(), length: rng.u32(), offset: rng.next() }
     }
@@ -1180,47 +1160,6 @@ mod tests {
 
     const INTERESTING: [u32; 8] = [0, 1, 2, 3, 4, 5, 0x7fff_ffff, 0xffff_ffff];
 
-    /// Applies one random mutation to `buf[..len]`, returns the new length.
-    fn mutate(rng: &mut Rng, buf: &mut [u8; 512], len: usize) -> usize {
-        match rng.below(6) {
-            0 if len > 0 => {
-                let i = rng.below(len as u64) as usize;
-                buf[i] ^= 1 << rng.below(8);
-                len
-            }
-            1 => rng.below(len as u64 + 1) as usize,
-            2 if len + 4 <= buf.len() => {
-                let at = (rng.below(len as u64 / 4 + 1) * 4) as usize;
-                buf.copy_within(at..len, at + 4);
-                let w = INTERESTING[rng.below(8) as usize];
-                buf[at..at + 4].copy_from_slice(&w.to_be_bytes());
-                len + 4
-            }
-            3 if len >= 4 => {
-                let at = (rng.below(len as u64 / 4) * 4) as usize;
-                buf.copy_within(at + 4..len, at);
-                len - 4
-            }
-            4 if len >= 4 => {
-                let at = (rng.below(len as u64 / 4) * 4) as usize;
-                let w = if rng.below(2) == 0 { INTERESTING[rng.below(8) as usize] } else { rng.u32() };
-                buf[at..at + 4].copy_from_slice(&w.to_be_bytes());
-                len
-            }
-            _ => {
-                let i = rng.below(len as u64 + 1) as usize;
-                let b = rng.u32() as u8;
-                if len < buf.len() {
-                    buf.copy_within(i..len, i + 1);
-                    buf[i] = b;
-                    len + 1
-                } else {
-                    len
-                }
-            }
-        }
-    }
-
     #[test]
     fn mutation_fuzz_never_panics_and_reencodes() {
         let mut rng = Rng(0x1234_5678_9abc_def1);
@@ -1229,12 +1168,8 @@ mod tests {
         let mut ok = 0u32;
         for iter in 0..40_000u32 {
             let (v, _) = VECTORS[(iter as usize) % VECTORS.len()];
-            buf[..v.len()].copy_from_slice(v);
-            let mut len = v.len();
-            for _ in 0..1 + rng.below(4) {
-                len = mutate(&mut rng, &mut buf, len);
-            }
-            let input = &buf[..len];
+            let input = mutated(&mut rng, &mut buf, v, &INTERESTING);
+            let len = input.len();
             let _ = peek(input).map(|p| ProtocolVersion::of(&p));
             let _ = probe_reply(rng.u32() & 0xf, input);
             if let Ok((h, rest)) = Header::decode(input) {

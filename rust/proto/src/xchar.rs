@@ -256,23 +256,121 @@ impl<'a> Xchar<'a> {
     }
 }
 
+/// An element of an `xcharspec` or `xcharsubset`: read again from the
+/// validated bytes of a [`View`], or written from the caller's slice.
+trait Element<'a>: Copy {
+    /// Decodes the next element (never fails on bytes the decoder accepted).
+    fn read(r: &mut XdrReader<'a>) -> Option<Self>;
+
+    /// Encodes the element.
+    fn write(&self, w: &mut XdrWriter<'_>) -> Result<(), XcharError>;
+}
+
+impl<'a> Element<'a> for Xchar<'a> {
+    fn read(r: &mut XdrReader<'a>) -> Option<Self> {
+        Xchar::decode(r).ok()
+    }
+
+    fn write(&self, w: &mut XdrWriter<'_>) -> Result<(), XcharError> {
+        self.encode(w)
+    }
+}
+
+impl<'a> Element<'a> for u32 {
+    fn read(r: &mut XdrReader<'a>) -> Option<Self> {
+        r.u32().ok()
+    }
+
+    fn write(&self, w: &mut XdrWriter<'_>) -> Result<(), XcharError> {
+        Ok(w.put_u32(*self)?)
+    }
+}
+
+/// The body of [`XcharSpec`] and [`XcharSubset`]: `count` validated elements
+/// as they arrived, or the caller's slice to encode. Equality, `Debug` (a
+/// list of the elements) and the iterators go by elements, whatever the form.
 #[derive(Clone, Copy)]
 enum View<'a, T> {
     Wire { bytes: &'a [u8], count: u32 },
     Native(&'a [T]),
 }
 
-impl<T> View<'_, T> {
+impl<'a, T: Element<'a>> View<'a, T> {
     fn len(&self) -> usize {
         match self {
             View::Wire { count, .. } => *count as usize,
             View::Native(s) => s.len(),
         }
     }
+
+    fn iter(&self) -> IterState<'a, T> {
+        match *self {
+            View::Wire { bytes, count } => IterState::Wire { r: XdrReader::new(bytes), left: count },
+            View::Native(s) => IterState::Native(s.iter()),
+        }
+    }
+
+    /// Encodes the count, then the elements; `too_many` if the count does
+    /// not fit in 32 bits.
+    fn encode(&self, w: &mut XdrWriter<'_>, too_many: XcharError) -> Result<(), XcharError> {
+        match *self {
+            View::Wire { bytes, count } => {
+                w.put_u32(count)?;
+                w.put_bytes(bytes)?;
+            }
+            View::Native(s) => {
+                w.put_u32(u32::try_from(s.len()).map_err(|_| too_many)?)?;
+                for x in s {
+                    x.write(w)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<T> Default for View<'_, T> {
+    fn default() -> Self {
+        View::Native(&[])
+    }
+}
+
+impl<'a, T: Element<'a> + PartialEq> PartialEq for View<'a, T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl<'a, T: Element<'a> + Eq> Eq for View<'a, T> {}
+
+impl<'a, T: Element<'a> + fmt::Debug> fmt::Debug for View<'a, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// Iteration over a [`View`], shared by [`XcharIter`] and [`SubsetWords`].
+#[derive(Clone)]
+enum IterState<'a, T> {
+    Wire { r: XdrReader<'a>, left: u32 },
+    Native(core::slice::Iter<'a, T>),
+}
+
+impl<'a, T: Element<'a>> Iterator for IterState<'a, T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        match self {
+            IterState::Native(it) => it.next().copied(),
+            IterState::Wire { r, left } => {
+                *left = left.checked_sub(1)?;
+                T::read(r)
+            }
+        }
+    }
 }
 
 /// A set of characteristic values (`xcharspec`): a borrowed, validated view.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct XcharSpec<'a>(View<'a, Xchar<'a>>);
 
 impl<'a> XcharSpec<'a> {
@@ -299,10 +397,7 @@ impl<'a> XcharSpec<'a> {
     /// Iterates over the elements in wire order (positions 0, 1, ... as used
     /// by [`XcharSubset`]).
     pub fn iter(&self) -> XcharIter<'a> {
-        XcharIter(match self.0 {
-            View::Wire { bytes, count } => IterState::Wire { r: XdrReader::new(bytes), left: count },
-            View::Native(s) => IterState::Native(s.iter()),
-        })
+        XcharIter(self.0.iter())
     }
 
     /// Iterates over the ids of elements this implementation does not know.
@@ -318,20 +413,7 @@ impl<'a> XcharSpec<'a> {
     }
 
     fn encode(&self, w: &mut XdrWriter<'_>) -> Result<(), XcharError> {
-        match self.0 {
-            View::Wire { bytes, count } => {
-                w.put_u32(count)?;
-                w.put_bytes(bytes)?;
-            }
-            View::Native(s) => {
-                let n = u32::try_from(s.len()).map_err(|_| XcharError::TooManyValues(u32::MAX))?;
-                w.put_u32(n)?;
-                for x in s {
-                    x.encode(w)?;
-                }
-            }
-        }
-        Ok(())
+        self.0.encode(w, XcharError::TooManyValues(u32::MAX))
     }
 
     fn decode(r: &mut XdrReader<'a>) -> Result<Self, XcharError> {
@@ -354,23 +436,9 @@ impl<'a> XcharSpec<'a> {
     }
 }
 
-impl Default for XcharSpec<'_> {
-    fn default() -> Self {
-        XcharSpec::empty()
-    }
-}
-
-impl PartialEq for XcharSpec<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len() && self.iter().eq(other.iter())
-    }
-}
-
-impl Eq for XcharSpec<'_> {}
-
 impl fmt::Debug for XcharSpec<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
+        self.0.fmt(f)
     }
 }
 
@@ -382,12 +450,6 @@ impl<'a> IntoIterator for &XcharSpec<'a> {
     }
 }
 
-#[derive(Clone)]
-enum IterState<'a, T> {
-    Wire { r: XdrReader<'a>, left: u32 },
-    Native(core::slice::Iter<'a, T>),
-}
-
 /// Iterator over an [`XcharSpec`].
 #[derive(Clone)]
 pub struct XcharIter<'a>(IterState<'a, Xchar<'a>>);
@@ -395,20 +457,14 @@ pub struct XcharIter<'a>(IterState<'a, Xchar<'a>>);
 impl<'a> Iterator for XcharIter<'a> {
     type Item = Xchar<'a>;
     fn next(&mut self) -> Option<Xchar<'a>> {
-        match &mut self.0 {
-            IterState::Native(it) => it.next().copied(),
-            IterState::Wire { r, left } => {
-                *left = left.checked_sub(1)?;
-                Xchar::decode(r).ok()
-            }
-        }
+        self.0.next()
     }
 }
 
 /// A subset of the positions of an earlier `xcharspec` (`xcharsubset`, a
 /// bitmap of uint32 words): a borrowed, validated view. Words beyond the last
 /// one present read as zero.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 pub struct XcharSubset<'a>(View<'a, u32>);
 
 impl<'a> XcharSubset<'a> {
@@ -449,10 +505,7 @@ impl<'a> XcharSubset<'a> {
 
     /// Iterates over the words present.
     pub fn words(&self) -> SubsetWords<'a> {
-        SubsetWords(match self.0 {
-            View::Wire { bytes, count } => IterState::Wire { r: XdrReader::new(bytes), left: count },
-            View::Native(s) => IterState::Native(s.iter()),
-        })
+        SubsetWords(self.0.iter())
     }
 
     /// True if any element at position `n` or higher is in the subset (for
@@ -468,20 +521,7 @@ impl<'a> XcharSubset<'a> {
     }
 
     fn encode(&self, w: &mut XdrWriter<'_>) -> Result<(), XcharError> {
-        match self.0 {
-            View::Wire { bytes, count } => {
-                w.put_u32(count)?;
-                w.put_bytes(bytes)?;
-            }
-            View::Native(s) => {
-                let n = u32::try_from(s.len()).map_err(|_| XcharError::SubsetTooLong(u32::MAX))?;
-                w.put_u32(n)?;
-                for v in s {
-                    w.put_u32(*v)?;
-                }
-            }
-        }
-        Ok(())
+        self.0.encode(w, XcharError::SubsetTooLong(u32::MAX))
     }
 
     fn decode(r: &mut XdrReader<'a>) -> Result<Self, XcharError> {
@@ -494,23 +534,9 @@ impl<'a> XcharSubset<'a> {
     }
 }
 
-impl Default for XcharSubset<'_> {
-    fn default() -> Self {
-        XcharSubset::empty()
-    }
-}
-
-impl PartialEq for XcharSubset<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.word_count() == other.word_count() && self.words().eq(other.words())
-    }
-}
-
-impl Eq for XcharSubset<'_> {}
-
 impl fmt::Debug for XcharSubset<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.words()).finish()
+        self.0.fmt(f)
     }
 }
 
@@ -521,13 +547,7 @@ pub struct SubsetWords<'a>(IterState<'a, u32>);
 impl Iterator for SubsetWords<'_> {
     type Item = u32;
     fn next(&mut self) -> Option<u32> {
-        match &mut self.0 {
-            IterState::Native(it) => it.next().copied(),
-            IterState::Wire { r, left } => {
-                *left = left.checked_sub(1)?;
-                r.u32().ok()
-            }
-        }
+        self.0.next()
     }
 }
 
@@ -948,8 +968,11 @@ where
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+    use super::super::testutil::{assert_encodes, mutated, Rng};
     use super::super::v2::{Body, Header};
     use super::*;
+    use std::format;
 
     /// optinfo_initxch: RBSIZ 8192, REQREMINV true, experimental id
     /// 0xffffff00 with 3 bytes "xyz"; nochg = {0, 2}.
@@ -995,10 +1018,7 @@ mod tests {
         [(ROPT_INITXCH, &INITXCH), (ROPT_REQXCH, &REQXCH), (ROPT_RESPXCH, &RESPXCH), (ROPT_UPDXCH, &UPDXCH)];
 
     fn encode_eq(op: &XchOp<'_>, expect: &[u8]) {
-        let mut out = [0u8; 256];
-        let n = op.encode(&mut out).unwrap();
-        assert_eq!(n, op.encoded_len());
-        assert_eq!(&out[..n], expect);
+        assert_encodes(op.encoded_len(), |out| op.encode(out), expect);
     }
 
     #[test]
@@ -1166,6 +1186,25 @@ mod tests {
     }
 
     #[test]
+    fn views_compare_and_print_by_elements() {
+        let XchOp::InitXch { start, nochg } = XchOp::decode(ROPT_INITXCH, &INITXCH).unwrap() else { panic!() };
+        let vals = [Xchar::RecvBufSize(8192), Xchar::ReqRemInv(true), Xchar::Other { id: 0xffff_ff00, data: b"xyz" }];
+        assert_eq!(start, XcharSpec::from_slice(&vals));
+        assert_ne!(start, XcharSpec::from_slice(&vals[..2]));
+        assert_ne!(XcharSpec::from_slice(&vals[1..]), XcharSpec::from_slice(&vals[..2]));
+        assert_eq!(nochg, XcharSubset::from_words(&[5]));
+        assert_ne!(nochg, XcharSubset::from_words(&[5, 0]));
+        assert_eq!(XcharSpec::default(), XcharSpec::empty());
+        assert_eq!(XcharSubset::default(), XcharSubset::empty());
+        assert_eq!(XcharSubset::default().words().next(), None);
+        let spec = "[RecvBufSize(8192), ReqRemInv(true), Other { id: 4294967040, data: [120, 121, 122] }]";
+        assert_eq!(format!("{start:?}"), spec);
+        assert_eq!(format!("{:?}", XcharSpec::from_slice(&vals)), spec);
+        assert_eq!(format!("{nochg:?}"), "[5]");
+        assert_eq!(format!("{:?}", XcharSubset::empty()), "[]");
+    }
+
+    #[test]
     fn subset_bits() {
         let s = XcharSubset::from_words(&[0x8000_0001, 0, 0x10]);
         assert!(s.contains(0) && s.contains(31) && s.contains(68) && !s.contains(1) && !s.contains(32));
@@ -1307,24 +1346,6 @@ mod tests {
 
     // ---- Randomized round trips and mutation fuzzing ----
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-        fn u32(&mut self) -> u32 {
-            (self.next() >> 16) as u32
-        }
-    }
-
     fn random_xchar<'a>(rng: &mut Rng, data: &'a [u8]) -> Xchar<'a> {
         match rng.below(5) {
             0 => Xchar::RecvBufSize(rng.u32()),
@@ -1382,45 +1403,6 @@ mod tests {
 
     const INTERESTING: [u32; 8] = [0, 1, 2, 3, 4, 8, 0x7fff_ffff, 0xffff_ffff];
 
-    fn mutate(rng: &mut Rng, buf: &mut [u8; 512], len: usize) -> usize {
-        match rng.below(6) {
-            0 if len > 0 => {
-                let i = rng.below(len as u64) as usize;
-                buf[i] ^= 1 << rng.below(8);
-                len
-            }
-            1 => rng.below(len as u64 + 1) as usize,
-            2 if len + 4 <= buf.len() => {
-                let at = (rng.below(len as u64 / 4 + 1) * 4) as usize;
-                buf.copy_within(at..len, at + 4);
-                let w = INTERESTING[rng.below(8) as usize];
-                buf[at..at + 4].copy_from_slice(&w.to_be_bytes());
-                len + 4
-            }
-            3 if len >= 4 => {
-                let at = (rng.below(len as u64 / 4) * 4) as usize;
-                buf.copy_within(at + 4..len, at);
-                len - 4
-            }
-            4 if len >= 4 => {
-                let at = (rng.below(len as u64 / 4) * 4) as usize;
-                let w = if rng.below(2) == 0 { INTERESTING[rng.below(8) as usize] } else { rng.u32() };
-                buf[at..at + 4].copy_from_slice(&w.to_be_bytes());
-                len
-            }
-            _ => {
-                let i = rng.below(len as u64 + 1) as usize;
-                if len < buf.len() {
-                    buf.copy_within(i..len, i + 1);
-                    buf[i] = rng.u32() as u8;
-                    len + 1
-                } else {
-                    len
-                }
-            }
-        }
-    }
-
     #[test]
     fn mutation_fuzz_never_panics_and_reencodes() {
         let mut rng = Rng(0x0bad_5eed_dead_beef);
@@ -1432,12 +1414,7 @@ mod tests {
         for iter in 0..40_000u32 {
             let whole = iter % 5 == 4;
             let (t, v): (u32, &[u8]) = if whole { (0, &INITXCH_MSG) } else { VECTORS[(iter % 4) as usize] };
-            buf[..v.len()].copy_from_slice(v);
-            let mut len = v.len();
-            for _ in 0..1 + rng.below(4) {
-                len = mutate(&mut rng, &mut buf, len);
-            }
-            let input = &buf[..len];
+            let input = mutated(&mut rng, &mut buf, v, &INTERESTING);
             let decoded = if whole {
                 match Header::decode(input) {
                     Ok((Header { body: Body::Optional(opt), .. }, _)) => XchOp::from_optional(&opt),
