@@ -9,5 +9,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 #include <rdma/rw.h>
+#include <linux/sunrpc/clnt.h>
 #include "helpers.h"
 #include <linux/errno.h>
+#include <linux/seq_file.h>

@@ -1,9 +1,162 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Out-of-line forwards for static inlines and macros; see helpers.h. */
+#include <linux/module.h>
+#include <linux/workqueue.h>
+#include <linux/sunrpc/xprt.h>
+#include <linux/sunrpc/clnt.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
 #include "helpers.h"
 
 const char *rpcrdma_rs_ib_device_name(const struct ib_device *device)
 {
 	return dev_name(&device->dev);
+}
+
+struct rdma_cm_id *rpcrdma_rs_create_id(struct net *net,
+		int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
+		void *context)
+{
+	return rdma_create_id(net, handler, context, RDMA_PS_TCP, IB_QPT_RC);
+}
+
+struct ib_pd *rpcrdma_rs_alloc_pd(struct ib_device *device)
+{
+	return ib_alloc_pd(device, 0);
+}
+
+void rpcrdma_rs_dealloc_pd(struct ib_pd *pd)
+{
+	ib_dealloc_pd(pd);
+}
+
+struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, void *context,
+		int nr_cqe)
+{
+	return ib_alloc_cq_any(device, context, nr_cqe, IB_POLL_WORKQUEUE);
+}
+
+int rpcrdma_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
+{
+	return ib_post_send(qp, wr, NULL);
+}
+
+int rpcrdma_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr)
+{
+	return ib_post_recv(qp, wr, NULL);
+}
+
+u64 rpcrdma_rs_dma_map_to_device(struct ib_device *device, void *addr, size_t len)
+{
+	return ib_dma_map_single(device, addr, len, DMA_TO_DEVICE);
+}
+
+u64 rpcrdma_rs_dma_map_from_device(struct ib_device *device, void *addr, size_t len)
+{
+	return ib_dma_map_single(device, addr, len, DMA_FROM_DEVICE);
+}
+
+int rpcrdma_rs_dma_mapping_error(struct ib_device *device, u64 addr)
+{
+	return ib_dma_mapping_error(device, addr);
+}
+
+void rpcrdma_rs_dma_unmap_to_device(struct ib_device *device, u64 addr, size_t len)
+{
+	ib_dma_unmap_single(device, addr, len, DMA_TO_DEVICE);
+}
+
+void rpcrdma_rs_dma_unmap_from_device(struct ib_device *device, u64 addr, size_t len)
+{
+	ib_dma_unmap_single(device, addr, len, DMA_FROM_DEVICE);
+}
+
+void rpcrdma_rs_dma_sync_for_cpu(struct ib_device *device, u64 addr, size_t len)
+{
+	ib_dma_sync_single_for_cpu(device, addr, len, DMA_FROM_DEVICE);
+}
+
+void rpcrdma_rs_dma_sync_for_device(struct ib_device *device, u64 addr, size_t len)
+{
+	ib_dma_sync_single_for_device(device, addr, len, DMA_TO_DEVICE);
+}
+
+u32 rpcrdma_rs_local_dma_lkey(const struct ib_pd *pd)
+{
+	return pd->local_dma_lkey;
+}
+
+void rpcrdma_rs_xprt_set_connected(struct rpc_xprt *xprt)
+{
+	xprt_set_connected(xprt);
+}
+
+int rpcrdma_rs_xprt_connected(struct rpc_xprt *xprt)
+{
+	return xprt_connected(xprt);
+}
+
+void rpcrdma_rs_xprt_clear_connecting(struct rpc_xprt *xprt)
+{
+	xprt_clear_connecting(xprt);
+}
+
+void rpcrdma_rs_xprt_set_bound(struct rpc_xprt *xprt)
+{
+	xprt_set_bound(xprt);
+}
+
+int rpcrdma_rs_rpc_reply_expected(struct rpc_task *task)
+{
+	return rpc_reply_expected(task);
+}
+
+bool rpcrdma_rs_try_module_get(struct module *module)
+{
+	return try_module_get(module);
+}
+
+struct rpc_rqst *rpcrdma_rs_lookup_and_pin_rqst(struct rpc_xprt *xprt, __be32 xid)
+{
+	struct rpc_rqst *rqst;
+
+	spin_lock(&xprt->queue_lock);
+	rqst = xprt_lookup_rqst(xprt, xid);
+	if (rqst)
+		xprt_pin_rqst(rqst);
+	spin_unlock(&xprt->queue_lock);
+	return rqst;
+}
+
+void rpcrdma_rs_complete_and_unpin_rqst(struct rpc_rqst *rqst, int copied)
+{
+	struct rpc_xprt *xprt = rqst->rq_xprt;
+
+	spin_lock(&xprt->queue_lock);
+	xprt_complete_rqst(rqst->rq_task, copied);
+	xprt_unpin_rqst(rqst);
+	spin_unlock(&xprt->queue_lock);
+}
+
+void rpcrdma_rs_set_cwnd(struct rpc_xprt *xprt, unsigned long cwnd)
+{
+	spin_lock(&xprt->transport_lock);
+	xprt->cwnd = cwnd;
+	spin_unlock(&xprt->transport_lock);
+}
+
+void rpcrdma_rs_init_delayed_work(struct delayed_work *dwork,
+		void (*fn)(struct work_struct *))
+{
+	INIT_DELAYED_WORK(dwork, fn);
+}
+
+bool rpcrdma_rs_queue_long_delayed(struct delayed_work *dwork, unsigned long delay)
+{
+	return queue_delayed_work(system_long_wq, dwork, delay);
+}
+
+struct delayed_work *rpcrdma_rs_to_delayed_work(struct work_struct *work)
+{
+	return to_delayed_work(work);
 }

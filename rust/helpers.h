@@ -1,14 +1,74 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Out-of-line wrappers for the static inline functions and macros of SUNRPC
- * and ib_core that Rust cannot call directly. Each is a one-line forward to
- * the kernel's own definition; no logic lives here.
+ * Out-of-line forwards for the static inline functions and macros of SUNRPC,
+ * ib_core and the workqueue API that Rust cannot call directly. Each is a
+ * one-line forward to the kernel's own definition; no logic lives here.
  */
 #ifndef RPCRDMA_RS_HELPERS_H
 #define RPCRDMA_RS_HELPERS_H
 
+#include <linux/types.h>
+
 struct ib_device;
+struct ib_pd;
+struct ib_cq;
+struct ib_qp;
+struct ib_send_wr;
+struct ib_recv_wr;
+struct rdma_cm_id;
+struct rdma_cm_event;
+struct rpc_xprt;
+struct rpc_task;
+struct module;
+struct net;
+struct delayed_work;
+struct work_struct;
 
 const char *rpcrdma_rs_ib_device_name(const struct ib_device *device);
+
+/* rdma_cm and verbs */
+struct rdma_cm_id *rpcrdma_rs_create_id(struct net *net,
+		int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
+		void *context);
+struct ib_pd *rpcrdma_rs_alloc_pd(struct ib_device *device);
+void rpcrdma_rs_dealloc_pd(struct ib_pd *pd);
+struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, void *context,
+		int nr_cqe);
+int rpcrdma_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
+int rpcrdma_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);
+u64 rpcrdma_rs_dma_map_to_device(struct ib_device *device, void *addr, size_t len);
+u64 rpcrdma_rs_dma_map_from_device(struct ib_device *device, void *addr, size_t len);
+int rpcrdma_rs_dma_mapping_error(struct ib_device *device, u64 addr);
+void rpcrdma_rs_dma_unmap_to_device(struct ib_device *device, u64 addr, size_t len);
+void rpcrdma_rs_dma_unmap_from_device(struct ib_device *device, u64 addr, size_t len);
+void rpcrdma_rs_dma_sync_for_cpu(struct ib_device *device, u64 addr, size_t len);
+void rpcrdma_rs_dma_sync_for_device(struct ib_device *device, u64 addr, size_t len);
+u32 rpcrdma_rs_local_dma_lkey(const struct ib_pd *pd);
+
+/* SUNRPC transport state bits */
+void rpcrdma_rs_xprt_set_connected(struct rpc_xprt *xprt);
+int rpcrdma_rs_xprt_connected(struct rpc_xprt *xprt);
+void rpcrdma_rs_xprt_clear_connecting(struct rpc_xprt *xprt);
+void rpcrdma_rs_xprt_set_bound(struct rpc_xprt *xprt);
+int rpcrdma_rs_rpc_reply_expected(struct rpc_task *task);
+
+bool rpcrdma_rs_try_module_get(struct module *module);
+
+/* SUNRPC calls that must run under one of the transport's spinlocks */
+struct rpc_rqst;
+struct rpc_rqst *rpcrdma_rs_lookup_and_pin_rqst(struct rpc_xprt *xprt, __be32 xid);
+void rpcrdma_rs_complete_and_unpin_rqst(struct rpc_rqst *rqst, int copied);
+void rpcrdma_rs_set_cwnd(struct rpc_xprt *xprt, unsigned long cwnd);
+
+/* delayed work on system_long_wq */
+void rpcrdma_rs_init_delayed_work(struct delayed_work *dwork,
+		void (*fn)(struct work_struct *));
+bool rpcrdma_rs_queue_long_delayed(struct delayed_work *dwork, unsigned long delay);
+struct delayed_work *rpcrdma_rs_to_delayed_work(struct work_struct *work);
+
+/* module parameters (params.c) */
+unsigned int rpcrdma_rs_param_slot_table_entries(void);
+unsigned int rpcrdma_rs_param_max_inline_read(void);
+unsigned int rpcrdma_rs_param_max_inline_write(void);
 
 #endif /* RPCRDMA_RS_HELPERS_H */

@@ -8,6 +8,9 @@
 
 pub(crate) mod errno;
 pub(crate) mod ib;
+pub(crate) mod rdma;
+pub(crate) mod rpc;
+pub(crate) mod work;
 pub(crate) mod xprt;
 
 /// Copies `src` into the fixed-size C string buffer `dst`, NUL-terminated,

@@ -14,6 +14,7 @@ pub mod proto;
 
 mod device;
 mod kapi;
+mod params;
 mod sys;
 mod transport;
 

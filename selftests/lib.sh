@@ -48,3 +48,16 @@ nfs_mounted() { findmnt -n -t nfs,nfs4 "$MNT" > /dev/null; }
 # The fields of the "xprt: rdma" line of the NFS mount on $MNT ($1 = field
 # number, 1 = local port), or nothing if the mount is not over RDMA.
 rdma_xprt_field() { awk -v f="$1" '$1 == "xprt:" && $2 == "rdma" { print $(f + 2); exit }' /proc/self/mountstats; }
+
+# Mount options for rpcrdma_rs while it carries inline messages only: NFSv3
+# (NFSv4.1+ needs the backchannel, NFSv4.0 OPEN replies need Reply chunks) and
+# I/O sizes that fit the 4 KiB inline thresholds.
+RS_OPTS=${RS_OPTS:-vers=3,proto=rdma,port=20049,rsize=1024,wsize=1024,nolock,retry=0}
+RS_EXPORT=/srv/export
+
+# mount_rs [ADDR]: mounts the server's export on $MNT over rpcrdma_rs.
+mount_rs() {
+  local addr=${1:-$SERVER4} opts=$RS_OPTS
+  case "$addr" in *:*) addr="[$addr]"; opts=${opts/proto=rdma,/proto=rdma6,} ;; esac
+  timeout 120 mount -t nfs -o "$opts" "$addr:$RS_EXPORT" "$MNT"
+}

@@ -40,6 +40,17 @@ impl CreateArgs<'_> {
         Some(unsafe { CStr::from_char_ptr(self.raw.servername) })
     }
 
+    /// The raw arguments, for [`super::rpc::new_xprt`].
+    pub(crate) fn raw(&self) -> &sys::xprt_create {
+        self.raw
+    }
+
+    /// True if the destination is an IPv6 address.
+    pub(crate) fn is_ipv6(&self) -> bool {
+        // SAFETY: `dstaddr` is a valid socket address for the call (or NULL).
+        !self.raw.dstaddr.is_null() && u32::from(unsafe { (*self.raw.dstaddr).sa_family }) == sys::AF_INET6
+    }
+
     /// True if SUNRPC asks for a backchannel transport (NFSv4.1 on the server).
     pub(crate) fn is_backchannel(&self) -> bool {
         !self.raw.bc_xprt.is_null()

@@ -1,0 +1,786 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RPC transports (`struct rpc_xprt`) and the operations SUNRPC calls on them.
+//!
+//! [`new_xprt`] allocates an `rpc_xprt` with SUNRPC's own allocator and
+//! attaches a Rust transport object `T: Transport` to it; the operations table
+//! is built from the trait. SUNRPC owns the `rpc_xprt`; the transport object
+//! lives exactly as long (it is dropped in the `destroy` operation, right
+//! before SUNRPC's memory is freed). Callbacks get `&T` and borrowed handles
+//! ([`Xprt`], [`Task`], [`Rqst`]) that are only valid for the call.
+
+use core::{marker::PhantomData, pin::Pin, ptr::NonNull};
+
+use kernel::{
+    alloc::KBox,
+    error::{Error, Result},
+    ffi::{c_int, c_ulong, c_ushort, c_void},
+    prelude::*,
+    str::CStr,
+    ThisModule,
+};
+
+use crate::sys;
+
+/// `struct rpc_xprt` followed by the pointer to its Rust transport object.
+#[repr(C)]
+struct Shell {
+    xprt: sys::rpc_xprt,
+    transport: *const c_void,
+}
+
+/// A transport SUNRPC created through this module.
+#[derive(Clone, Copy)]
+pub(crate) struct Xprt<'a> {
+    raw: NonNull<sys::rpc_xprt>,
+    _life: PhantomData<&'a sys::rpc_xprt>,
+}
+
+// SAFETY: SUNRPC transports are used from any context; every method below
+// either touches fields SUNRPC documents as the transport's, or calls SUNRPC
+// functions that do their own locking.
+unsafe impl Send for Xprt<'_> {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Xprt<'_> {}
+
+/// SUNRPC's generic per-transport counters.
+pub(crate) struct XprtStat {
+    pub(crate) bind_count: u64,
+    pub(crate) connect_count: u64,
+    /// Jiffies spent connecting.
+    pub(crate) connect_time: u64,
+    pub(crate) sends: u64,
+    pub(crate) recvs: u64,
+    pub(crate) bad_xids: u64,
+    pub(crate) req_u: u64,
+    pub(crate) bklog_u: u64,
+}
+
+/// An RPC task, borrowed for one callback.
+pub(crate) struct Task<'a> {
+    raw: NonNull<sys::rpc_task>,
+    _life: PhantomData<&'a sys::rpc_task>,
+}
+
+/// An RPC request, borrowed for one callback.
+pub(crate) struct Rqst<'a> {
+    raw: NonNull<sys::rpc_rqst>,
+    _life: PhantomData<&'a sys::rpc_rqst>,
+}
+
+/// A request found by XID and pinned: SUNRPC will not free or reuse it until
+/// [`PinnedRqst::complete`] (or drop) unpins it.
+pub(crate) struct PinnedRqst {
+    raw: NonNull<sys::rpc_rqst>,
+    done: bool,
+}
+
+/// The Rust side of a transport.
+pub(crate) trait Transport: Send + Sync + Sized {
+    /// Start (re)connecting; `task` waits on the pending queue.
+    fn connect(&self, xprt: Xprt<'_>, task: &Task<'_>);
+    /// Close the connection (SUNRPC holds the send lock).
+    fn close(&self, xprt: Xprt<'_>);
+    /// Send a marshalled request; errors are SUNRPC's (`ENOTCONN`, `EAGAIN`, ...).
+    fn send_request(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>) -> Result;
+    /// A request timed out.
+    fn timer(&self, xprt: Xprt<'_>);
+    /// Fault injection: drop the connection.
+    fn inject_disconnect(&self, xprt: Xprt<'_>);
+    /// Write the `xprt:` line of `/proc/self/mountstats`.
+    fn print_stats(&self, xprt: Xprt<'_>, out: &mut StatsWriter<'_>);
+    /// Stop everything before the transport is freed (no more callbacks).
+    fn shutdown(&self, xprt: Xprt<'_>);
+}
+
+/// Output for [`Transport::print_stats`].
+pub(crate) struct StatsWriter<'a> {
+    seq: NonNull<sys::seq_file>,
+    _life: PhantomData<&'a mut sys::seq_file>,
+}
+
+impl StatsWriter<'_> {
+    /// Appends a NUL-terminated string.
+    pub(crate) fn puts(&mut self, s: &CStr) {
+        // SAFETY: `seq` is valid for the duration of the callback.
+        unsafe { sys::__seq_puts(self.seq.as_ptr(), s.as_char_ptr()) };
+    }
+}
+
+/// Transport parameters fixed at creation.
+pub(crate) struct XprtParams {
+    /// Maximum number of requests (slot table size).
+    pub(crate) max_slots: u32,
+    /// Largest RPC payload.
+    pub(crate) max_payload: u32,
+    /// `to_initval` and `to_maxval` of the default RPC timeout (jiffies).
+    pub(crate) timeout: u64,
+    /// Initial and maximum reconnect delay, idle timeout, bind timeout (jiffies).
+    pub(crate) reestablish: u64,
+    /// Largest reconnect delay (jiffies).
+    pub(crate) max_reconnect: u64,
+    /// Idle time before autoclose (jiffies).
+    pub(crate) idle: u64,
+    /// rpcbind timeout (jiffies).
+    pub(crate) bind: u64,
+}
+
+/// The `xprt_create` a transport is being made from.
+pub(crate) struct Create<'a> {
+    pub(crate) raw: &'a sys::xprt_create,
+}
+
+struct Timeout(sys::rpc_timeout);
+// SAFETY: plain integers, read-only once shared.
+unsafe impl Sync for Timeout {}
+
+/// Allocates an `rpc_xprt` for `args` and attaches the transport `make`
+/// returns. Takes a module reference for the transport's lifetime.
+pub(crate) fn new_xprt<T: Transport>(
+    args: &Create<'_>,
+    module: &'static ThisModule,
+    params: &XprtParams,
+    netid: &'static CStr,
+    make: impl FnOnce(Xprt<'static>) -> Result<Pin<KBox<T>>>,
+) -> Result<NonNull<sys::rpc_xprt>> {
+    let raw = args.raw;
+    if raw.addrlen > core::mem::size_of::<sys::__kernel_sockaddr_storage>() || raw.dstaddr.is_null() {
+        return Err(EBADF);
+    }
+    // SAFETY: the module is live (we are running its code).
+    if !unsafe { sys::rpcrdma_rs_try_module_get(module.as_ptr().cast()) } {
+        return Err(EIO);
+    }
+    let put_module = || {
+        // SAFETY: balances the `try_module_get` above.
+        unsafe { sys::module_put(module.as_ptr().cast()) }
+    };
+    // SAFETY: `net` comes from SUNRPC's create arguments.
+    let xprt = unsafe { sys::xprt_alloc(raw.net, core::mem::size_of::<Shell>(), 0, params.max_slots) };
+    let Some(xprt) = NonNull::new(xprt) else {
+        put_module();
+        return Err(ENOMEM);
+    };
+    // The timeout must outlive every transport: keep one per module.
+    static DEFAULT_TIMEOUT: Timeout = Timeout(sys::rpc_timeout {
+        to_initval: 60 * sys::HZ as c_ulong,
+        to_maxval: 60 * sys::HZ as c_ulong,
+        to_increment: 0,
+        to_retries: 0,
+        to_exponential: 0,
+    });
+    // SAFETY: freshly allocated and zeroed by `xprt_alloc`; nobody else has
+    // it yet. `dstaddr` holds `addrlen` bytes (checked to fit `addr`).
+    unsafe {
+        let x = &mut *xprt.as_ptr();
+        x.timeout = &DEFAULT_TIMEOUT.0;
+        x.connect_timeout = params.timeout as c_ulong;
+        x.max_reconnect_timeout = params.max_reconnect as c_ulong;
+        x.bind_timeout = params.bind as c_ulong;
+        x.reestablish_timeout = params.reestablish as c_ulong;
+        x.idle_timeout = params.idle as c_ulong;
+        x.set_resvport(0);
+        x.ops = &OpsTable::<T>::OPS;
+        // Side protocols (NLM, rpcbind) look at addr as a TCP address.
+        x.prot = sys::IPPROTO_TCP as c_int;
+        x.addrlen = raw.addrlen;
+        core::ptr::copy_nonoverlapping(raw.dstaddr.cast::<u8>(), (&raw mut x.addr).cast::<u8>(), raw.addrlen);
+        x.max_payload = params.max_payload as usize;
+    }
+    // 'static: the transport object (the only holder of this handle beyond
+    // the call) is dropped in `destroy`, before SUNRPC frees the memory.
+    let handle: Xprt<'static> = Xprt { raw: xprt, _life: PhantomData };
+    if handle.port() != 0 {
+        // SAFETY: valid transport.
+        unsafe { sys::rpcrdma_rs_xprt_set_bound(xprt.as_ptr()) };
+    }
+    let fail = |e: Error| {
+        handle.free_addresses();
+        // SAFETY: allocated above and never handed to SUNRPC.
+        unsafe { sys::xprt_free(xprt.as_ptr()) };
+        put_module();
+        e
+    };
+    if let Err(e) = handle.format_addresses(netid) {
+        return Err(fail(e));
+    }
+    let transport = match make(handle) {
+        Ok(t) => t,
+        Err(e) => return Err(fail(e)),
+    };
+    // SAFETY: `xprt` was allocated with room for a `Shell`. The transport is
+    // pinned: it is only ever used through this pointer and dropped in place
+    // in `destroy`, never moved.
+    unsafe {
+        let t = KBox::into_raw(Pin::into_inner_unchecked(transport));
+        (*xprt.as_ptr().cast::<Shell>()).transport = t.cast_const().cast();
+    }
+    Ok(xprt)
+}
+
+impl<'a> Xprt<'a> {
+    /// # Safety
+    ///
+    /// `raw` must be a transport made by [`new_xprt`] with transport type `T`,
+    /// valid for `'a`.
+    unsafe fn transport<T: Transport>(raw: *mut sys::rpc_xprt) -> (Xprt<'a>, &'a T) {
+        // SAFETY: per the contract, `raw` is a `Shell` whose `transport` is a
+        // live `T` (set before SUNRPC could call any operation).
+        unsafe {
+            let t = &*(*raw.cast::<Shell>()).transport.cast::<T>();
+            (Xprt { raw: NonNull::new_unchecked(raw), _life: PhantomData }, t)
+        }
+    }
+
+    fn get(&self) -> &sys::rpc_xprt {
+        // SAFETY: valid for `'a` (type invariant).
+        unsafe { self.raw.as_ref() }
+    }
+
+    /// The raw pointer, for APIs that identify the transport by address.
+    pub(crate) fn as_ptr(&self) -> *mut sys::rpc_xprt {
+        self.raw.as_ptr()
+    }
+
+    /// The network namespace the transport lives in.
+    pub(crate) fn net(&self) -> *mut sys::net {
+        self.get().xprt_net
+    }
+
+    /// The peer's address.
+    pub(crate) fn peer(&self) -> *const sys::sockaddr {
+        (&raw const self.get().addr).cast()
+    }
+
+    /// The peer's address as text (`RPC_DISPLAY_ADDR`).
+    pub(crate) fn addr_str(&self) -> &CStr {
+        let p = self.get().address_strings[sys::rpc_display_format_t_RPC_DISPLAY_ADDR as usize];
+        if p.is_null() {
+            return kernel::c_str!("?");
+        }
+        // SAFETY: set by `format_addresses` to a NUL-terminated kstrdup'ed
+        // string, freed only in `destroy`.
+        unsafe { CStr::from_char_ptr(p) }
+    }
+
+    /// The peer's port, host order.
+    pub(crate) fn port(&self) -> u16 {
+        let sa = self.get();
+        // SAFETY: `addr` is a sockaddr_storage; the family says which layout.
+        unsafe {
+            match u32::from((*self.peer()).sa_family) {
+                sys::AF_INET => u16::from_be((*(&raw const sa.addr).cast::<sys::sockaddr_in>()).sin_port),
+                sys::AF_INET6 => u16::from_be((*(&raw const sa.addr).cast::<sys::sockaddr_in6>()).sin6_port),
+                _ => 0,
+            }
+        }
+    }
+
+    /// Sets the peer's port (after rpcbind) and its display strings.
+    fn set_port(&self, port: u16) {
+        let x = self.raw.as_ptr();
+        // SAFETY: SUNRPC calls set_port with the transport quiescent; the
+        // family selects the layout of `addr`.
+        unsafe {
+            match u32::from((*self.peer()).sa_family) {
+                sys::AF_INET => (*(&raw mut (*x).addr).cast::<sys::sockaddr_in>()).sin_port = port.to_be(),
+                sys::AF_INET6 => (*(&raw mut (*x).addr).cast::<sys::sockaddr_in6>()).sin6_port = port.to_be(),
+                _ => {}
+            }
+        }
+        let mut dec = crate::proto::stats::LineBuf::<8>::new();
+        let mut hex = crate::proto::stats::LineBuf::<8>::new();
+        use core::fmt::Write;
+        let _ = write!(dec, "{}\0", port);
+        let _ = write!(hex, "{:4x}\0", port);
+        self.replace_address(sys::rpc_display_format_t_RPC_DISPLAY_PORT, dec.as_bytes());
+        self.replace_address(sys::rpc_display_format_t_RPC_DISPLAY_HEX_PORT, hex.as_bytes());
+    }
+
+    /// Replaces one display string with a kstrdup'ed copy of `nul_terminated`.
+    fn replace_address(&self, which: u32, nul_terminated: &[u8]) -> bool {
+        if nul_terminated.last() != Some(&0) {
+            return false;
+        }
+        let x = self.raw.as_ptr();
+        // SAFETY: the string is NUL-terminated (checked); the old one was
+        // kstrdup'ed by us (or is NULL) and is freed exactly once here.
+        unsafe {
+            let new = sys::kstrdup(nul_terminated.as_ptr().cast(), kernel::bindings::GFP_KERNEL);
+            let Some(slot) = (*x).address_strings.get_mut(which as usize) else {
+                sys::kfree(new.cast());
+                return false;
+            };
+            sys::kfree((*slot).cast());
+            *slot = new;
+            !new.is_null()
+        }
+    }
+
+    /// Fills the address strings SUNRPC and NFS display (addr=, port,
+    /// netid, ...).
+    fn format_addresses(&self, netid: &'static CStr) -> Result {
+        use core::fmt::Write;
+        let mut addr = [0u8; 64];
+        // SAFETY: `peer` is a valid socket address; rpc_ntop writes at most
+        // `len` bytes and NUL-terminates.
+        let n = unsafe { sys::rpc_ntop(self.peer(), addr.as_mut_ptr().cast(), addr.len()) };
+        if n == 0 || n >= addr.len() {
+            return Err(EINVAL);
+        }
+        let mut ok = self.replace_address(sys::rpc_display_format_t_RPC_DISPLAY_ADDR, &addr[..=n]);
+        let mut hex = crate::proto::stats::LineBuf::<40>::new();
+        // SAFETY: family selects the layout.
+        unsafe {
+            let sa = self.peer();
+            match u32::from((*sa).sa_family) {
+                sys::AF_INET => {
+                    let a = u32::from_be((*sa.cast::<sys::sockaddr_in>()).sin_addr.s_addr);
+                    let _ = write!(hex, "{:08x}\0", a);
+                }
+                sys::AF_INET6 => {
+                    for b in (*sa.cast::<sys::sockaddr_in6>()).sin6_addr.in6_u.u6_addr8 {
+                        let _ = write!(hex, "{:02x}", b);
+                    }
+                    let _ = hex.write_str("\0");
+                }
+                _ => return Err(super::errno::EAFNOSUPPORT()),
+            }
+        }
+        ok &= self.replace_address(sys::rpc_display_format_t_RPC_DISPLAY_HEX_ADDR, hex.as_bytes());
+        // PROTO and NETID point at static strings, like the in-tree client's.
+        let x = self.raw.as_ptr();
+        // SAFETY: the slots exist (RPC_DISPLAY_MAX entries); static strings
+        // are never freed (see `free_addresses`).
+        unsafe {
+            (*x).address_strings[sys::rpc_display_format_t_RPC_DISPLAY_PROTO as usize] =
+                kernel::c_str!("rdma").as_char_ptr();
+            (*x).address_strings[sys::rpc_display_format_t_RPC_DISPLAY_NETID as usize] =
+                netid.as_char_ptr();
+        }
+        self.set_port(self.port());
+        if ok { Ok(()) } else { Err(ENOMEM) }
+    }
+
+    /// Frees the kstrdup'ed display strings.
+    fn free_addresses(&self) {
+        let x = self.raw.as_ptr();
+        for (i, slot) in (0..).zip(
+            // SAFETY: the transport is being torn down; nobody reads these now.
+            unsafe { (*x).address_strings.iter_mut() },
+        ) {
+            if i == sys::rpc_display_format_t_RPC_DISPLAY_PROTO || i == sys::rpc_display_format_t_RPC_DISPLAY_NETID {
+                continue;
+            }
+            // SAFETY: every other string was kstrdup'ed by us or is NULL.
+            unsafe { sys::kfree((*slot).cast()) };
+            *slot = core::ptr::null_mut();
+        }
+    }
+
+    /// Takes the connect lock for `task`; false if a connect is under way.
+    pub(crate) fn lock_connect(&self, task: &Task<'_>, cookie: *mut c_void) -> bool {
+        // SAFETY: valid transport and task.
+        unsafe { sys::xprt_lock_connect(self.raw.as_ptr(), task.as_ptr(), cookie) }
+    }
+
+    /// Asks to be woken (via [`Xprt::write_space`]) when Send buffers free up.
+    pub(crate) fn wait_for_buffer_space(&self) {
+        // SAFETY: valid transport.
+        unsafe { sys::xprt_wait_for_buffer_space(self.raw.as_ptr()) }
+    }
+
+    /// Marks the transport connected.
+    pub(crate) fn set_connected(&self) {
+        // SAFETY: valid transport.
+        unsafe { sys::rpcrdma_rs_xprt_set_connected(self.raw.as_ptr()) }
+    }
+
+    /// True if the transport is connected.
+    pub(crate) fn connected(&self) -> bool {
+        // SAFETY: valid transport.
+        unsafe { sys::rpcrdma_rs_xprt_connected(self.raw.as_ptr()) != 0 }
+    }
+
+    /// Ends a connect attempt: clears CONNECTING, releases the connect lock
+    /// taken by [`Transport::connect`] and wakes waiting tasks with `status`.
+    pub(crate) fn connect_finished(&self, cookie: *mut c_void, status: Result) {
+        let status = match status {
+            Ok(()) => -(sys::EAGAIN as c_int),
+            Err(e) => e.to_errno(),
+        };
+        // SAFETY: valid transport; `cookie` is the one the lock was taken with.
+        unsafe {
+            sys::rpcrdma_rs_xprt_clear_connecting(self.raw.as_ptr());
+            sys::xprt_unlock_connect(self.raw.as_ptr(), cookie);
+            sys::xprt_wake_pending_tasks(self.raw.as_ptr(), status);
+        }
+    }
+
+    /// Records a successful connection in the transport's statistics.
+    pub(crate) fn count_connect(&self) {
+        // SAFETY: these counters belong to the transport; the connect lock
+        // serialises writers.
+        unsafe {
+            let x = &mut *self.raw.as_ptr();
+            x.connect_cookie = x.connect_cookie.wrapping_add(1);
+            x.stat.connect_count = x.stat.connect_count.wrapping_add(1);
+            let now = core::ptr::read_volatile(&raw const sys::jiffies);
+            x.stat.connect_time = x.stat.connect_time.wrapping_add(now.wrapping_sub(x.stat.connect_start) as _);
+        }
+    }
+
+    /// Reports the connection lost and wakes tasks to retransmit.
+    pub(crate) fn disconnect_done(&self) {
+        // SAFETY: valid transport; called with the send lock held (close).
+        unsafe {
+            let x = &mut *self.raw.as_ptr();
+            x.reestablish_timeout = 0;
+            x.connect_cookie = x.connect_cookie.wrapping_add(1);
+            sys::xprt_disconnect_done(self.raw.as_ptr());
+        }
+    }
+
+    /// Asks SUNRPC to close the transport from process context.
+    pub(crate) fn force_disconnect(&self) {
+        // SAFETY: valid transport; callable from any context.
+        unsafe { sys::xprt_force_disconnect(self.raw.as_ptr()) }
+    }
+
+    /// Sets the congestion window to `credits` requests.
+    pub(crate) fn set_credits(&self, credits: u32) {
+        let cwnd = crate::proto::credits::cwnd_from_credits(credits);
+        // SAFETY: valid transport; the helper takes transport_lock.
+        unsafe { sys::rpcrdma_rs_set_cwnd(self.raw.as_ptr(), cwnd as c_ulong) }
+    }
+
+    /// Wakes tasks waiting for Send buffers.
+    pub(crate) fn write_space(&self) {
+        // SAFETY: valid transport.
+        unsafe { sys::xprt_write_space(self.raw.as_ptr()) };
+    }
+
+    /// The delay before the next reconnect attempt (jiffies), and backs off.
+    pub(crate) fn reconnect_delay(&self, initial: u64) -> u64 {
+        // SAFETY: valid transport; SUNRPC holds the connect lock for us.
+        unsafe {
+            let d = sys::xprt_reconnect_delay(self.raw.as_ptr());
+            sys::xprt_reconnect_backoff(self.raw.as_ptr(), initial as c_ulong);
+            d as u64
+        }
+    }
+
+    /// Data arrived: the next reconnect need not wait.
+    pub(crate) fn clear_reestablish_timeout(&self) {
+        // SAFETY: a plain field the transport owns; a racing write is benign
+        // (the in-tree transport does the same).
+        unsafe { (*self.raw.as_ptr()).reestablish_timeout = 0 };
+    }
+
+    /// Finds the request with `xid` (network order) and pins it.
+    pub(crate) fn lookup(&self, xid_be: u32) -> Option<PinnedRqst> {
+        // SAFETY: valid transport; the helper takes queue_lock.
+        let raw = unsafe { sys::rpcrdma_rs_lookup_and_pin_rqst(self.raw.as_ptr(), xid_be) };
+        NonNull::new(raw).map(|raw| PinnedRqst { raw, done: false })
+    }
+
+    /// SUNRPC's counters for the transport (for mountstats).
+    pub(crate) fn stat(&self) -> XprtStat {
+        let s = &self.get().stat;
+        XprtStat {
+            bind_count: s.bind_count as u64,
+            connect_count: s.connect_count as u64,
+            connect_time: s.connect_time as u64,
+            sends: s.sends as u64,
+            recvs: s.recvs as u64,
+            bad_xids: s.bad_xids as u64,
+            req_u: s.req_u as u64,
+            bklog_u: s.bklog_u as u64,
+        }
+    }
+
+    /// Whether SUNRPC wants the transport connected at all (`connect_cookie`).
+    pub(crate) fn connect_cookie(&self) -> u32 {
+        self.get().connect_cookie
+    }
+
+    /// When the transport was last used (jiffies).
+    pub(crate) fn last_used(&self) -> u64 {
+        self.get().last_used as u64
+    }
+}
+
+impl Task<'_> {
+    /// The raw pointer, used as the connect lock's owner cookie.
+    pub(crate) fn as_ptr(&self) -> *mut sys::rpc_task {
+        self.raw.as_ptr()
+    }
+}
+
+impl Rqst<'_> {
+    fn get(&self) -> &sys::rpc_rqst {
+        // SAFETY: valid for the callback (type invariant).
+        unsafe { self.raw.as_ref() }
+    }
+
+    /// The XID as it goes on the wire (network byte order value).
+    pub(crate) fn xid_be(&self) -> u32 {
+        self.get().rq_xid
+    }
+
+    /// Length of the marshalled call.
+    pub(crate) fn send_len(&self) -> usize {
+        self.get().rq_snd_buf.len as usize
+    }
+
+    /// Most bytes the reply may have.
+    pub(crate) fn recv_buflen(&self) -> usize {
+        self.get().rq_rcv_buf.buflen as usize
+    }
+
+    /// Copies the marshalled call into `out` (exactly `send_len` bytes).
+    pub(crate) fn copy_call(&self, out: &mut [u8]) -> Result {
+        let len = u32::try_from(out.len()).map_err(|_| EINVAL)?;
+        // SAFETY: `rq_snd_buf` describes the marshalled call, stable while the
+        // task holds the send lock; `out` is writable for `len` bytes.
+        let rc = unsafe {
+            sys::read_bytes_from_xdr_buf(&self.get().rq_snd_buf, 0, out.as_mut_ptr().cast(), len)
+        };
+        if rc != 0 { Err(Error::from_errno(rc)) } else { Ok(()) }
+    }
+
+    /// Claims a congestion window slot; false if the window is full.
+    pub(crate) fn get_cong(&self, xprt: Xprt<'_>) -> bool {
+        // SAFETY: valid transport and request.
+        unsafe { sys::xprt_request_get_cong(xprt.as_ptr(), self.raw.as_ptr()) }
+    }
+
+    /// True if this request was already sent on the current connection.
+    pub(crate) fn sent_on_this_connection(&self, xprt: Xprt<'_>) -> bool {
+        self.get().rq_connect_cookie == xprt.connect_cookie()
+    }
+
+    /// True if a reply is expected (false for e.g. a GSS destroy context).
+    pub(crate) fn reply_expected(&self) -> bool {
+        // SAFETY: the request's task is valid while it sends.
+        unsafe { sys::rpcrdma_rs_rpc_reply_expected(self.get().rq_task) != 0 }
+    }
+
+    /// Accounts a transmission.
+    pub(crate) fn sent(&self, bytes: usize) {
+        // SAFETY: these fields belong to the sending task, which is us.
+        unsafe {
+            let r = &mut *self.raw.as_ptr();
+            r.rq_xmit_bytes_sent = r.rq_xmit_bytes_sent.wrapping_add(bytes);
+        }
+    }
+}
+
+impl PinnedRqst {
+    /// Copies `reply` into the request's receive buffer and completes it.
+    pub(crate) fn complete_with(mut self, reply: &[u8]) {
+        let len = u32::try_from(reply.len()).unwrap_or(u32::MAX);
+        // SAFETY: the request is pinned, so its buffers stay; `rq_private_buf`
+        // describes where SUNRPC wants reply bytes, and the copy is bounded by
+        // it (an oversize reply fails with an error instead).
+        let copied = unsafe {
+            let r = &*self.raw.as_ptr();
+            if len > r.rq_private_buf.buflen {
+                -(sys::EIO as c_int)
+            } else if sys::write_bytes_to_xdr_buf(&r.rq_private_buf, 0, reply.as_ptr().cast_mut().cast(), len) != 0 {
+                -(sys::EIO as c_int)
+            } else {
+                len as c_int
+            }
+        };
+        self.finish(copied);
+    }
+
+    /// Fails the request with `err`.
+    pub(crate) fn fail(mut self, err: Error) {
+        self.finish(err.to_errno());
+    }
+
+    fn finish(&mut self, copied: c_int) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        // SAFETY: pinned in `lookup`; completes and unpins under queue_lock.
+        unsafe {
+            if copied < 0 {
+                (*(*self.raw.as_ptr()).rq_task).tk_status = copied;
+                sys::rpcrdma_rs_complete_and_unpin_rqst(self.raw.as_ptr(), 0);
+            } else {
+                sys::rpcrdma_rs_complete_and_unpin_rqst(self.raw.as_ptr(), copied);
+            }
+        }
+    }
+}
+
+impl Drop for PinnedRqst {
+    fn drop(&mut self) {
+        // An abandoned lookup fails the request rather than leaving it pinned.
+        self.finish(-(sys::EIO as c_int));
+    }
+}
+
+struct OpsTable<T>(PhantomData<T>);
+
+impl<T: Transport> OpsTable<T> {
+    const OPS: sys::rpc_xprt_ops = sys::rpc_xprt_ops {
+        set_buffer_size: None,
+        reserve_xprt: Some(sys::xprt_reserve_xprt_cong),
+        release_xprt: Some(sys::xprt_release_xprt_cong),
+        alloc_slot: Some(sys::xprt_alloc_slot),
+        free_slot: Some(sys::xprt_free_slot),
+        rpcbind: Some(sys::rpcb_getport_async),
+        set_port: Some(set_port::<T>),
+        connect: Some(connect::<T>),
+        get_srcaddr: None,
+        get_srcport: None,
+        buf_alloc: Some(sys::rpc_malloc),
+        buf_free: Some(sys::rpc_free),
+        prepare_request: None,
+        send_request: Some(send_request::<T>),
+        abort_send_request: None,
+        wait_for_reply_request: Some(sys::xprt_wait_for_reply_request_def),
+        timer: Some(timer::<T>),
+        release_request: Some(sys::xprt_release_rqst_cong),
+        close: Some(close::<T>),
+        destroy: Some(destroy::<T>),
+        set_connect_timeout: Some(set_connect_timeout::<T>),
+        print_stats: Some(print_stats::<T>),
+        enable_swap: Some(enable_swap),
+        disable_swap: Some(disable_swap),
+        inject_disconnect: Some(inject_disconnect::<T>),
+        bc_setup: None,
+        bc_maxpayload: None,
+        bc_num_slots: None,
+        bc_free_rqst: None,
+        bc_destroy: None,
+    };
+}
+
+/// # Safety
+///
+/// SUNRPC calls every operation below with a transport made by [`new_xprt`]
+/// for `T`, valid for the call; task and request pointers are valid too.
+unsafe extern "C" fn connect<T: Transport>(xprt: *mut sys::rpc_xprt, task: *mut sys::rpc_task) {
+    // SAFETY: see the contract above.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    let Some(raw) = NonNull::new(task) else { return };
+    t.connect(x, &Task { raw, _life: PhantomData });
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn close<T: Transport>(xprt: *mut sys::rpc_xprt) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    t.close(x);
+}
+
+/// # Safety
+///
+/// See [`connect`]. After this returns, SUNRPC never uses `xprt` again.
+unsafe extern "C" fn destroy<T: Transport>(xprt: *mut sys::rpc_xprt) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    t.shutdown(x);
+    // SAFETY: `transport` came from `KBox::into_raw` in `new_xprt`; after
+    // `shutdown` nothing references it.
+    drop(unsafe { KBox::from_raw((*xprt.cast::<Shell>()).transport.cast::<T>().cast_mut()) });
+    x.free_addresses();
+    // SAFETY: SUNRPC hands the transport over for freeing; the module
+    // reference taken in `new_xprt` is dropped last.
+    unsafe {
+        sys::xprt_free(xprt);
+        sys::module_put(crate::THIS_MODULE.as_ptr().cast());
+    }
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn send_request<T: Transport>(rqst: *mut sys::rpc_rqst) -> c_int {
+    // SAFETY: see `connect`; a request being sent has its transport set.
+    let (x, t) = unsafe { Xprt::transport::<T>((*rqst).rq_xprt) };
+    let Some(raw) = NonNull::new(rqst) else { return -(sys::EINVAL as c_int) };
+    match t.send_request(x, &Rqst { raw, _life: PhantomData }) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn timer<T: Transport>(xprt: *mut sys::rpc_xprt, _task: *mut sys::rpc_task) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    t.timer(x);
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn set_port<T: Transport>(xprt: *mut sys::rpc_xprt, port: c_ushort) {
+    // SAFETY: see `connect`.
+    let (x, _) = unsafe { Xprt::transport::<T>(xprt) };
+    x.set_port(port);
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn set_connect_timeout<T: Transport>(xprt: *mut sys::rpc_xprt, connect: c_ulong, reconnect: c_ulong) {
+    // SAFETY: see `connect`; SUNRPC serialises this with connects.
+    unsafe {
+        let x = &mut *xprt;
+        x.connect_timeout = connect;
+        if reconnect < x.max_reconnect_timeout {
+            x.max_reconnect_timeout = reconnect;
+        }
+    }
+}
+
+/// # Safety
+///
+/// See [`connect`]; `seq` is valid for the call.
+unsafe extern "C" fn print_stats<T: Transport>(xprt: *mut sys::rpc_xprt, seq: *mut sys::seq_file) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    let Some(seq) = NonNull::new(seq) else { return };
+    t.print_stats(x, &mut StatsWriter { seq, _life: PhantomData });
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn inject_disconnect<T: Transport>(xprt: *mut sys::rpc_xprt) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    t.inject_disconnect(x);
+}
+
+/// Swap over NFS/RDMA needs nothing special from the transport.
+unsafe extern "C" fn enable_swap(_xprt: *mut sys::rpc_xprt) -> c_int {
+    0
+}
+
+/// See [`enable_swap`].
+unsafe extern "C" fn disable_swap(_xprt: *mut sys::rpc_xprt) {}
+
+/// Creates a transport `XprtParams` helper: milliseconds to jiffies.
+pub(crate) fn ms_to_jiffies(ms: u32) -> u64 {
+    // SAFETY: pure conversion.
+    unsafe { sys::__msecs_to_jiffies(ms) as u64 }
+}
+
+/// The current time in jiffies.
+pub(crate) fn jiffies() -> u64 {
+    // SAFETY: `jiffies` is always readable; a volatile read sees updates.
+    unsafe { core::ptr::read_volatile(&raw const sys::jiffies) as u64 }
+}

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Module parameters (declared in `params.c`), read and clamped to the
+//! ranges the transport supports.
+
+use crate::sys;
+
+/// Fewest and most requests per transport (as the in-tree client).
+const SLOTS: (u32, u32) = (4, 16384);
+/// Smallest and largest inline threshold (RFC 8797 sizes are 1..256 KiB; the
+/// in-tree client allows 1 KiB..64 KiB).
+const INLINE: (u32, u32) = (1024, 65536);
+
+/// Requests in flight per transport.
+pub(crate) fn slot_table_entries() -> u32 {
+    // SAFETY: reads an integer parameter.
+    unsafe { sys::rpcrdma_rs_param_slot_table_entries() }.clamp(SLOTS.0, SLOTS.1)
+}
+
+/// Largest reply received inline; the Receive buffer size.
+pub(crate) fn max_inline_read() -> u32 {
+    // SAFETY: reads an integer parameter.
+    unsafe { sys::rpcrdma_rs_param_max_inline_read() }.clamp(INLINE.0, INLINE.1)
+}
+
+/// Largest call sent inline; the Send buffer size.
+pub(crate) fn max_inline_write() -> u32 {
+    // SAFETY: reads an integer parameter.
+    unsafe { sys::rpcrdma_rs_param_max_inline_write() }.clamp(INLINE.0, INLINE.1)
+}
+
+/// How long a connection attempt may take.
+pub(crate) fn connect_timeout_ms() -> u32 {
+    30_000
+}
