@@ -13,3 +13,4 @@
 #include "helpers.h"
 #include <linux/errno.h>
 #include <linux/seq_file.h>
+#include <linux/scatterlist.h>

@@ -6,6 +6,8 @@
 #include <linux/sunrpc/clnt.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
+#include <linux/scatterlist.h>
+#include <linux/sunrpc/auth.h>
 #include "helpers.h"
 
 const char *rpcrdma_rs_ib_device_name(const struct ib_device *device)
@@ -159,4 +161,49 @@ bool rpcrdma_rs_queue_long_delayed(struct delayed_work *dwork, unsigned long del
 struct delayed_work *rpcrdma_rs_to_delayed_work(struct work_struct *work)
 {
 	return to_delayed_work(work);
+}
+
+int rpcrdma_rs_dereg_mr(struct ib_mr *mr)
+{
+	return ib_dereg_mr(mr);
+}
+
+void rpcrdma_rs_sg_set_page(struct scatterlist *sg, struct page *page,
+		unsigned int len, unsigned int offset)
+{
+	sg_set_page(sg, page, len, offset);
+}
+
+struct page *rpcrdma_rs_virt_to_page(const void *addr)
+{
+	return virt_to_page(addr);
+}
+
+int rpcrdma_rs_dma_map_sg(struct ib_device *device, struct scatterlist *sg,
+		int nents, bool to_device)
+{
+	return ib_dma_map_sg(device, sg, nents,
+			     to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+}
+
+void rpcrdma_rs_dma_unmap_sg(struct ib_device *device, struct scatterlist *sg,
+		int nents, bool to_device)
+{
+	ib_dma_unmap_sg(device, sg, nents,
+			to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+}
+
+void rpcrdma_rs_update_fast_reg_key(struct ib_mr *mr, u8 key)
+{
+	ib_update_fast_reg_key(mr, key);
+}
+
+unsigned long rpcrdma_rs_page_size(void)
+{
+	return PAGE_SIZE;
+}
+
+bool rpcrdma_rs_ddp_allowed(const struct rpc_rqst *rqst)
+{
+	return !(rqst->rq_cred->cr_auth->au_flags & RPCAUTH_AUTH_DATATOUCH);
 }

@@ -66,6 +66,23 @@ void rpcrdma_rs_init_delayed_work(struct delayed_work *dwork,
 bool rpcrdma_rs_queue_long_delayed(struct delayed_work *dwork, unsigned long delay);
 struct delayed_work *rpcrdma_rs_to_delayed_work(struct work_struct *work);
 
+/* FRWR memory registration */
+struct ib_mr;
+struct scatterlist;
+struct page;
+struct rpc_rqst;
+int rpcrdma_rs_dereg_mr(struct ib_mr *mr);
+void rpcrdma_rs_sg_set_page(struct scatterlist *sg, struct page *page,
+		unsigned int len, unsigned int offset);
+struct page *rpcrdma_rs_virt_to_page(const void *addr);
+int rpcrdma_rs_dma_map_sg(struct ib_device *device, struct scatterlist *sg,
+		int nents, bool to_device);
+void rpcrdma_rs_dma_unmap_sg(struct ib_device *device, struct scatterlist *sg,
+		int nents, bool to_device);
+void rpcrdma_rs_update_fast_reg_key(struct ib_mr *mr, u8 key);
+unsigned long rpcrdma_rs_page_size(void);
+bool rpcrdma_rs_ddp_allowed(const struct rpc_rqst *rqst);
+
 /* module parameters (params.c) */
 unsigned int rpcrdma_rs_param_slot_table_entries(void);
 unsigned int rpcrdma_rs_param_max_inline_read(void);

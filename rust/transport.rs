@@ -30,13 +30,13 @@ use kernel::{
 use crate::{
     kapi::{
         errno,
-        rdma::{CmEvent, Completion, ConnHandler, Connection, QpConfig, Received},
-        rpc::{self, Create, PinnedRqst, Rqst, StatsWriter, Task, Xprt, XprtParams},
+        rdma::{self, CmEvent, Completion, ConnHandler, Connection, Live, QpConfig, Received, Registration},
+        rpc::{self, Create, PinnedRqst, Rqst, SlotTable, StatsWriter, Task, Which, Xprt, XprtParams},
         work::{DelayedWork, DelayedWorkItem},
         xprt,
     },
     params,
-    proto::{cm, credits, stats, v1},
+    proto::{cm, credits, plan, stats, v1},
     sys,
 };
 
@@ -83,7 +83,7 @@ impl xprt::TransportClass for RdmaTransport {
         };
         let netid = if v6 { c_str!("rdma6") } else { c_str!("rdma") };
         rpc::new_xprt::<RdmaXprt>(&create, &crate::THIS_MODULE, &p, netid, |x| {
-            let t = KBox::pin_init(RdmaXprt::new(x, p.max_slots), GFP_KERNEL)?;
+            let t = KBox::pin_init(RdmaXprt::new(x, p.max_slots)?, GFP_KERNEL)?;
             DelayedWork::init(t.as_ref());
             // The transport stays pinned at this address until `destroy`.
             Ok(t)
@@ -99,6 +99,36 @@ struct Stats {
     empty_sendctx_q: AtomicU64,
     pullup_copy: AtomicU64,
     total_rdma_request: AtomicU64,
+    total_rdma_reply: AtomicU64,
+    read_chunks: AtomicU64,
+    write_chunks: AtomicU64,
+    reply_chunks: AtomicU64,
+    nomsg_calls: AtomicU64,
+    mrs_registered: AtomicU64,
+    local_inv_needed: AtomicU64,
+    remote_inv: AtomicU64,
+}
+
+/// How a request's reply will come back.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum ReplyShape {
+    #[default]
+    Inline,
+    WriteChunk,
+    ReplyChunk,
+}
+
+/// What the transport holds for one request between sending it and its
+/// release: the memory regions it registered.
+struct ReqState {
+    reg: Registration,
+    reply: ReplyShape,
+}
+
+impl Default for ReqState {
+    fn default() -> Self {
+        ReqState { reg: Registration::empty(), reply: ReplyShape::Inline }
+    }
 }
 
 /// One RPC-over-RDMA transport.
@@ -115,20 +145,24 @@ pub(crate) struct RdmaXprt {
     connecting: AtomicBool,
     /// Set once a connect attempt has been made (reconnects back off).
     tried: AtomicBool,
-    stats: Stats,
+    slots: Arc<SlotTable<ReqState>>,
+    stats: Arc<Stats>,
 }
 
 impl RdmaXprt {
-    fn new(xprt: Xprt<'static>, max_requests: u32) -> impl PinInit<Self, Error> {
-        try_pin_init!(RdmaXprt {
+    fn new(xprt: Xprt<'static>, max_requests: u32) -> Result<impl PinInit<Self, Error>> {
+        let slots = Arc::new(SlotTable::new(max_requests as usize)?, GFP_KERNEL)?;
+        let stats = Arc::new(Stats::default(), GFP_KERNEL)?;
+        Ok(try_pin_init!(RdmaXprt {
             connect_work: DelayedWork::new(),
             xprt,
             max_requests,
             ep <- new_spinlock!(None, "rpcrdma_rs:ep"),
             connecting: AtomicBool::new(false),
             tried: AtomicBool::new(false),
-            stats: Stats::default(),
-        })
+            slots,
+            stats,
+        }))
     }
 
     fn cookie(&self) -> *mut c_void {
@@ -148,7 +182,10 @@ impl RdmaXprt {
     /// Establishes a new connection (connect worker).
     fn establish(&self) -> Result<Arc<Endpoint>> {
         let x = self.xprt;
-        let shared = Arc::pin_init(EpShared::new(x, self.max_requests), GFP_KERNEL)?;
+        let shared = Arc::pin_init(
+            EpShared::new(x, self.max_requests, self.slots.clone(), self.stats.clone()),
+            GFP_KERNEL,
+        )?;
         // SAFETY: the transport's network namespace outlives the transport,
         // and so every connection of it.
         let mut conn = unsafe { Connection::new(x.net(), shared.clone())? };
@@ -159,10 +196,30 @@ impl RdmaXprt {
         shared.wait(CmState::RouteResolved, RESOLVE_TIMEOUT_MS)?;
 
         let caps = conn.device_caps()?;
+        if !caps.frwr || caps.max_fast_reg_pages == 0 {
+            pr_err!(
+                "device {} cannot do fast registration (FRWR), which NFS/RDMA needs\n",
+                conn.device_name().unwrap_or(c_str!("?"))
+            );
+            return Err(errno::EPROTONOSUPPORT());
+        }
+        // One region covers a whole 1 MiB payload where the device allows.
+        let mr_pages = caps.max_fast_reg_pages.min(MAX_PAYLOAD / PAGE + 1);
+        if (MAX_PAYLOAD / PAGE).div_ceil(mr_pages) as usize > rdma::MAX_MRS - 2 {
+            pr_err!(
+                "device {} registers at most {} pages at once: too few to carry 1 MiB I/O\n",
+                conn.device_name().unwrap_or(c_str!("?")),
+                caps.max_fast_reg_pages
+            );
+            return Err(ENOMEM);
+        }
         let (inline_send, inline_recv) = (params::max_inline_write(), params::max_inline_read());
         // Every outstanding call needs a Send and, with the backchannel, a
         // Receive; the device bounds both queues.
-        let limit = (caps.max_qp_wr as usize).saturating_sub(BC_RECEIVES + 1);
+        // Each request may chain a REG_MR per region before its Send and a
+        // LOCAL_INV per region after its reply.
+        let per_request = 1 + 2 * rdma::MAX_MRS;
+        let limit = (caps.max_qp_wr as usize).saturating_sub(BC_RECEIVES + 1) / per_request;
         let max_requests = (self.max_requests as usize).min(limit);
         if max_requests == 0 {
             pr_err!("device {:?} cannot hold any RPC-over-RDMA request\n", conn.device_name());
@@ -173,8 +230,12 @@ impl RdmaXprt {
             send_buf_size: inline_send as usize,
             recv_bufs: max_requests + BC_RECEIVES,
             recv_buf_size: inline_recv as usize,
+            mrs: max_requests * 2,
+            mr_pages,
+            send_wrs: max_requests * per_request,
         })?;
         shared.max_requests.store(max_requests as u32, Ordering::Relaxed);
+        shared.mr_pages.store(mr_pages, Ordering::Relaxed);
         // RFC 8797: our inline sizes, and that we handle Send With Invalidate.
         let ours = cm::PrivateData::new(inline_send, inline_recv, true);
         let pdata = ours.to_bytes();
@@ -182,6 +243,118 @@ impl RdmaXprt {
         let connect_ms = params::connect_timeout_ms();
         shared.wait(CmState::Established, connect_ms)?;
         Ok(Arc::new(Endpoint { conn }, GFP_KERNEL)?)
+    }
+}
+
+/// Bytes in a page (the kernel's PAGE_SIZE on the platforms we build for).
+const PAGE: u32 = 4096;
+
+impl RdmaXprt {
+    /// Builds the transport header (registering chunks as the plan says)
+    /// and sends the call. Returns how the reply will arrive.
+    fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, reg: &mut Registration) -> Result<ReplyShape> {
+        let shared = ep.shared();
+        let n = shared.negotiated();
+        let snd = rqst.desc(Which::Call);
+        let rcv = rqst.desc(Which::Reply);
+        let limits = plan::Limits {
+            inline_send: n.send_threshold,
+            inline_recv: n.recv_threshold,
+            // Calls are copied into one pre-mapped buffer.
+            max_send_sge: plan::MIN_SEND_SGES,
+            page_size: PAGE,
+            max_pages_per_mr: shared.mr_pages.load(Ordering::Relaxed),
+            max_segments: (rdma::MAX_MRS / 2) as u32,
+            pullup_threshold: n.send_threshold,
+            write_pad_segment: false,
+        };
+        let p = plan::plan_rpc(&snd, &rcv, rqst.ddp_allowed(), &limits).map_err(|e| {
+            pr_warn_once_marshal(&self.stats, &e, &snd, &rcv);
+            EIO
+        })?;
+        let xid = u32::from_be(rqst.xid_be());
+        let g = limits.geometry();
+
+        // Read chunk (call payload, or the whole call for a Long Call).
+        let mut exts = [plan::MrExtent::default(); rdma::MAX_MRS / 2];
+        let mut reads = [v1::ReadSegment::default(); rdma::MAX_MRS / 2];
+        let regions = p.call.chunk_regions(&snd);
+        let nr = plan::split_regions(regions.as_slice(), g, limits.max_segments, &mut exts).map_err(|_| EIO)?;
+        let position = p.call.read_position().unwrap_or(0);
+        for (ext, out) in exts.iter().zip(reads.iter_mut()).take(nr) {
+            let r = ep.conn.register(reg, true, xid, |w| rqst.fill_sg(Which::Call, ext, w))?;
+            *out = v1::ReadSegment { position, segment: segment(r) };
+        }
+        // Write chunk or Reply chunk (the reply's destination).
+        let mut writes = [v1::Segment::default(); rdma::MAX_MRS / 2];
+        let regions = p.reply.chunk_regions(&rcv);
+        let nw = plan::split_regions(regions.as_slice(), g, limits.max_segments, &mut exts).map_err(|_| EIO)?;
+        for (ext, out) in exts.iter().zip(writes.iter_mut()).take(nw) {
+            let r = ep.conn.register(reg, false, xid, |w| rqst.fill_sg(Which::Reply, ext, w))?;
+            *out = segment(r);
+        }
+        let write_list: [&[v1::Segment]; 1] = [&writes[..nw]];
+        let (shape, lists) = match p.reply {
+            plan::ReplyPlan::Inline => (ReplyShape::Inline, v1::ChunkLists { reads: &reads[..nr], writes: &[], reply: None }),
+            plan::ReplyPlan::WriteChunk { .. } => {
+                (ReplyShape::WriteChunk, v1::ChunkLists { reads: &reads[..nr], writes: &write_list, reply: None })
+            }
+            plan::ReplyPlan::ReplyChunk { .. } => {
+                (ReplyShape::ReplyChunk, v1::ChunkLists { reads: &reads[..nr], writes: &[], reply: Some(&writes[..nw]) })
+            }
+        };
+        let body = match p.call {
+            plan::CallPlan::LongCall { .. } => v1::Body::NoMsg(lists),
+            _ => v1::Body::Msg(lists),
+        };
+        let credits = shared.max_requests.load(Ordering::Relaxed);
+        ep.conn.send(reg, |buf| {
+            let hdr = v1::encode(buf, xid, credits, &body).map_err(|_| EINVAL)?;
+            let inline = buf.get_mut(hdr..).ok_or(EINVAL)?;
+            let used = match p.call {
+                plan::CallPlan::Inline { .. } => {
+                    let len = snd.len as usize;
+                    rqst.copy_call_at(0, inline.get_mut(..len).ok_or(EINVAL)?)?;
+                    len
+                }
+                plan::CallPlan::ReadChunk { tail_skip, tail_len, .. } => {
+                    let head = snd.head.len as usize;
+                    rqst.copy_call_at(0, inline.get_mut(..head).ok_or(EINVAL)?)?;
+                    let from = snd.head.len + snd.page_len + tail_skip;
+                    let tail = inline.get_mut(head..head + tail_len as usize).ok_or(EINVAL)?;
+                    rqst.copy_call_at(from, tail)?;
+                    head + tail_len as usize
+                }
+                plan::CallPlan::LongCall { .. } => 0,
+            };
+            Ok(hdr + used)
+        })?;
+
+        let st = &self.stats;
+        st.pullup_copy.fetch_add(u64::from(matches!(p.call, plan::CallPlan::Inline { .. })), Ordering::Relaxed);
+        st.read_chunks.fetch_add(u64::from(nr > 0), Ordering::Relaxed);
+        st.nomsg_calls.fetch_add(u64::from(matches!(p.call, plan::CallPlan::LongCall { .. })), Ordering::Relaxed);
+        st.write_chunks.fetch_add(u64::from(shape == ReplyShape::WriteChunk), Ordering::Relaxed);
+        st.reply_chunks.fetch_add(u64::from(shape == ReplyShape::ReplyChunk), Ordering::Relaxed);
+        st.mrs_registered.fetch_add(reg.len() as u64, Ordering::Relaxed);
+        let rdma_bytes = reads.iter().take(nr).fold(0u64, |a, r| a.saturating_add(u64::from(r.segment.length)));
+        st.total_rdma_request.fetch_add(rdma_bytes, Ordering::Relaxed);
+        Ok(shape)
+    }
+}
+
+fn segment(r: rdma::Registered) -> v1::Segment {
+    v1::Segment { handle: r.handle, length: r.length, offset: r.offset }
+}
+
+fn pr_warn_once_marshal(stats: &Stats, e: &plan::PlanError, snd: &plan::XdrBufDesc, rcv: &plan::XdrBufDesc) {
+    if stats.failed_marshal.load(Ordering::Relaxed) == 0 {
+        pr_warn!(
+            "cannot marshal an RPC (call {} bytes, reply up to {}): {:?}\n",
+            snd.len,
+            rcv.len,
+            e
+        );
     }
 }
 
@@ -224,6 +397,32 @@ impl DelayedWorkItem for RdmaXprt {
 }
 
 impl rpc::Transport for RdmaXprt {
+    fn alloc_slot(&self, x: Xprt<'_>, task: &Task<'_>) {
+        self.slots.alloc(x, task);
+    }
+
+    fn free_slot(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
+        self.slots.free(x, rqst);
+    }
+
+    fn release_request(&self, _x: Xprt<'_>, rqst: &Rqst<'_>) {
+        // An RPC that ended without its reply (signal, timeout) may still
+        // have regions the server could write into: invalidate them before
+        // its pages go back.
+        let Some(slot) = self.slots.slot_of(rqst) else { return };
+        let mut reg = core::mem::replace(&mut slot.state().lock().reg, Registration::empty());
+        if reg.is_empty() {
+            return;
+        }
+        if let Some(ep) = self.endpoint() {
+            let n = ep.conn.invalidate(&mut reg, None);
+            self.stats.local_inv_needed.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        // Without a connection the token is stale: its regions were
+        // released when that connection was torn down.
+        let _ = Registration::empty();
+    }
+
     fn connect(&self, x: Xprt<'_>, task: &Task<'_>) {
         if !x.lock_connect(task, self.cookie()) {
             return;
@@ -258,36 +457,37 @@ impl rpc::Transport for RdmaXprt {
             self.close(x);
             return Err(errno::ENOTCONN());
         }
-        let n = ep.shared().negotiated();
+        let Some(slot) = self.slots.slot_of(rqst) else {
+            return Err(EINVAL);
+        };
+        // A request re-sent on a new connection still holds the regions of
+        // the old one, which went away with it: drop the stale token.
+        let mut reg = core::mem::replace(&mut slot.state().lock().reg, Registration::empty());
+        ep.conn.invalidate(&mut reg, None);
+        let reply = match self.marshal(&ep, rqst, &mut reg) {
+            Ok(reply) => reply,
+            Err(e) => {
+                ep.conn.release_unposted(&mut reg);
+                if e == errno::ENOBUFS() {
+                    // Out of Send buffers or memory regions: wait for some.
+                    self.stats.empty_sendctx_q.fetch_add(1, Ordering::Relaxed);
+                    x.wait_for_buffer_space();
+                    return Err(EAGAIN);
+                }
+                if e == errno::ENOTCONN() {
+                    self.close(x);
+                    return Err(e);
+                }
+                self.stats.failed_marshal.fetch_add(1, Ordering::Relaxed);
+                return Err(EIO);
+            }
+        };
+        {
+            let mut st = slot.state().lock();
+            st.reg = reg;
+            st.reply = reply;
+        }
         let len = rqst.send_len();
-        let total = v1::MIN_MSG_HEADER_LEN + len;
-        if total > n.send_threshold as usize || rqst.recv_buflen() + v1::MIN_MSG_HEADER_LEN > n.recv_threshold as usize {
-            // Chunked calls and replies (FRWR) are not implemented yet.
-            self.stats.failed_marshal.fetch_add(1, Ordering::Relaxed);
-            pr_warn_ratelimited(&self.stats, len, rqst.recv_buflen());
-            return Err(EIO);
-        }
-        let credits = ep.shared().max_requests.load(Ordering::Relaxed);
-        let sent = ep.conn.send(|buf| {
-            let hdr = v1::encode_msg(buf, u32::from_be(rqst.xid_be()), credits, &v1::ChunkLists::NONE)
-                .map_err(|_| EINVAL)?;
-            let body = buf.get_mut(hdr..hdr + len).ok_or(EINVAL)?;
-            rqst.copy_call(body)?;
-            Ok(hdr + len)
-        });
-        match sent {
-            Ok(()) => {}
-            Err(e) if e == errno::ENOBUFS() => {
-                self.stats.empty_sendctx_q.fetch_add(1, Ordering::Relaxed);
-                x.wait_for_buffer_space();
-                return Err(EAGAIN);
-            }
-            Err(_) => {
-                self.close(x);
-                return Err(errno::ENOTCONN());
-            }
-        }
-        self.stats.pullup_copy.fetch_add(1, Ordering::Relaxed);
         rqst.sent(len);
         if !rqst.reply_expected() {
             // No reply means no credit back: start over with a fresh grant.
@@ -330,6 +530,13 @@ impl rpc::Transport for RdmaXprt {
                 + shared.map_or(0, |s| s.bad_reply.load(Ordering::Relaxed)),
             empty_sendctx_q: self.stats.empty_sendctx_q.load(Ordering::Relaxed),
             total_rdma_request: self.stats.total_rdma_request.load(Ordering::Relaxed),
+            total_rdma_reply: self.stats.total_rdma_reply.load(Ordering::Relaxed),
+            read_chunk_count: self.stats.read_chunks.load(Ordering::Relaxed),
+            write_chunk_count: self.stats.write_chunks.load(Ordering::Relaxed),
+            reply_chunk_count: self.stats.reply_chunks.load(Ordering::Relaxed),
+            nomsg_call_count: self.stats.nomsg_calls.load(Ordering::Relaxed),
+            mrs_allocated: self.stats.mrs_registered.load(Ordering::Relaxed),
+            local_inv_needed: self.stats.local_inv_needed.load(Ordering::Relaxed),
             ..Default::default()
         };
         let mut line = stats::LineBuf::<{ stats::MOUNTSTATS_MAX_LEN + 1 }>::new();
@@ -343,17 +550,6 @@ impl rpc::Transport for RdmaXprt {
     fn shutdown(&self, _x: Xprt<'_>) {
         self.connect_work.cancel_sync();
         self.disconnect();
-    }
-}
-
-fn pr_warn_ratelimited(stats: &Stats, call: usize, reply: usize) {
-    // One line per transport is enough to say what is missing.
-    if stats.failed_marshal.load(Ordering::Relaxed) == 1 {
-        pr_warn!(
-            "RPC needs chunks (call {} bytes, reply up to {} bytes), which are not implemented yet\n",
-            call,
-            reply
-        );
     }
 }
 
@@ -381,10 +577,13 @@ struct EpShared {
     /// xprt_force_disconnect is asked for at most once per connection.
     disconnecting: AtomicBool,
     bad_reply: AtomicU64,
+    mr_pages: AtomicU32,
+    slots: Arc<SlotTable<ReqState>>,
+    stats: Arc<Stats>,
 }
 
 impl EpShared {
-    fn new(xprt: Xprt<'static>, max_requests: u32) -> impl PinInit<Self, Error> {
+    fn new(xprt: Xprt<'static>, max_requests: u32, slots: Arc<SlotTable<ReqState>>, stats: Arc<Stats>) -> impl PinInit<Self, Error> {
         try_pin_init!(EpShared {
             xprt,
             state <- new_spinlock!((CmState::Idle, None), "rpcrdma_rs:cm_state"),
@@ -393,6 +592,9 @@ impl EpShared {
             credits: AtomicU32::new(1),
             disconnecting: AtomicBool::new(false),
             bad_reply: AtomicU64::new(0),
+            mr_pages: AtomicU32::new(1),
+            slots,
+            stats,
         })
     }
 
@@ -438,7 +640,7 @@ impl EpShared {
         }
     }
 
-    fn reply(&self, data: &[u8]) {
+    fn reply(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) {
         let limits = v1::Limits::DEFAULT;
         let (hdr, payload) = match v1::Header::decode_split(data, &limits) {
             Ok(h) => h,
@@ -460,21 +662,55 @@ impl EpShared {
             self.bad_reply.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        complete(rqst, &hdr, payload, &self.bad_reply);
-    }
-}
-
-fn complete(rqst: PinnedRqst, hdr: &v1::Header<'_>, payload: &[u8], bad: &AtomicU64) {
-    match &hdr.body {
-        v1::Body::Msg(chunks) if chunks.reads.is_empty() && chunks.writes.is_empty() && chunks.reply.is_none() => {
-            rqst.complete_with(payload)
+        // Take the request's regions back before its data is used: after
+        // this the server can no longer write into them (RFC 8166 s. 3.4.5).
+        let (mut reg, shape) = match self.slots.slot_of_pinned(&rqst) {
+            Some(slot) => {
+                let mut st = slot.state().lock();
+                (core::mem::replace(&mut st.reg, Registration::empty()), st.reply)
+            }
+            None => (Registration::empty(), ReplyShape::Inline),
+        };
+        let registered = reg.len();
+        let local = conn.invalidate(&mut reg, invalidated);
+        self.stats.local_inv_needed.fetch_add(local as u64, Ordering::Relaxed);
+        if registered > local {
+            self.stats.remote_inv.fetch_add(1, Ordering::Relaxed);
         }
-        v1::Body::Error(_) => rqst.fail(EIO),
-        _ => {
-            // Chunks we never offered, NOMSG without a Reply chunk, or a
-            // retired procedure: the server is confused; fail this RPC.
-            bad.fetch_add(1, Ordering::Relaxed);
-            rqst.fail(EIO)
+        self.complete(rqst, &hdr, payload, shape);
+    }
+
+    fn complete(&self, rqst: PinnedRqst, hdr: &v1::Header<'_>, payload: &[u8], shape: ReplyShape) {
+        let bad = || {
+            self.bad_reply.fetch_add(1, Ordering::Relaxed);
+            EIO
+        };
+        match (&hdr.body, shape) {
+            (v1::Body::Msg(c), _) if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() => {
+                rqst.complete_with(payload)
+            }
+            (v1::Body::Msg(c), ReplyShape::WriteChunk) if c.reads.is_empty() && c.writes.len() == 1 && c.reply.is_none() => {
+                let written = c.writes.iter().next().map_or(0, |w| w.total_length());
+                let max = u64::from(rqst.reply_desc().page_len);
+                if written > max {
+                    return rqst.fail(bad());
+                }
+                self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
+                rqst.complete_write_chunk(payload, written as u32)
+            }
+            (v1::Body::NoMsg(c), ReplyShape::ReplyChunk) if c.reads.is_empty() && c.writes.is_empty() => {
+                let Some(reply) = c.reply.as_ref() else { return rqst.fail(bad()) };
+                let written = reply.total_length();
+                if written > u64::from(rqst.reply_desc().len) {
+                    return rqst.fail(bad());
+                }
+                self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
+                rqst.complete_reply_chunk(written as u32)
+            }
+            (v1::Body::Error(_), _) => rqst.fail(EIO),
+            // Chunks we never offered, NOMSG without our Reply chunk, or a
+            // retired procedure: fail this RPC.
+            _ => rqst.fail(bad()),
         }
     }
 }
@@ -518,8 +754,8 @@ impl ConnHandler for EpShared {
         }
     }
 
-    fn received(&self, msg: Received<'_>) {
-        self.reply(msg.data);
+    fn received(&self, conn: Live<'_, Self>, msg: Received<'_>) {
+        self.reply(&conn, msg.data, msg.invalidated_rkey);
     }
 
     fn receive_failed(&self, status: u32) {

@@ -49,10 +49,9 @@ nfs_mounted() { findmnt -n -t nfs,nfs4 "$MNT" > /dev/null; }
 # number, 1 = local port), or nothing if the mount is not over RDMA.
 rdma_xprt_field() { awk -v f="$1" '$1 == "xprt:" && $2 == "rdma" { print $(f + 2); exit }' /proc/self/mountstats; }
 
-# Mount options for rpcrdma_rs while it carries inline messages only: NFSv3
-# (NFSv4.1+ needs the backchannel, NFSv4.0 OPEN replies need Reply chunks) and
-# I/O sizes that fit the 4 KiB inline thresholds.
-RS_OPTS=${RS_OPTS:-vers=3,proto=rdma,port=20049,rsize=1024,wsize=1024,nolock,retry=0}
+# Mount options for rpcrdma_rs: NFSv3 (NFSv4.1 and later need the
+# backchannel, not implemented yet).
+RS_OPTS=${RS_OPTS:-vers=3,proto=rdma,port=20049,nolock,retry=0}
 RS_EXPORT=/srv/export
 
 # mount_rs [ADDR]: mounts the server's export on $MNT over rpcrdma_rs.
@@ -60,4 +59,16 @@ mount_rs() {
   local addr=${1:-$SERVER4} opts=$RS_OPTS
   case "$addr" in *:*) addr="[$addr]"; opts=${opts/proto=rdma,/proto=rdma6,} ;; esac
   timeout 120 mount -t nfs -o "$opts" "$addr:$RS_EXPORT" "$MNT"
+}
+
+# server_cmd CMD: runs CMD (one of the commands scripts/guest/init.sh knows,
+# e.g. restart-nfsd) in the server guest and prints its output.
+server_cmd() {
+  local id=$$.$RANDOM share=/run/share
+  echo "$1" > "$share/cmd.$id.tmp" && mv "$share/cmd.$id.tmp" "$share/cmd.$id"
+  for _ in $(seq 1 600); do
+    if [ -e "$share/res.$id" ]; then cat "$share/res.$id"; rm -f "$share/res.$id"; return 0; fi
+    sleep 0.2
+  done
+  echo "server command '$1' timed out"; return 1
 }

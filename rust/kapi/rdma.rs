@@ -20,16 +20,16 @@ use core::{
     mem::offset_of,
     pin::Pin,
     ptr,
-    sync::atomic::{AtomicBool, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
 };
 
 use kernel::{
     alloc::{flags::GFP_KERNEL, KBox, KVec},
     error::{from_err_ptr, to_result, Error, Result},
     ffi::{c_int, c_void},
-    new_spinlock,
+    new_condvar, new_spinlock,
     prelude::*,
-    sync::{Arc, SpinLock},
+    sync::{Arc, CondVar, SpinLock},
     types::Opaque,
 };
 
@@ -91,7 +91,6 @@ pub(crate) struct Received<'a> {
     /// The bytes the peer sent.
     pub(crate) data: &'a [u8],
     /// The rkey the peer invalidated with Send With Invalidate, if it did.
-    #[allow(dead_code)] // Read once chunks are registered with FRWR.
     pub(crate) invalidated_rkey: Option<u32>,
 }
 
@@ -102,8 +101,9 @@ pub(crate) trait ConnHandler: Send + Sync + Sized {
     fn cm_event(&self, event: CmEvent<'_>);
 
     /// A Receive completed successfully. The buffer is reposted when this
-    /// returns: copy out what must be kept.
-    fn received(&self, msg: Received<'_>);
+    /// returns: copy out what must be kept. Runs in process context and may
+    /// sleep (to invalidate memory regions through `conn`).
+    fn received(&self, conn: Live<'_, Self>, msg: Received<'_>);
 
     /// A Receive failed (not flushed): the connection must be dropped.
     fn receive_failed(&self, status: u32);
@@ -122,6 +122,10 @@ pub(crate) struct DeviceCaps {
     pub(crate) max_send_sge: u32,
     /// Largest number of RDMA Reads the device accepts in flight per QP.
     pub(crate) max_qp_rd_atom: u32,
+    /// The device supports fast registration (FRWR).
+    pub(crate) frwr: bool,
+    /// Most pages one fast registration may cover.
+    pub(crate) max_fast_reg_pages: u32,
 }
 
 /// Queue pair and buffer sizing.
@@ -135,6 +139,81 @@ pub(crate) struct QpConfig {
     pub(crate) recv_bufs: usize,
     /// Bytes in each Receive buffer.
     pub(crate) recv_buf_size: usize,
+    /// Memory regions for chunks.
+    pub(crate) mrs: usize,
+    /// Pages each memory region can cover.
+    pub(crate) mr_pages: u32,
+    /// Send Queue work requests: Sends plus registrations and invalidations.
+    pub(crate) send_wrs: usize,
+}
+
+/// Most memory regions one RPC may register.
+pub(crate) const MAX_MRS: usize = 8;
+
+/// The memory regions an RPC registered on one connection. It owns them
+/// until [`Connection::invalidate`] (or [`Connection::release_unposted`])
+/// consumes it; a token whose connection is gone holds nothing (the
+/// connection released every region when it was torn down).
+pub(crate) struct Registration {
+    generation: u64,
+    mrs: [u16; MAX_MRS],
+    n: usize,
+}
+
+impl Registration {
+    /// A token that holds nothing.
+    pub(crate) const fn empty() -> Self {
+        Registration { generation: 0, mrs: [0; MAX_MRS], n: 0 }
+    }
+
+    /// True if it holds no memory region.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Memory regions held.
+    pub(crate) fn len(&self) -> usize {
+        self.n
+    }
+
+    fn take(&mut self) -> (u64, [u16; MAX_MRS], usize) {
+        let out = (self.generation, self.mrs, self.n);
+        *self = Registration::empty();
+        out
+    }
+}
+
+/// A page for a scatterlist entry (an opaque handle; never dereferenced here).
+#[derive(Clone, Copy)]
+pub(crate) struct PageRef(pub(crate) *mut sys::page);
+
+/// Fills the scatterlist of a memory region being registered.
+pub(crate) struct SgWriter<'a> {
+    sg: &'a mut [sys::scatterlist],
+    n: usize,
+}
+
+impl SgWriter<'_> {
+    /// Appends `len` bytes at `offset` in `page`.
+    pub(crate) fn push(&mut self, page: PageRef, len: u32, offset: u32) -> Result {
+        let sg = self.sg.get_mut(self.n).ok_or(EINVAL)?;
+        // SAFETY: `sg` is an initialised entry of this region's table; the
+        // page is one the caller vouches for (a page of the RPC's buffer).
+        unsafe { sys::rpcrdma_rs_sg_set_page(sg, page.0, len, offset) };
+        self.n += 1;
+        Ok(())
+    }
+}
+
+/// The wire segment (handle, length, offset) of a registered region.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Registered {
+    /// The rkey.
+    pub(crate) handle: u32,
+    /// Bytes covered.
+    pub(crate) length: u32,
+    /// The iova.
+    pub(crate) offset: u64,
 }
 
 /// A pre-mapped buffer and the work request that carries it.
@@ -148,6 +227,23 @@ struct Buf {
     index: usize,
 }
 
+/// A fast-registration memory region and its work requests.
+struct Mr {
+    reg_cqe: Opaque<sys::ib_cqe>,
+    inv_cqe: Opaque<sys::ib_cqe>,
+    reg_wr: Opaque<sys::ib_reg_wr>,
+    inv_wr: Opaque<sys::ib_send_wr>,
+    ibmr: *mut sys::ib_mr,
+    sg: core::cell::UnsafeCell<KVec<sys::scatterlist>>,
+    /// Scatterlist entries DMA-mapped (0: not mapped).
+    mapped: AtomicU32,
+    to_device: AtomicBool,
+    /// Set by the LOCAL_INV completion.
+    inv_done: AtomicBool,
+    inv_ok: AtomicBool,
+    index: u16,
+}
+
 struct Verbs {
     device: *mut sys::ib_device,
     pd: *mut sys::ib_pd,
@@ -159,20 +255,29 @@ struct Verbs {
 
 /// Indices of idle Send buffers: a stack with room for all of them, so that
 /// push and pop never allocate.
-struct FreeList {
+pub(crate) struct FreeList {
     slots: KVec<usize>,
     top: usize,
 }
 
 impl FreeList {
-    fn pop(&mut self) -> Option<usize> {
+    /// A stack holding `0..n`.
+    pub(crate) fn full(n: usize) -> Result<Self> {
+        let mut slots = KVec::from_elem(0usize, n, GFP_KERNEL)?;
+        for (i, s) in slots.iter_mut().enumerate() {
+            *s = i;
+        }
+        Ok(FreeList { slots, top: n })
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<usize> {
         let top = self.top.checked_sub(1)?;
         let v = *self.slots.get(top)?;
         self.top = top;
         Some(v)
     }
 
-    fn push(&mut self, index: usize) {
+    pub(crate) fn push(&mut self, index: usize) {
         if let Some(slot) = self.slots.get_mut(self.top) {
             *slot = index;
             self.top += 1;
@@ -189,9 +294,20 @@ struct Inner<T: ConnHandler> {
     recvs: KVec<Pin<KBox<Buf>>>,
     #[pin]
     free_sends: SpinLock<FreeList>,
+    mrs: KVec<Pin<KBox<Mr>>>,
+    #[pin]
+    free_mrs: SpinLock<FreeList>,
+    /// Woken by every LOCAL_INV completion.
+    #[pin]
+    inv_wait: CondVar,
+    generation: u64,
     /// Set before draining: completions must not repost.
     dying: AtomicBool,
 }
+
+/// Connection generations, so that a registration token can tell whether
+/// the connection it was made on still exists.
+static GENERATION: AtomicU64 = AtomicU64::new(1);
 
 /// An RDMA connection and the buffers posted on it.
 pub(crate) struct Connection<T: ConnHandler> {
@@ -220,6 +336,10 @@ impl<T: ConnHandler> Connection<T> {
                 sends: KVec::new(),
                 recvs: KVec::new(),
                 free_sends <- new_spinlock!(FreeList { slots: KVec::new(), top: 0 }, "rpcrdma_rs:free_sends"),
+                mrs: KVec::new(),
+                free_mrs <- new_spinlock!(FreeList { slots: KVec::new(), top: 0 }, "rpcrdma_rs:free_mrs"),
+                inv_wait <- new_condvar!("rpcrdma_rs:inv_wait"),
+                generation: GENERATION.fetch_add(1, Ordering::Relaxed),
                 dying: AtomicBool::new(false),
             }),
             GFP_KERNEL,
@@ -273,6 +393,8 @@ impl<T: ConnHandler> Connection<T> {
             max_qp_wr: u32::try_from(attrs.max_qp_wr).unwrap_or(0),
             max_send_sge: u32::try_from(attrs.max_send_sge).unwrap_or(0),
             max_qp_rd_atom: u32::try_from(attrs.max_qp_rd_atom).unwrap_or(0),
+            frwr: attrs.device_cap_flags & (sys::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64) != 0,
+            max_fast_reg_pages: attrs.max_fast_reg_page_list_len,
         })
     }
 
@@ -300,7 +422,7 @@ impl<T: ConnHandler> Connection<T> {
         if device.is_null() {
             return Err(EINVAL);
         }
-        let send_wrs = u32::try_from(cfg.send_bufs).map_err(|_| EINVAL)?;
+        let send_wrs = u32::try_from(cfg.send_wrs.max(cfg.send_bufs)).map_err(|_| EINVAL)?;
         let recv_wrs = u32::try_from(cfg.recv_bufs).map_err(|_| EINVAL)?;
         let ctx = (inner as *const Inner<T>).cast_mut().cast::<c_void>();
 
@@ -355,6 +477,16 @@ impl<T: ConnHandler> Connection<T> {
             let buf = Buf::new::<T>(device, lkey, cfg.recv_buf_size, index, false)?;
             inner.recvs.push(buf, GFP_KERNEL)?;
         }
+        let mut free = KVec::from_elem(0usize, cfg.mrs, GFP_KERNEL)?;
+        for index in 0..cfg.mrs {
+            let mr = Mr::new::<T>(pd, cfg.mr_pages, index)?;
+            inner.mrs.push(mr, GFP_KERNEL)?;
+            if let Some(slot) = free.get_mut(index) {
+                *slot = index;
+            }
+        }
+        *inner.free_mrs.lock() = FreeList { slots: free, top: cfg.mrs };
+
         // Chain every Receive into one post.
         let mut next: *mut sys::ib_recv_wr = ptr::null_mut();
         for buf in inner.recvs.iter().rev() {
@@ -401,7 +533,7 @@ impl<T: ConnHandler> Connection<T> {
     /// Sends one message: `fill` writes it into a pre-mapped buffer and
     /// returns its length. Fails with `ENOBUFS` when every Send buffer is in
     /// flight (wait for [`ConnHandler::send_done`]).
-    pub(crate) fn send(&self, fill: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result {
+    pub(crate) fn send(&self, reg: &Registration, fill: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result {
         let verbs = self.inner.verbs.as_ref().ok_or_else(errno::ENOTCONN)?;
         if self.inner.dying.load(Ordering::Acquire) {
             return Err(errno::ENOTCONN());
@@ -432,14 +564,296 @@ impl<T: ConnHandler> Connection<T> {
             (*buf.sge.get()).length = len as u32;
             sys::rpcrdma_rs_dma_sync_for_device(verbs.device, buf.dma, len);
         }
-        // SAFETY: `qp` is valid; the WR points at a mapped buffer owned by the
-        // connection, which outlives the QP.
-        let rc = unsafe { sys::rpcrdma_rs_post_send(verbs.qp, buf.send_wr.get()) };
+        // Chain the registrations in front of the Send: one post, and the
+        // queue pair's ordering makes the regions valid before the server
+        // sees the call.
+        let mut head = buf.send_wr.get();
+        if reg.n > 0 && reg.generation != self.inner.generation {
+            put_back();
+            return Err(EINVAL);
+        }
+        for &i in reg.mrs.iter().take(reg.n).rev() {
+            let Some(mr) = self.inner.mrs.get(usize::from(i)) else { continue };
+            // SAFETY: the region belongs to `reg`, which its RPC owns; its
+            // REG_MR WR is not posted (the token is only sent once).
+            unsafe {
+                let wr = &raw mut (*mr.reg_wr.get()).wr;
+                (*wr).next = head;
+                head = wr;
+            }
+        }
+        // SAFETY: `qp` is valid; every WR in the chain points at memory owned
+        // by the connection (buffers, regions), which outlives the QP.
+        let rc = unsafe { sys::rpcrdma_rs_post_send(verbs.qp, head) };
         if rc != 0 {
             put_back();
             return Err(Error::from_errno(rc));
         }
         Ok(())
+    }
+}
+
+impl<T: ConnHandler> Connection<T> {
+    /// Registers one memory region for `reg`: `fill` describes its pages
+    /// (at most the region's depth), `to_device` is true for a Read chunk
+    /// (the server reads our memory) and false for Write and Reply chunks.
+    /// The REG_MR work request is posted in front of the next [`send`] with
+    /// `reg`. Fails with `ENOBUFS` when no region is free.
+    ///
+    /// [`send`]: Connection::send
+    pub(crate) fn register(
+        &self,
+        reg: &mut Registration,
+        to_device: bool,
+        xid: u32,
+        fill: impl FnOnce(&mut SgWriter<'_>) -> Result,
+    ) -> Result<Registered> {
+        let verbs = self.inner.verbs.as_ref().ok_or_else(errno::ENOTCONN)?;
+        if reg.n >= MAX_MRS || (reg.n > 0 && reg.generation != self.inner.generation) {
+            return Err(EINVAL);
+        }
+        let index = self.inner.free_mrs.lock().pop().ok_or_else(errno::ENOBUFS)?;
+        let Some(mr) = self.inner.mrs.get(index) else { return Err(EINVAL) };
+        let give_back = |mr: &Mr| {
+            mr.mapped.store(0, Ordering::Relaxed);
+            self.inner.free_mrs.lock().push(usize::from(mr.index));
+        };
+        // SAFETY: the region was on the free list, so it is ours alone and
+        // not in use by the HCA.
+        let sg = unsafe { &mut *mr.sg.get() };
+        let cap = u32::try_from(sg.len()).unwrap_or(0);
+        // SAFETY: `sg` has `cap` entries.
+        unsafe { sys::sg_init_table(sg.as_mut_ptr(), cap) };
+        let mut w = SgWriter { sg: sg.as_mut_slice(), n: 0 };
+        if let Err(e) = fill(&mut w) {
+            give_back(mr);
+            return Err(e);
+        }
+        let n = w.n;
+        if n == 0 {
+            give_back(mr);
+            return Err(EINVAL);
+        }
+        // SAFETY: the entries were just set; the device is valid.
+        let nents = unsafe { sys::rpcrdma_rs_dma_map_sg(verbs.device, sg.as_mut_ptr(), n as i32, to_device) };
+        if nents <= 0 {
+            give_back(mr);
+            return Err(EIO);
+        }
+        mr.mapped.store(n as u32, Ordering::Relaxed);
+        mr.to_device.store(to_device, Ordering::Relaxed);
+        // SAFETY: the MR is ours; `nents` entries are mapped.
+        let mapped = unsafe {
+            sys::ib_map_mr_sg(mr.ibmr, sg.as_mut_ptr(), nents, ptr::null_mut(), sys::rpcrdma_rs_page_size() as u32)
+        };
+        if mapped != nents {
+            // SAFETY: mapped just above with these arguments.
+            unsafe { sys::rpcrdma_rs_dma_unmap_sg(verbs.device, sg.as_mut_ptr(), n as i32, to_device) };
+            give_back(mr);
+            return Err(EIO);
+        }
+        // SAFETY: the MR and its WR are ours until the token gives them back.
+        let seg = unsafe {
+            let ibmr = &mut *mr.ibmr;
+            // The XID in the iova's upper half makes captures readable.
+            ibmr.iova = (ibmr.iova & 0xffff_ffff) | (u64::from(xid) << 32);
+            // A new key for every registration: a late access with an old
+            // rkey is refused by the HCA.
+            sys::rpcrdma_rs_update_fast_reg_key(mr.ibmr, ((ibmr.rkey & 0xff) as u8).wrapping_add(1));
+            let rw = &mut *mr.reg_wr.get();
+            rw.wr.next = ptr::null_mut();
+            rw.mr = mr.ibmr;
+            rw.key = (*mr.ibmr).rkey;
+            rw.access = if to_device {
+                sys::ib_access_flags_IB_ACCESS_REMOTE_READ as i32
+            } else {
+                (sys::ib_access_flags_IB_ACCESS_REMOTE_WRITE | sys::ib_access_flags_IB_ACCESS_LOCAL_WRITE) as i32
+            };
+            Registered { handle: (*mr.ibmr).rkey, length: ibmr.length as u32, offset: ibmr.iova }
+        };
+        if reg.n == 0 {
+            reg.generation = self.inner.generation;
+        }
+        reg.mrs[reg.n] = mr.index;
+        reg.n += 1;
+        Ok(seg)
+    }
+}
+
+impl<T: ConnHandler> Inner<T> {
+    /// Gives back the regions of a token whose REG_MR requests were never
+    /// posted (the call was not sent).
+    pub(crate) fn release_unposted(&self, reg: &mut Registration) {
+        let (generation, mrs, n) = reg.take();
+        if generation != self.generation {
+            return;
+        }
+        for &i in mrs.iter().take(n) {
+            if let Some(mr) = self.mrs.get(usize::from(i)) {
+                self.unmap(mr);
+                self.free_mrs.lock().push(usize::from(i));
+            }
+        }
+    }
+
+    /// Invalidates the regions of `reg` and takes them back; the region
+    /// whose rkey the server already invalidated (Send With Invalidate) is
+    /// skipped. Sleeps until the LOCAL_INV work requests complete. Returns
+    /// how many regions needed a LOCAL_INV. A token from an earlier
+    /// connection holds nothing and is simply emptied.
+    pub(crate) fn invalidate(&self, reg: &mut Registration, remotely_invalidated: Option<u32>) -> usize {
+        let (generation, mrs, n) = reg.take();
+        let Some(verbs) = self.verbs.as_ref() else { return 0 };
+        if generation != self.generation || n == 0 {
+            return 0;
+        }
+        let mut chain: *mut sys::ib_send_wr = ptr::null_mut();
+        let mut last: Option<&Mr> = None;
+        let mut local = 0;
+        let mut remote_seen = false;
+        for &i in mrs.iter().take(n).rev() {
+            let Some(mr) = self.mrs.get(usize::from(i)) else { continue };
+            // SAFETY: the region is registered and owned by this token.
+            let rkey = unsafe { (*mr.ibmr).rkey };
+            if !remote_seen && remotely_invalidated == Some(rkey) {
+                remote_seen = true;
+                continue;
+            }
+            mr.inv_done.store(false, Ordering::Relaxed);
+            // SAFETY: the WR belongs to this region, which is ours.
+            unsafe {
+                let wr = &mut *mr.inv_wr.get();
+                wr.next = chain;
+                wr.ex.invalidate_rkey = rkey;
+                // Only the last LOCAL_INV is signalled: the queue pair
+                // completes work requests in order.
+                wr.send_flags = if last.is_none() { sys::ib_send_flags_IB_SEND_SIGNALED as i32 } else { 0 };
+                chain = wr;
+            }
+            if last.is_none() {
+                last = Some(mr);
+            }
+            local += 1;
+        }
+        let mut broken = false;
+        if let Some(last) = last {
+            // SAFETY: the QP is valid; the chain's WRs belong to our regions.
+            let rc = if self.dying.load(Ordering::Acquire) {
+                -1
+            } else {
+                unsafe { sys::rpcrdma_rs_post_send(verbs.qp, chain) }
+            };
+            if rc != 0 {
+                broken = true;
+            } else {
+                let mut g = self.free_mrs.lock();
+                while !last.inv_done.load(Ordering::Acquire) {
+                    self.inv_wait.wait(&mut g);
+                }
+                drop(g);
+                broken = !last.inv_ok.load(Ordering::Acquire);
+            }
+        }
+        for &i in mrs.iter().take(n) {
+            let Some(mr) = self.mrs.get(usize::from(i)) else { continue };
+            self.unmap(mr);
+            // A region whose invalidation failed keeps a live rkey: never
+            // reuse it; the connection is going away and deregisters it.
+            if !broken {
+                self.free_mrs.lock().push(usize::from(i));
+            }
+        }
+        local
+    }
+
+    fn unmap(&self, mr: &Mr) {
+        let n = mr.mapped.swap(0, Ordering::AcqRel);
+        if n == 0 {
+            return;
+        }
+        if let Some(verbs) = self.verbs.as_ref() {
+            // SAFETY: `n` entries of this region's table were mapped on this
+            // device in this direction and the HCA is done with them.
+            unsafe {
+                sys::rpcrdma_rs_dma_unmap_sg(
+                    verbs.device,
+                    (*mr.sg.get()).as_mut_ptr(),
+                    n as i32,
+                    mr.to_device.load(Ordering::Relaxed),
+                )
+            };
+        }
+    }
+
+}
+
+/// The connection a completion handler runs on, borrowed for the call.
+pub(crate) struct Live<'a, T: ConnHandler>(&'a Inner<T>);
+
+impl<T: ConnHandler> Live<'_, T> {
+    /// See [`Connection::invalidate`].
+    pub(crate) fn invalidate(&self, reg: &mut Registration, remotely_invalidated: Option<u32>) -> usize {
+        self.0.invalidate(reg, remotely_invalidated)
+    }
+}
+
+impl<T: ConnHandler> Connection<T> {
+    /// Gives back the regions of a token whose REG_MR requests were never
+    /// posted (the call was not sent).
+    pub(crate) fn release_unposted(&self, reg: &mut Registration) {
+        self.inner.release_unposted(reg)
+    }
+
+    /// Invalidates the regions of `reg` and takes them back; see
+    /// [`Live::invalidate`]. Sleeps.
+    pub(crate) fn invalidate(&self, reg: &mut Registration, remotely_invalidated: Option<u32>) -> usize {
+        self.inner.invalidate(reg, remotely_invalidated)
+    }
+}
+
+impl Mr {
+    fn new<T: ConnHandler>(pd: *mut sys::ib_pd, pages: u32, index: usize) -> Result<Pin<KBox<Mr>>> {
+        // SAFETY: `pd` is valid.
+        let ibmr = from_err_ptr(unsafe { sys::ib_alloc_mr(pd, sys::ib_mr_type_IB_MR_TYPE_MEM_REG, pages) })?;
+        let sg = match KVec::from_elem(sys::scatterlist::default(), pages as usize, GFP_KERNEL) {
+            Ok(sg) => sg,
+            Err(e) => {
+                // SAFETY: allocated above, never used.
+                unsafe { sys::rpcrdma_rs_dereg_mr(ibmr) };
+                return Err(e.into());
+            }
+        };
+        let mr = KBox::pin(
+            Mr {
+                reg_cqe: Opaque::new(sys::ib_cqe { done: Some(reg_done::<T>) }),
+                inv_cqe: Opaque::new(sys::ib_cqe { done: Some(inv_done::<T>) }),
+                reg_wr: Opaque::new(Default::default()),
+                inv_wr: Opaque::new(Default::default()),
+                ibmr,
+                sg: core::cell::UnsafeCell::new(sg),
+                mapped: AtomicU32::new(0),
+                to_device: AtomicBool::new(false),
+                inv_done: AtomicBool::new(false),
+                inv_ok: AtomicBool::new(false),
+                index: u16::try_from(index).map_err(|_| EINVAL)?,
+            },
+            GFP_KERNEL,
+        )
+        .inspect_err(|_| {
+            // SAFETY: allocated above, never used.
+            unsafe { sys::rpcrdma_rs_dereg_mr(ibmr) };
+        })?;
+        // SAFETY: pinned, so the CQE addresses stay valid for the WRs.
+        unsafe {
+            let rw = &mut *mr.reg_wr.get();
+            rw.wr.opcode = sys::ib_wr_opcode_IB_WR_REG_MR;
+            rw.wr.__bindgen_anon_1.wr_cqe = mr.reg_cqe.get();
+            rw.wr.send_flags = 0;
+            let iw = &mut *mr.inv_wr.get();
+            iw.opcode = sys::ib_wr_opcode_IB_WR_LOCAL_INV;
+            iw.__bindgen_anon_1.wr_cqe = mr.inv_cqe.get();
+        }
+        Ok(mr)
     }
 }
 
@@ -546,6 +960,18 @@ impl<T: ConnHandler> Drop for Connection<T> {
                 for buf in inner.recvs.iter() {
                     unmap(v.device, buf.dma, buf.data.len(), false);
                 }
+                for mr in inner.mrs.iter() {
+                    let n = mr.mapped.swap(0, Ordering::AcqRel);
+                    if n != 0 {
+                        sys::rpcrdma_rs_dma_unmap_sg(
+                            v.device,
+                            (*mr.sg.get()).as_mut_ptr(),
+                            n as i32,
+                            mr.to_device.load(Ordering::Relaxed),
+                        );
+                    }
+                    sys::rpcrdma_rs_dereg_mr(mr.ibmr);
+                }
                 sys::rpcrdma_rs_dealloc_pd(v.pd);
             }
         }
@@ -600,7 +1026,7 @@ unsafe extern "C" fn recv_done<T: ConnHandler>(cq: *mut sys::ib_cq, wc: *mut sys
     } else {
         None
     };
-    inner.handler.received(Received { data: buf.data.get(..len).unwrap_or(&[]), invalidated_rkey });
+    inner.handler.received(Live(inner), Received { data: buf.data.get(..len).unwrap_or(&[]), invalidated_rkey });
     if inner.dying.load(Ordering::Acquire) {
         return;
     }
@@ -622,6 +1048,58 @@ unsafe extern "C" fn send_done<T: ConnHandler>(cq: *mut sys::ib_cq, wc: *mut sys
     let (inner, buf, wc) = unsafe { completion::<T>(cq, wc) };
     inner.free_sends.lock().push(buf.index);
     inner.handler.send_done(Completion::of(wc));
+}
+
+/// Recovers the connection and memory region of a REG_MR or LOCAL_INV
+/// completion.
+///
+/// # Safety
+///
+/// As for [`completion`], with `wr_cqe` the CQE at `offset` in an `Mr`.
+unsafe fn mr_completion<'a, T: ConnHandler>(
+    cq: *mut sys::ib_cq,
+    wc: *mut sys::ib_wc,
+    offset: usize,
+) -> (&'a Inner<T>, &'a Mr, &'a sys::ib_wc) {
+    // SAFETY: per the contract.
+    unsafe {
+        let inner = &*(*cq).cq_context.cast::<Inner<T>>();
+        let wc = &*wc;
+        let mr = &*wc.__bindgen_anon_1.wr_cqe.cast::<u8>().sub(offset).cast::<Mr>();
+        (inner, mr, wc)
+    }
+}
+
+/// REG_MR completion: reported only when it failed or was flushed.
+///
+/// # Safety
+///
+/// Called by ib_core for a REG_MR posted by a [`Connection<T>`].
+unsafe extern "C" fn reg_done<T: ConnHandler>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
+    // SAFETY: per the function's contract.
+    let (inner, _mr, wc) = unsafe { mr_completion::<T>(cq, wc, offset_of!(Mr, reg_cqe)) };
+    if let Completion::Failed(status) = Completion::of(wc) {
+        inner.handler.receive_failed(status);
+    }
+}
+
+/// LOCAL_INV completion: wakes the invalidating thread.
+///
+/// # Safety
+///
+/// Called by ib_core for a LOCAL_INV posted by a [`Connection<T>`].
+unsafe extern "C" fn inv_done<T: ConnHandler>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
+    // SAFETY: per the function's contract.
+    let (inner, mr, wc) = unsafe { mr_completion::<T>(cq, wc, offset_of!(Mr, inv_cqe)) };
+    let how = Completion::of(wc);
+    let g = inner.free_mrs.lock();
+    mr.inv_ok.store(how == Completion::Ok, Ordering::Release);
+    mr.inv_done.store(true, Ordering::Release);
+    drop(g);
+    inner.inv_wait.notify_all();
+    if let Completion::Failed(status) = how {
+        inner.handler.receive_failed(status);
+    }
 }
 
 /// rdma_cm event handler.

@@ -12,7 +12,10 @@
 use core::{marker::PhantomData, pin::Pin, ptr::NonNull};
 
 use kernel::{
-    alloc::KBox,
+    alloc::{flags::GFP_KERNEL, KBox, KVec},
+    new_spinlock,
+    sync::SpinLock,
+    types::Opaque,
     error::{Error, Result},
     ffi::{c_int, c_ulong, c_ushort, c_void},
     prelude::*,
@@ -20,6 +23,18 @@ use kernel::{
     ThisModule,
 };
 
+use super::rdma::{FreeList, PageRef, SgWriter};
+use crate::proto::plan::{Kvec, MrExtent, RegionKind, XdrBufDesc};
+
+/// Copies `data` into `buf` at XDR offset `at`; 0 or a negative errno.
+fn write_xdr(buf: &sys::xdr_buf, at: u32, data: &[u8]) -> c_int {
+    if data.is_empty() {
+        return 0;
+    }
+    // SAFETY: `buf` describes writable buffers; the function bounds the copy
+    // by the buffer's parts.
+    unsafe { sys::write_bytes_to_xdr_buf(buf, at, data.as_ptr().cast_mut().cast(), data.len() as u32) }
+}
 use crate::sys;
 
 /// `struct rpc_xprt` followed by the pointer to its Rust transport object.
@@ -75,8 +90,131 @@ pub(crate) struct PinnedRqst {
     done: bool,
 }
 
+/// A request slot: SUNRPC's `rpc_rqst` followed by the transport's state
+/// for it. SUNRPC owns the `rpc_rqst` part between `alloc_slot` and
+/// `free_slot`; the state is only touched by whoever currently acts for the
+/// request (its task, or the reply handler while the request is pinned),
+/// behind a spinlock all the same.
+#[repr(C)]
+#[pin_data]
+pub(crate) struct Slot<D> {
+    rqst: Opaque<sys::rpc_rqst>,
+    #[pin]
+    state: SpinLock<D>,
+    index: usize,
+}
+
+// SAFETY: the `rpc_rqst` is SUNRPC's, which synchronises its use (one task
+// owns a request at a time; the reply path pins it); our state is behind a
+// spinlock.
+unsafe impl<D: Send> Send for Slot<D> {}
+// SAFETY: see `Send`.
+unsafe impl<D: Send> Sync for Slot<D> {}
+
+/// The request slots of a transport.
+pub(crate) struct SlotTable<D> {
+    slots: KVec<Pin<KBox<Slot<D>>>>,
+    free: Pin<KBox<SpinLock<FreeList>>>,
+}
+
+impl<D: Default> SlotTable<D> {
+    /// `n` slots, all free.
+    pub(crate) fn new(n: usize) -> Result<Self> {
+        let mut slots = KVec::with_capacity(n, GFP_KERNEL)?;
+        for index in 0..n {
+            let slot = KBox::pin_init(
+                pin_init!(Slot {
+                    // Zeroed, as SUNRPC's own slot allocator hands them out.
+                    rqst: Opaque::new(Default::default()),
+                    state <- new_spinlock!(D::default(), "rpcrdma_rs:slot"),
+                    index,
+                }),
+                GFP_KERNEL,
+            )?;
+            slots.push(slot, GFP_KERNEL)?;
+        }
+        let free = KBox::pin_init(new_spinlock!(FreeList::full(n)?, "rpcrdma_rs:slots"), GFP_KERNEL)?;
+        Ok(SlotTable { slots, free })
+    }
+
+    fn get(&self) -> Option<&Slot<D>> {
+        let i = self.free.lock().pop()?;
+        self.slots.get(i).map(|s| &**s)
+    }
+
+    fn put(&self, slot: &Slot<D>) {
+        // SAFETY: the slot is free again: nobody uses its `rpc_rqst`; SUNRPC
+        // expects a zeroed one from the allocator.
+        unsafe { core::ptr::write_bytes(slot.rqst.get(), 0, 1) };
+        self.free.lock().push(slot.index);
+    }
+
+    /// `alloc_slot`: gives `task` a free request, or queues it on the
+    /// backlog.
+    pub(crate) fn alloc(&self, x: Xprt<'_>, task: &Task<'_>) {
+        let t = task.raw.as_ptr();
+        if let Some(slot) = self.get() {
+            // SAFETY: the task is valid for the callback; the request is free.
+            unsafe {
+                (*t).tk_rqstp = slot.rqst.get();
+                (*t).tk_status = 0;
+            }
+            return;
+        }
+        // SAFETY: as above.
+        unsafe {
+            (*t).tk_status = -(sys::EAGAIN as c_int);
+            sys::xprt_add_backlog_noncongested(x.as_ptr(), t);
+        }
+        // A slot freed between `get` and joining the backlog would find no
+        // waiter: look again and hand it over ourselves.
+        if let Some(slot) = self.get() {
+            // SAFETY: valid transport and free request.
+            if !unsafe { sys::xprt_wake_up_backlog(x.as_ptr(), slot.rqst.get()) } {
+                self.put(slot);
+            }
+        }
+    }
+
+    /// `free_slot`: the request goes to a backlogged task or back to the pool.
+    pub(crate) fn free(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
+        let Some(slot) = self.slot_of(rqst) else { return };
+        // SAFETY: valid transport and a request of this table.
+        if unsafe { sys::xprt_wake_up_backlog(x.as_ptr(), rqst.raw.as_ptr()) } {
+            return;
+        }
+        self.put(slot);
+    }
+
+    /// The slot holding `rqst`, if it is one of this table's.
+    pub(crate) fn slot_of(&self, rqst: &Rqst<'_>) -> Option<&Slot<D>> {
+        let p = rqst.raw.as_ptr().cast::<Slot<D>>();
+        self.slots.iter().map(|s| &**s).find(|s| core::ptr::eq(*s, p))
+    }
+
+    /// The slot holding a pinned request.
+    pub(crate) fn slot_of_pinned(&self, rqst: &PinnedRqst) -> Option<&Slot<D>> {
+        let p = rqst.raw.as_ptr().cast::<Slot<D>>();
+        self.slots.iter().map(|s| &**s).find(|s| core::ptr::eq(*s, p))
+    }
+}
+
+impl<D> Slot<D> {
+    /// The transport's state for this request.
+    pub(crate) fn state(&self) -> &SpinLock<D> {
+        &self.state
+    }
+}
+
 /// The Rust side of a transport.
 pub(crate) trait Transport: Send + Sync + Sized {
+    /// Give `task` a request slot (or queue it on the backlog).
+    fn alloc_slot(&self, xprt: Xprt<'_>, task: &Task<'_>);
+    /// Take a request slot back.
+    fn free_slot(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>);
+    /// The task is done with its buffers; release what the transport holds
+    /// for the request (its memory registrations). May sleep.
+    fn release_request(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>);
     /// Start (re)connecting; `task` waits on the pending queue.
     fn connect(&self, xprt: Xprt<'_>, task: &Task<'_>);
     /// Close the connection (SUNRPC holds the send lock).
@@ -533,22 +671,6 @@ impl Rqst<'_> {
         self.get().rq_snd_buf.len as usize
     }
 
-    /// Most bytes the reply may have.
-    pub(crate) fn recv_buflen(&self) -> usize {
-        self.get().rq_rcv_buf.buflen as usize
-    }
-
-    /// Copies the marshalled call into `out` (exactly `send_len` bytes).
-    pub(crate) fn copy_call(&self, out: &mut [u8]) -> Result {
-        let len = u32::try_from(out.len()).map_err(|_| EINVAL)?;
-        // SAFETY: `rq_snd_buf` describes the marshalled call, stable while the
-        // task holds the send lock; `out` is writable for `len` bytes.
-        let rc = unsafe {
-            sys::read_bytes_from_xdr_buf(&self.get().rq_snd_buf, 0, out.as_mut_ptr().cast(), len)
-        };
-        if rc != 0 { Err(Error::from_errno(rc)) } else { Ok(()) }
-    }
-
     /// Claims a congestion window slot; false if the window is full.
     pub(crate) fn get_cong(&self, xprt: Xprt<'_>) -> bool {
         // SAFETY: valid transport and request.
@@ -576,7 +698,152 @@ impl Rqst<'_> {
     }
 }
 
+/// Which of a request's two buffers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Which {
+    /// The call (`rq_snd_buf`).
+    Call,
+    /// The reply (`rq_rcv_buf`).
+    Reply,
+}
+
+fn page_size() -> u32 {
+    // SAFETY: returns a constant.
+    unsafe { sys::rpcrdma_rs_page_size() as u32 }
+}
+
+fn desc(b: &sys::xdr_buf, send: bool) -> XdrBufDesc {
+    let ps = page_size();
+    let off = |p: *mut c_void| (p as usize).checked_rem(ps as usize).unwrap_or(0) as u32;
+    XdrBufDesc {
+        head: Kvec { page_offset: off(b.head[0].iov_base), len: b.head[0].iov_len as u32 },
+        page_base: b.page_base,
+        page_len: b.page_len,
+        tail: Kvec { page_offset: off(b.tail[0].iov_base), len: b.tail[0].iov_len as u32 },
+        len: if send { b.len } else { b.buflen },
+        flags: b.flags as u32,
+    }
+}
+
+/// Fills `w` with the pages of `ext`, a piece of `b` the planner chose.
+fn fill_sg(b: &sys::xdr_buf, ext: &MrExtent, w: &mut SgWriter<'_>) -> Result {
+    let ps = page_size();
+    let mut left = ext.len;
+    for i in 0..ext.npages {
+        let off = if i == 0 { ext.offset } else { 0 };
+        let len = ps.saturating_sub(off).min(left);
+        let page = match ext.kind {
+            RegionKind::Pages => {
+                let idx = ext.first_page.checked_add(i).ok_or(EINVAL)? as usize;
+                // SAFETY: the planner only names pages inside the buffer's
+                // page list, which holds `page_base + page_len` bytes.
+                unsafe { *b.pages.add(idx) }
+            }
+            RegionKind::Head | RegionKind::Tail => {
+                let iov = if ext.kind == RegionKind::Head { &b.head[0] } else { &b.tail[0] };
+                let start = (iov.iov_base as usize) & !(ps as usize).wrapping_sub(1);
+                let addr = start.wrapping_add((ext.first_page as usize).wrapping_add(i as usize).wrapping_mul(ps as usize));
+                // SAFETY: the kvec is linearly mapped memory (kmalloc or
+                // page allocator) and `addr` lies within its pages.
+                unsafe { sys::rpcrdma_rs_virt_to_page(addr as *const c_void) }
+            }
+        };
+        w.push(PageRef(page), len, off)?;
+        left = left.saturating_sub(len);
+    }
+    Ok(())
+}
+
+impl Rqst<'_> {
+    /// The shape of the call or reply buffer, for the chunk planner.
+    pub(crate) fn desc(&self, which: Which) -> XdrBufDesc {
+        let r = self.get();
+        match which {
+            Which::Call => desc(&r.rq_snd_buf, true),
+            Which::Reply => desc(&r.rq_rcv_buf, false),
+        }
+    }
+
+    /// Describes the pages of `ext` (a piece of the call or reply buffer).
+    pub(crate) fn fill_sg(&self, which: Which, ext: &MrExtent, w: &mut SgWriter<'_>) -> Result {
+        let r = self.get();
+        fill_sg(if which == Which::Call { &r.rq_snd_buf } else { &r.rq_rcv_buf }, ext, w)
+    }
+
+    /// Copies `out.len()` bytes of the call starting at `offset`.
+    pub(crate) fn copy_call_at(&self, offset: u32, out: &mut [u8]) -> Result {
+        let len = u32::try_from(out.len()).map_err(|_| EINVAL)?;
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: `rq_snd_buf` is stable while the task sends; `out` is
+        // writable for `len` bytes; the function checks the range.
+        let rc = unsafe {
+            sys::read_bytes_from_xdr_buf(&self.get().rq_snd_buf, offset, out.as_mut_ptr().cast(), len)
+        };
+        if rc != 0 { Err(Error::from_errno(rc)) } else { Ok(()) }
+    }
+
+    /// False for security flavours that must see every byte (krb5i/krb5p):
+    /// no direct data placement for them.
+    pub(crate) fn ddp_allowed(&self) -> bool {
+        // SAFETY: a request being sent has its credential.
+        unsafe { sys::rpcrdma_rs_ddp_allowed(self.raw.as_ptr()) }
+    }
+}
+
 impl PinnedRqst {
+    /// The shape of the reply buffer.
+    pub(crate) fn reply_desc(&self) -> XdrBufDesc {
+        // SAFETY: pinned, so the request and its buffers stay.
+        desc(unsafe { &(*self.raw.as_ptr()).rq_rcv_buf }, false)
+    }
+
+    /// Completes a reply whose bulk data the server wrote into the page
+    /// list (`written` bytes, a Write chunk); `inline` is the rest of the
+    /// reply, which surrounds the data: the part before it fills the head,
+    /// the part after it follows the (XDR-padded) data.
+    pub(crate) fn complete_write_chunk(mut self, inline: &[u8], written: u32) {
+        // SAFETY: pinned; the reply buffers are ours to fill until completion.
+        let copied = unsafe {
+            let r = &mut *self.raw.as_ptr();
+            let pb = &mut r.rq_private_buf;
+            let head = pb.head[0].iov_len.min(inline.len());
+            if written > pb.page_len {
+                -(sys::EIO as c_int)
+            } else {
+                // The reply's fields before the data may be shorter than the
+                // head buffer: trim it so decoding finds the data right after.
+                let delta = pb.head[0].iov_len - head;
+                pb.head[0].iov_len = head;
+                pb.buflen -= delta as u32;
+                r.rq_rcv_buf.head[0].iov_len = head;
+                r.rq_rcv_buf.buflen -= delta as u32;
+                let pb = &r.rq_private_buf;
+                let after = &inline[head..];
+                let data_end = head as u32 + ((written + 3) & !3);
+                let mut rc = write_xdr(pb, 0, &inline[..head]);
+                if rc == 0 && !after.is_empty() {
+                    let pad = [0u8; 3];
+                    let padlen = (((written + 3) & !3) - written) as usize;
+                    rc = write_xdr(pb, head as u32 + written, &pad[..padlen]);
+                    if rc == 0 {
+                        rc = write_xdr(pb, data_end, after);
+                    }
+                }
+                if rc != 0 { rc } else { (data_end as usize + after.len()).min(pb.buflen as usize) as c_int }
+            }
+        };
+        self.finish(copied);
+    }
+
+    /// Completes a reply the server wrote whole into the Reply chunk
+    /// (`written` bytes, already in the request's buffers).
+    pub(crate) fn complete_reply_chunk(mut self, written: u32) {
+        // SAFETY: pinned.
+        let buflen = unsafe { (*self.raw.as_ptr()).rq_private_buf.buflen };
+        self.finish(if written > buflen { -(sys::EIO as c_int) } else { written as c_int });
+    }
     /// Copies `reply` into the request's receive buffer and completes it.
     pub(crate) fn complete_with(mut self, reply: &[u8]) {
         let len = u32::try_from(reply.len()).unwrap_or(u32::MAX);
@@ -632,15 +899,15 @@ impl<T: Transport> OpsTable<T> {
         set_buffer_size: None,
         reserve_xprt: Some(sys::xprt_reserve_xprt_cong),
         release_xprt: Some(sys::xprt_release_xprt_cong),
-        alloc_slot: Some(sys::xprt_alloc_slot),
-        free_slot: Some(sys::xprt_free_slot),
+        alloc_slot: Some(alloc_slot::<T>),
+        free_slot: Some(free_slot::<T>),
         rpcbind: Some(sys::rpcb_getport_async),
         set_port: Some(set_port::<T>),
         connect: Some(connect::<T>),
         get_srcaddr: None,
         get_srcport: None,
         buf_alloc: Some(sys::rpc_malloc),
-        buf_free: Some(sys::rpc_free),
+        buf_free: Some(buf_free::<T>),
         prepare_request: None,
         send_request: Some(send_request::<T>),
         abort_send_request: None,
@@ -671,6 +938,41 @@ unsafe extern "C" fn connect<T: Transport>(xprt: *mut sys::rpc_xprt, task: *mut 
     let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
     let Some(raw) = NonNull::new(task) else { return };
     t.connect(x, &Task { raw, _life: PhantomData });
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn alloc_slot<T: Transport>(xprt: *mut sys::rpc_xprt, task: *mut sys::rpc_task) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    let Some(raw) = NonNull::new(task) else { return };
+    t.alloc_slot(x, &Task { raw, _life: PhantomData });
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn free_slot<T: Transport>(xprt: *mut sys::rpc_xprt, rqst: *mut sys::rpc_rqst) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    let Some(raw) = NonNull::new(rqst) else { return };
+    t.free_slot(x, &Rqst { raw, _life: PhantomData });
+}
+
+/// # Safety
+///
+/// See [`connect`]; `task` has a request on this transport.
+unsafe extern "C" fn buf_free<T: Transport>(task: *mut sys::rpc_task) {
+    // SAFETY: see `connect`; the task's request belongs to its transport.
+    unsafe {
+        let rqst = (*task).tk_rqstp;
+        if let Some(raw) = NonNull::new(rqst) {
+            let (x, t) = Xprt::transport::<T>((*rqst).rq_xprt);
+            t.release_request(x, &Rqst { raw, _life: PhantomData });
+        }
+        sys::rpc_free(task);
+    }
 }
 
 /// # Safety

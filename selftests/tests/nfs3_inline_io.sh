@@ -1,16 +1,18 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# NFSv3 I/O over rpcrdma_rs with every call and reply inline: a 256 KiB
-# file and 100 small files written, the mount recycled so reads come from the
+# NFSv3 I/O over rpcrdma_rs with every call and reply inline: a 128 KiB
+# file and 50 small files written, the mount recycled so reads come from the
 # server, and everything read back identical. mountstats must show the
 # traffic on our transport and no bad replies.
 . "$(dirname "$0")/../lib.sh"
+# 1 KiB I/O keeps every call and reply under the 4 KiB inline thresholds.
+RS_OPTS=vers=3,proto=rdma,port=20049,rsize=1024,wsize=1024,nolock,retry=0
 unload rpcrdma_rs; unload rpcrdma
 dmesg_mark
 mount_rs || fail "mount failed"
 src=/tmp/io.src; mkdir -p $src
-head -c $((256 << 10)) /dev/urandom > $src/big
-for i in $(seq 1 100); do head -c $((RANDOM % 3000 + 1)) /dev/urandom > $src/small.$i; done
+head -c $((128 << 10)) /dev/urandom > $src/big
+for i in $(seq 1 50); do head -c $((RANDOM % 3000 + 1)) /dev/urandom > $src/small.$i; done
 want=$(cd $src && sha256sum big small.* | sha256sum | cut -c1-64)
 mkdir -p "$MNT/io" && cp $src/* "$MNT/io/" && sync || { umount "$MNT"; fail "write failed"; }
 umount "$MNT" || fail "umount failed"
@@ -24,9 +26,9 @@ umount "$MNT" || fail "umount failed"
 unload rpcrdma_rs
 diag "read back $n files; checksums $want / $got"
 diag "read mount: sends $sends, recvs $recvs, inline (pullup) sends $pullup, bad replies $bad"
-[ "$n" = 101 ] || fail "expected 101 files, found $n"
+[ "$n" = 51 ] || fail "expected 51 files, found $n"
 [ "$want" = "$got" ] || fail "data mismatch"
-[ "${sends:-0}" -gt 256 ] || fail "too few sends for 256 KiB at rsize=1024: $sends"
+[ "${sends:-0}" -gt 128 ] || fail "too few sends for 128 KiB at rsize=1024: $sends"
 [ "$pullup" = "$sends" ] || fail "every send should be an inline pullup"
 [ "$bad" = 0 ] || fail "bad replies: $bad"
 dmesg_assert_clean

@@ -315,8 +315,9 @@ impl XdrBufDesc {
 }
 
 /// Which part of an `xdr_buf` a region is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RegionKind {
+    #[default]
     /// The head kvec (virtually contiguous, may cross pages).
     Head,
     /// The page list.
@@ -394,7 +395,7 @@ pub struct Geometry {
 }
 
 /// One memory registration (one chunk segment): which pages and bytes it covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MrExtent {
     /// The region the bytes come from.
     pub kind: RegionKind,

@@ -1,0 +1,42 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Large I/O over rpcrdma_rs with chunks registered by FRWR, for NFSv3 and
+# NFSv4.0 at the server's default rsize/wsize: a 2 MiB file written (Read
+# chunks) and read back after a remount (Write chunks), and a directory of
+# 300 entries listed (Reply chunks). Data must match, and the mount's
+# counters must show every kind of chunk, remote invalidation, and no bad
+# reply.
+. "$(dirname "$0")/../lib.sh"
+unload rpcrdma_rs; unload rpcrdma
+dmesg_mark
+src=/tmp/chunked.src
+head -c $((2 << 20)) /dev/urandom > $src
+want=$(sha256sum < $src | cut -c1-64)
+for v in 3 4.0; do
+  opts=vers=$v,proto=rdma,port=20049,retry=0 path=/
+  [ $v = 3 ] && opts=$opts,nolock path=$RS_EXPORT
+  m() { timeout 120 mount -t nfs -o "$opts" "$SERVER4:$path" "$MNT"; }
+  m || fail "vers=$v: mount failed"
+  size=$(findmnt -n -t nfs,nfs4 -o OPTIONS "$MNT" | tr , '\n' | sed -n 's/^rsize=//p')
+  mkdir -p "$MNT/dir"
+  for i in $(seq 1 300); do : > "$MNT/dir/entry-with-a-reasonably-long-name-$i"; done
+  dd if=$src of="$MNT/big" bs=1M oflag=direct status=none || fail "vers=$v: write failed"
+  w_reads=$(rdma_xprt_field 11)
+  umount "$MNT" && m || fail "vers=$v: remount failed"
+  got=$(dd if="$MNT/big" bs=1M iflag=direct status=none | sha256sum | cut -c1-64)
+  n=$(ls "$MNT/dir" | wc -l)
+  writes=$(rdma_xprt_field 12) replies=$(rdma_xprt_field 13)
+  regs=$(rdma_xprt_field 24) linv=$(rdma_xprt_field 25) bad=$(rdma_xprt_field 20)
+  rm -rf "$MNT/dir" "$MNT/big"
+  umount "$MNT" || fail "vers=$v: umount failed"
+  diag "vers=$v rsize=$size: read chunks $w_reads (write mount); write chunks $writes, reply chunks $replies, regions $regs, LOCAL_INV $linv, bad replies $bad (read mount)"
+  [ "$got" = "$want" ] || fail "vers=$v: data mismatch"
+  [ "$n" = 300 ] || fail "vers=$v: listed $n of 300 entries"
+  [ "${w_reads:-0}" -gt 0 ] || fail "vers=$v: no Read chunk used for WRITE"
+  [ "${writes:-0}" -gt 0 ] || fail "vers=$v: no Write chunk used for READ"
+  [ "${replies:-0}" -gt 0 ] || fail "vers=$v: no Reply chunk used for READDIR"
+  [ "$((regs - linv))" -gt 0 ] || fail "vers=$v: the server never invalidated a region remotely"
+  [ "$bad" = 0 ] || fail "vers=$v: $bad bad replies"
+done
+unload rpcrdma_rs
+dmesg_assert_clean
