@@ -9,6 +9,8 @@
 #   make module     build rpcrdma_rs.ko against KDIR (default: cached kernel)
 #   make unit       protocol core unit tests (cargo test)
 #   make selftests  guest selftests (TAP) on the two-guest testbed
+#   make long-check the long suites: fio verify with 512 MiB per job (4 GiB
+#                   per transport), a 10,000-entry directory, 10 min fuzzing
 #   make fuzz       cargo-fuzz every protocol decoder (FUZZ_SECONDS each)
 #   make clippy     clippy over the module (kernel build with CLIPPY=1)
 
@@ -21,7 +23,7 @@ KERNEL_DEP := kernel
 KDIR = $(shell bash scripts/build-kernel.sh --path)
 endif
 
-.PHONY: all demo check setup kernel module unit selftests fuzz clippy clean
+.PHONY: all demo check long-check setup kernel module unit selftests fuzz clippy clean
 
 all: module
 
@@ -51,6 +53,11 @@ check:
 
 demo:
 	bash scripts/demo.sh
+
+long-check: module
+	bash scripts/testbed.sh --timeout 7200 \
+		env RDMARS_FIO_SIZE=512M RDMARS_DIR_ENTRIES=10000 selftests/run_guest.sh nfs_fio_verify nfs_chunked_io
+	FUZZ_SECONDS=150 bash scripts/fuzz.sh
 
 clean:
 	-[ -z "$(KDIR)" ] || $(MAKE) -C "$(KDIR)" M="$(CURDIR)" LLVM=1 clean

@@ -7,6 +7,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 #include <linux/scatterlist.h>
+#include <linux/debugfs.h>
 #include <linux/sunrpc/auth.h>
 #include "helpers.h"
 
@@ -206,4 +207,19 @@ unsigned long rpcrdma_rs_page_size(void)
 bool rpcrdma_rs_ddp_allowed(const struct rpc_rqst *rqst)
 {
 	return !(rqst->rq_cred->cr_auth->au_flags & RPCAUTH_AUTH_DATATOUCH);
+}
+
+struct dentry *rpcrdma_rs_debugfs_init(u64 *registered, u64 *remote_inv, u64 *local_inv)
+{
+	struct dentry *dir = debugfs_create_dir("rpcrdma_rs", NULL);
+
+	debugfs_create_u64("mrs_registered", 0444, dir, registered);
+	debugfs_create_u64("remote_invalidations", 0444, dir, remote_inv);
+	debugfs_create_u64("local_invalidations", 0444, dir, local_inv);
+	return dir;
+}
+
+void rpcrdma_rs_debugfs_exit(struct dentry *dir)
+{
+	debugfs_remove_recursive(dir);
 }

@@ -83,6 +83,11 @@ void rpcrdma_rs_update_fast_reg_key(struct ib_mr *mr, u8 key);
 unsigned long rpcrdma_rs_page_size(void);
 bool rpcrdma_rs_ddp_allowed(const struct rpc_rqst *rqst);
 
+/* debugfs counters (rpcrdma_rs/ in debugfs), values owned by Rust */
+struct dentry;
+struct dentry *rpcrdma_rs_debugfs_init(u64 *registered, u64 *remote_inv, u64 *local_inv);
+void rpcrdma_rs_debugfs_exit(struct dentry *dir);
+
 /* module parameters (params.c) */
 unsigned int rpcrdma_rs_param_slot_table_entries(void);
 unsigned int rpcrdma_rs_param_max_inline_read(void);

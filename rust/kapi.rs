@@ -6,6 +6,7 @@
 //! turns a C registration or object into a Rust type whose lifetime and
 //! ownership the compiler checks, and each C callback into a trait method.
 
+pub(crate) mod debugfs;
 pub(crate) mod errno;
 pub(crate) mod ib;
 pub(crate) mod rdma;

@@ -33,6 +33,7 @@ struct RpcRdma {
     // Dropped in declaration order: the class goes before the device client.
     _class: kapi::xprt::ClassRegistration<transport::RdmaTransport>,
     _devices: kapi::ib::ClientRegistration<device::Devices>,
+    _debugfs: kapi::debugfs::Counters,
 }
 
 impl kernel::Module for RpcRdma {
@@ -47,7 +48,12 @@ impl kernel::Module for RpcRdma {
             );
         })?;
         pr_info!("RPC-over-RDMA transport registered for netids rdma, rdma6\n");
-        Ok(RpcRdma { _class: class, _devices: devices })
+        let debugfs = kapi::debugfs::Counters::new(
+            &transport::MRS_REGISTERED,
+            &transport::REMOTE_INVALIDATIONS,
+            &transport::LOCAL_INVALIDATIONS,
+        );
+        Ok(RpcRdma { _class: class, _devices: devices, _debugfs: debugfs })
     }
 }
 

@@ -54,6 +54,15 @@ const BIND_S: u32 = 60;
 /// Backchannel requests we keep Receives for (RFC 8167 support comes later).
 const BC_RECEIVES: usize = 2;
 
+/// Module-wide FRWR counters, shown in debugfs (`rpcrdma_rs/`): regions
+/// registered, regions the server invalidated with Send With Invalidate, and
+/// regions we invalidated with LOCAL_INV.
+pub(crate) static MRS_REGISTERED: AtomicU64 = AtomicU64::new(0);
+/// See [`MRS_REGISTERED`].
+pub(crate) static REMOTE_INVALIDATIONS: AtomicU64 = AtomicU64::new(0);
+/// See [`MRS_REGISTERED`].
+pub(crate) static LOCAL_INVALIDATIONS: AtomicU64 = AtomicU64::new(0);
+
 /// The RPC-over-RDMA transport class.
 pub(crate) struct RdmaTransport;
 
@@ -104,9 +113,8 @@ struct Stats {
     write_chunks: AtomicU64,
     reply_chunks: AtomicU64,
     nomsg_calls: AtomicU64,
-    mrs_registered: AtomicU64,
+    mrs_allocated: AtomicU64,
     local_inv_needed: AtomicU64,
-    remote_inv: AtomicU64,
 }
 
 /// How a request's reply will come back.
@@ -236,6 +244,7 @@ impl RdmaXprt {
         })?;
         shared.max_requests.store(max_requests as u32, Ordering::Relaxed);
         shared.mr_pages.store(mr_pages, Ordering::Relaxed);
+        self.stats.mrs_allocated.fetch_add((max_requests * 2) as u64, Ordering::Relaxed);
         // RFC 8797: our inline sizes, and that we handle Send With Invalidate.
         let ours = cm::PrivateData::new(inline_send, inline_recv, true);
         let pdata = ours.to_bytes();
@@ -336,11 +345,19 @@ impl RdmaXprt {
         st.nomsg_calls.fetch_add(u64::from(matches!(p.call, plan::CallPlan::LongCall { .. })), Ordering::Relaxed);
         st.write_chunks.fetch_add(u64::from(shape == ReplyShape::WriteChunk), Ordering::Relaxed);
         st.reply_chunks.fetch_add(u64::from(shape == ReplyShape::ReplyChunk), Ordering::Relaxed);
-        st.mrs_registered.fetch_add(reg.len() as u64, Ordering::Relaxed);
+        MRS_REGISTERED.fetch_add(reg.len() as u64, Ordering::Relaxed);
         let rdma_bytes = reads.iter().take(nr).fold(0u64, |a, r| a.saturating_add(u64::from(r.segment.length)));
         st.total_rdma_request.fetch_add(rdma_bytes, Ordering::Relaxed);
         Ok(shape)
     }
+}
+
+/// Accounts an invalidation of `registered` regions of which `local`
+/// needed a LOCAL_INV (the rest the server invalidated remotely).
+fn count_invalidations(stats: &Stats, registered: usize, local: usize) {
+    stats.local_inv_needed.fetch_add(local as u64, Ordering::Relaxed);
+    LOCAL_INVALIDATIONS.fetch_add(local as u64, Ordering::Relaxed);
+    REMOTE_INVALIDATIONS.fetch_add(registered.saturating_sub(local) as u64, Ordering::Relaxed);
 }
 
 fn segment(r: rdma::Registered) -> v1::Segment {
@@ -405,7 +422,7 @@ impl rpc::Transport for RdmaXprt {
         self.slots.free(x, rqst);
     }
 
-    fn release_request(&self, _x: Xprt<'_>, rqst: &Rqst<'_>) {
+    fn release_request(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
         // An RPC that ended without its reply (signal, timeout) may still
         // have regions the server could write into: invalidate them before
         // its pages go back.
@@ -415,8 +432,11 @@ impl rpc::Transport for RdmaXprt {
             return;
         }
         if let Some(ep) = self.endpoint() {
-            let n = ep.conn.invalidate(&mut reg, None);
-            self.stats.local_inv_needed.fetch_add(n as u64, Ordering::Relaxed);
+            let registered = reg.len();
+            let local = ep.conn.invalidate(&mut reg, None);
+            count_invalidations(&self.stats, registered, local);
+            // A task may be waiting for memory regions to send its call.
+            x.write_space();
         }
         // Without a connection the token is stale: its regions were
         // released when that connection was torn down.
@@ -535,7 +555,7 @@ impl rpc::Transport for RdmaXprt {
             write_chunk_count: self.stats.write_chunks.load(Ordering::Relaxed),
             reply_chunk_count: self.stats.reply_chunks.load(Ordering::Relaxed),
             nomsg_call_count: self.stats.nomsg_calls.load(Ordering::Relaxed),
-            mrs_allocated: self.stats.mrs_registered.load(Ordering::Relaxed),
+            mrs_allocated: self.stats.mrs_allocated.load(Ordering::Relaxed),
             local_inv_needed: self.stats.local_inv_needed.load(Ordering::Relaxed),
             ..Default::default()
         };
@@ -673,9 +693,10 @@ impl EpShared {
         };
         let registered = reg.len();
         let local = conn.invalidate(&mut reg, invalidated);
-        self.stats.local_inv_needed.fetch_add(local as u64, Ordering::Relaxed);
-        if registered > local {
-            self.stats.remote_inv.fetch_add(1, Ordering::Relaxed);
+        count_invalidations(&self.stats, registered, local);
+        if registered > 0 {
+            // A task may be waiting for memory regions to send its call.
+            self.xprt.write_space();
         }
         self.complete(rqst, &hdr, payload, shape);
     }

@@ -17,7 +17,7 @@ APT_PKGS=(
   qemu-system-x86
   nfs-kernel-server nfs-common rpcbind
   rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils
-  fio iproute2 procps psmisc util-linux
+  fio iproute2 procps psmisc util-linux python3
 )
 
 need_apt=()

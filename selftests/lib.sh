@@ -8,6 +8,12 @@ KSFT_PASS=0 KSFT_FAIL=1 KSFT_SKIP=4
 SERVER4=${RDMARS_SERVER4:-198.18.0.1}
 SERVER6=${RDMARS_SERVER6:-2001:db8::1}
 MNT=${MNT:-/mnt/nfs}
+# The transport module under test: ours, or the in-tree C client when the
+# testbed runs the baseline (--client-module c).
+if [ "${RDMARS_CLIENT_MODULE:-ours}" = c ]; then XPRT_MOD=rpcrdma; else XPRT_MOD=rpcrdma_rs; fi
+
+# Tests of rpcrdma_rs itself (not of NFS/RDMA data movement) skip the baseline.
+only_ours() { [ "$XPRT_MOD" = rpcrdma_rs ] || skip "tests rpcrdma_rs itself, not the C baseline"; }
 mkdir -p "$MNT"
 
 diag() { printf '# %s\n' "$*"; }
@@ -37,6 +43,9 @@ unload() {
   fi
   ! module_loaded "$1" || fail "$1 still loaded after rmmod"
 }
+
+# Unloads both transports; the starting point of every test.
+unload_all() { unload rpcrdma_rs; unload rpcrdma; }
 
 # The in-tree C client, loaded explicitly (autoload goes to rpcrdma_rs).
 # --first-time: modprobe otherwise reports success when init fails with EEXIST.
@@ -72,3 +81,7 @@ server_cmd() {
   done
   echo "server command '$1' timed out"; return 1
 }
+
+# Regions the server invalidated remotely so far (rpcrdma_rs debugfs; 0 for
+# the C baseline, which does not export it).
+remote_invalidations() { cat /sys/kernel/debug/rpcrdma_rs/remote_invalidations 2>/dev/null || echo 0; }

@@ -73,8 +73,24 @@ server)
   start_server || fail "knfsd setup"
   say "knfsd ready on $RDMARS_IP4 (rdma port 20049)"
   touch "$share/server-ready"
-  # Serve until the host stops this guest.
-  while :; do sleep 3600; done
+  # Serve until the host stops this guest, running the few commands a
+  # client test may drop into the share (see selftests/lib.sh server_cmd).
+  while :; do
+    for req in "$share"/cmd.*; do
+      [ -e "$req" ] || continue
+      id=${req##*/cmd.}; cmd=$(cat "$req"); rm -f "$req"
+      case "$cmd" in
+        restart-nfsd)
+          { rpc.nfsd 0 && sleep 2 && rpc.nfsd --lease-time 15 --grace-time 10 8 &&
+            echo "rdma 20049" > /proc/fs/nfsd/portlist; } > "$share/res.$id.tmp" 2>&1
+          echo "rc=$?" >> "$share/res.$id.tmp" ;;
+        *) echo "unknown command: $cmd" > "$share/res.$id.tmp" ;;
+      esac
+      mv "$share/res.$id.tmp" "$share/res.$id"
+      say "ran '$cmd'"
+    done
+    sleep 0.2
+  done
   ;;
 client)
   # Autoload of proto=rdma (request_module "rpcrdma"/"rpcrdma6") reaches

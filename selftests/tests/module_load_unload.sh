@@ -3,7 +3,8 @@
 # rpcrdma_rs loads and unloads 10 times; each load registers the transport
 # class and sees the RDMA device, each unload releases both; dmesg stays clean.
 . "$(dirname "$0")/../lib.sh"
-unload rpcrdma_rs; unload rpcrdma
+only_ours
+unload_all
 dev=$(rdma link show | awk '{print $2}' | cut -d/ -f1 | head -1)
 [ -n "$dev" ] || fail "no RDMA device in the guest"
 dmesg_mark

@@ -3,7 +3,7 @@
 # The testbed itself works: the in-tree C client mounts the server guest over
 # RDMA (NFSv4.2), writes a file and reads it back with the same checksum.
 . "$(dirname "$0")/../lib.sh"
-unload rpcrdma_rs; unload rpcrdma
+unload_all
 dmesg_mark
 load_c_client || fail "cannot load the in-tree rpcrdma"
 mount -t nfs -o vers=4.2,proto=rdma,port=20049 "$SERVER4:/" "$MNT" || fail "mount over in-tree rpcrdma failed"

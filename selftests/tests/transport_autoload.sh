@@ -4,7 +4,8 @@
 # in-tree rpcrdma, and the mount runs over it: the module is in use while
 # mounted and unloads cleanly afterwards.
 . "$(dirname "$0")/../lib.sh"
-unload rpcrdma_rs; unload rpcrdma
+only_ours
+unload_all
 dmesg_mark
 for addr in "$SERVER4" "$SERVER6"; do
   mount_rs "$addr" || fail "mount over $addr failed"

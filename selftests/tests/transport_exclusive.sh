@@ -3,7 +3,8 @@
 # While rpcrdma_rs is loaded it owns XPRT_TRANSPORT_RDMA: the in-tree C client
 # cannot register the same transport. After rmmod the ident is free again.
 . "$(dirname "$0")/../lib.sh"
-unload rpcrdma_rs; unload rpcrdma
+only_ours
+unload_all
 dmesg_mark
 modprobe rpcrdma_rs || fail "cannot load rpcrdma_rs"
 if out=$(load_c_client 2>&1); then
