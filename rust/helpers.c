@@ -8,6 +8,9 @@
 #include <rdma/rdma_cm.h>
 #include <linux/scatterlist.h>
 #include <linux/debugfs.h>
+#include <linux/lwq.h>
+#include <linux/sunrpc/svc.h>
+#include <linux/sunrpc/bc_xprt.h>
 #include <linux/sunrpc/auth.h>
 #include "helpers.h"
 
@@ -209,17 +212,63 @@ bool rpcrdma_rs_ddp_allowed(const struct rpc_rqst *rqst)
 	return !(rqst->rq_cred->cr_auth->au_flags & RPCAUTH_AUTH_DATATOUCH);
 }
 
-struct dentry *rpcrdma_rs_debugfs_init(u64 *registered, u64 *remote_inv, u64 *local_inv)
+struct dentry *rpcrdma_rs_debugfs_init(u64 *registered, u64 *remote_inv, u64 *local_inv,
+		u64 *backward_calls)
 {
 	struct dentry *dir = debugfs_create_dir("rpcrdma_rs", NULL);
 
 	debugfs_create_u64("mrs_registered", 0444, dir, registered);
 	debugfs_create_u64("remote_invalidations", 0444, dir, remote_inv);
 	debugfs_create_u64("local_invalidations", 0444, dir, local_inv);
+	debugfs_create_u64("backward_calls", 0444, dir, backward_calls);
 	return dir;
 }
 
 void rpcrdma_rs_debugfs_exit(struct dentry *dir)
 {
 	debugfs_remove_recursive(dir);
+}
+
+/*
+ * Makes @rqst carry a backward call whose RPC message (from the XID on) was
+ * copied to @call, with @reply as the buffer the callback service encodes
+ * its reply into. RPC_BC_PA_IN_USE tells xprt_release to hand the request
+ * to bc_free_rqst rather than free_slot; a NULL rq_buffer tells our
+ * send_request that it carries a backward reply.
+ */
+void rpcrdma_rs_bc_prepare(struct rpc_rqst *rqst, struct rpc_xprt *xprt,
+		void *call, size_t len, void *reply, size_t reply_len)
+{
+	memset(rqst, 0, sizeof(*rqst));
+	rqst->rq_xprt = xprt;
+	__set_bit(RPC_BC_PA_IN_USE, &rqst->rq_bc_pa_state);
+	rqst->rq_xid = *(__be32 *)call;
+	rqst->rq_private_buf.len = len;
+	rqst->rq_rcv_buf.head[0].iov_base = call;
+	rqst->rq_rcv_buf.head[0].iov_len = len;
+	rqst->rq_rcv_buf.len = len;
+	rqst->rq_rcv_buf.buflen = len;
+	xdr_buf_init(&rqst->rq_snd_buf, reply, reply_len);
+}
+
+/*
+ * Queues a prepared backward call for the callback service, holding a
+ * transport reference until bc_free_rqst. False if no service is attached.
+ */
+bool rpcrdma_rs_bc_enqueue(struct rpc_rqst *rqst)
+{
+	struct rpc_xprt *xprt = rqst->rq_xprt;
+	struct svc_serv *serv = READ_ONCE(xprt->bc_serv);
+
+	if (!serv)
+		return false;
+	xprt_get(xprt);
+	lwq_enqueue(&rqst->rq_bc_list, &serv->sv_cb_list);
+	svc_pool_wake_idle_thread(&serv->sv_pools[0]);
+	return true;
+}
+
+bool rpcrdma_rs_rqst_is_backchannel(const struct rpc_rqst *rqst)
+{
+	return !rqst->rq_buffer;
 }

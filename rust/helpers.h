@@ -83,9 +83,16 @@ void rpcrdma_rs_update_fast_reg_key(struct ib_mr *mr, u8 key);
 unsigned long rpcrdma_rs_page_size(void);
 bool rpcrdma_rs_ddp_allowed(const struct rpc_rqst *rqst);
 
+/* NFSv4.1 backchannel (RFC 8167): the generic helpers are not exported */
+void rpcrdma_rs_bc_prepare(struct rpc_rqst *rqst, struct rpc_xprt *xprt,
+		void *call, size_t len, void *reply, size_t reply_len);
+bool rpcrdma_rs_bc_enqueue(struct rpc_rqst *rqst);
+bool rpcrdma_rs_rqst_is_backchannel(const struct rpc_rqst *rqst);
+
 /* debugfs counters (rpcrdma_rs/ in debugfs), values owned by Rust */
 struct dentry;
-struct dentry *rpcrdma_rs_debugfs_init(u64 *registered, u64 *remote_inv, u64 *local_inv);
+struct dentry *rpcrdma_rs_debugfs_init(u64 *registered, u64 *remote_inv, u64 *local_inv,
+		u64 *backward_calls);
 void rpcrdma_rs_debugfs_exit(struct dentry *dir);
 
 /* module parameters (params.c) */

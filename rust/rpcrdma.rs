@@ -52,6 +52,7 @@ impl kernel::Module for RpcRdma {
             &transport::MRS_REGISTERED,
             &transport::REMOTE_INVALIDATIONS,
             &transport::LOCAL_INVALIDATIONS,
+            &transport::BACKWARD_CALLS,
         );
         Ok(RpcRdma { _class: class, _devices: devices, _debugfs: debugfs })
     }

@@ -31,7 +31,7 @@ use crate::{
     kapi::{
         errno,
         rdma::{self, CmEvent, Completion, ConnHandler, Connection, Live, QpConfig, Received, Registration},
-        rpc::{self, Create, PinnedRqst, Rqst, SlotTable, StatsWriter, Task, Which, Xprt, XprtParams},
+        rpc::{self, BcError, BcPool, Create, PinnedRqst, Rqst, SlotTable, StatsWriter, Task, Which, Xprt, XprtParams},
         work::{DelayedWork, DelayedWorkItem},
         xprt,
     },
@@ -51,8 +51,12 @@ const INIT_REEST_S: u32 = 5;
 const MAX_REEST_S: u32 = 30;
 const IDLE_DISC_S: u32 = 5 * 60;
 const BIND_S: u32 = 60;
-/// Backchannel requests we keep Receives for (RFC 8167 support comes later).
-const BC_RECEIVES: usize = 2;
+/// Backward (server to client) requests we accept at once: our
+/// reverse-direction credit grant, the callback session's slot limit, and
+/// the Receives we keep posted for them beyond the forward ones (RFC 8167
+/// section 4.3.1).
+const BC_SLOTS: usize = 16;
+const BC_RECEIVES: usize = BC_SLOTS;
 
 /// Module-wide FRWR counters, shown in debugfs (`rpcrdma_rs/`): regions
 /// registered, regions the server invalidated with Send With Invalidate, and
@@ -62,6 +66,9 @@ pub(crate) static MRS_REGISTERED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static REMOTE_INVALIDATIONS: AtomicU64 = AtomicU64::new(0);
 /// See [`MRS_REGISTERED`].
 pub(crate) static LOCAL_INVALIDATIONS: AtomicU64 = AtomicU64::new(0);
+/// Backward calls (server to client, RFC 8167) handed to the callback
+/// service; shown in debugfs.
+pub(crate) static BACKWARD_CALLS: AtomicU64 = AtomicU64::new(0);
 
 /// The RPC-over-RDMA transport class.
 pub(crate) struct RdmaTransport;
@@ -154,6 +161,7 @@ pub(crate) struct RdmaXprt {
     /// Set once a connect attempt has been made (reconnects back off).
     tried: AtomicBool,
     slots: Arc<SlotTable<ReqState>>,
+    bc: Arc<BcPool>,
     stats: Arc<Stats>,
 }
 
@@ -161,6 +169,7 @@ impl RdmaXprt {
     fn new(xprt: Xprt<'static>, max_requests: u32) -> Result<impl PinInit<Self, Error>> {
         let slots = Arc::new(SlotTable::new(max_requests as usize)?, GFP_KERNEL)?;
         let stats = Arc::new(Stats::default(), GFP_KERNEL)?;
+        let bc = Arc::new(BcPool::new(BC_SLOTS)?, GFP_KERNEL)?;
         Ok(try_pin_init!(RdmaXprt {
             connect_work: DelayedWork::new(),
             xprt,
@@ -169,6 +178,7 @@ impl RdmaXprt {
             connecting: AtomicBool::new(false),
             tried: AtomicBool::new(false),
             slots,
+            bc,
             stats,
         }))
     }
@@ -191,7 +201,7 @@ impl RdmaXprt {
     fn establish(&self) -> Result<Arc<Endpoint>> {
         let x = self.xprt;
         let shared = Arc::pin_init(
-            EpShared::new(x, self.max_requests, self.slots.clone(), self.stats.clone()),
+            EpShared::new(x, self.max_requests, self.slots.clone(), self.bc.clone(), self.stats.clone()),
             GFP_KERNEL,
         )?;
         // SAFETY: the transport's network namespace outlives the transport,
@@ -227,7 +237,8 @@ impl RdmaXprt {
         // Each request may chain a REG_MR per region before its Send and a
         // LOCAL_INV per region after its reply.
         let per_request = 1 + 2 * rdma::MAX_MRS;
-        let limit = (caps.max_qp_wr as usize).saturating_sub(BC_RECEIVES + 1) / per_request;
+        let recv_batch = credits::recv_batch(self.max_requests) as usize;
+        let limit = (caps.max_qp_wr as usize).saturating_sub(BC_RECEIVES + recv_batch + 1) / per_request;
         let max_requests = (self.max_requests as usize).min(limit);
         if max_requests == 0 {
             pr_err!("device {:?} cannot hold any RPC-over-RDMA request\n", conn.device_name());
@@ -236,8 +247,9 @@ impl RdmaXprt {
         conn.create_qp(QpConfig {
             send_bufs: max_requests,
             send_buf_size: inline_send as usize,
-            recv_bufs: max_requests + BC_RECEIVES,
+            recv_bufs: max_requests + BC_RECEIVES + recv_batch,
             recv_buf_size: inline_recv as usize,
+            recv_batch,
             mrs: max_requests * 2,
             mr_pages,
             send_wrs: max_requests * per_request,
@@ -352,6 +364,15 @@ impl RdmaXprt {
     }
 }
 
+/// True if `msg`, the payload of an RDMA_MSG with no chunks, is an RPC call
+/// (the server calling the client) whose XID matches the transport header's.
+fn is_backward_call(xid: u32, msg: &[u8]) -> bool {
+    match (msg.get(0..4), msg.get(4..8)) {
+        (Some(x), Some(dir)) => x == xid.to_be_bytes() && dir == [0, 0, 0, 0],
+        _ => false,
+    }
+}
+
 /// Accounts an invalidation of `registered` regions of which `local`
 /// needed a LOCAL_INV (the rest the server invalidated remotely).
 fn count_invalidations(stats: &Stats, registered: usize, local: usize) {
@@ -413,7 +434,65 @@ impl DelayedWorkItem for RdmaXprt {
     }
 }
 
+impl RdmaXprt {
+    /// Sends the callback service's reply to a backward call: RDMA_MSG with
+    /// no chunks, granting our reverse-direction credits (RFC 8167 section
+    /// 5.2). It takes no forward credit: the server keeps Receives for the
+    /// replies to its calls (section 4.3.2).
+    fn send_bc_reply(&self, x: Xprt<'_>, rqst: &Rqst<'_>) -> Result {
+        let Some(ep) = self.endpoint() else {
+            return Err(errno::ENOTCONN());
+        };
+        let len = rqst.send_len();
+        let threshold = ep.shared().negotiated().send_threshold as usize;
+        if v1::MIN_MSG_HEADER_LEN + len > threshold {
+            pr_warn!("backchannel reply of {} bytes does not fit inline; dropped\n", len);
+            return Err(EIO);
+        }
+        let xid = u32::from_be(rqst.xid_be());
+        let sent = ep.conn.send(&Registration::empty(), |buf| {
+            let hdr = v1::encode_msg(buf, xid, BC_SLOTS as u32, &v1::ChunkLists::NONE).map_err(|_| EINVAL)?;
+            rqst.copy_call_at(0, buf.get_mut(hdr..hdr + len).ok_or(EINVAL)?)?;
+            Ok(hdr + len)
+        });
+        match sent {
+            Ok(()) => {
+                rqst.sent(len);
+                Ok(())
+            }
+            Err(e) if e == errno::ENOBUFS() => {
+                x.wait_for_buffer_space();
+                Err(EAGAIN)
+            }
+            Err(_) => {
+                rpc::Transport::close(self, x);
+                Err(errno::ENOTCONN())
+            }
+        }
+    }
+}
+
 impl rpc::Transport for RdmaXprt {
+    fn bc_pool(&self) -> &BcPool {
+        &self.bc
+    }
+
+    fn bc_maxpayload(&self, _x: Xprt<'_>) -> usize {
+        // Backward calls and replies travel inline, in one page each side.
+        let inline = params::max_inline_read().min(params::max_inline_write()).min(PAGE);
+        match self.ep.lock().as_ref() {
+            Some(ep) => {
+                let n = ep.shared().negotiated();
+                n.send_threshold.min(n.recv_threshold).min(PAGE) as usize - v1::MIN_MSG_HEADER_LEN
+            }
+            None => inline as usize - v1::MIN_MSG_HEADER_LEN,
+        }
+    }
+
+    fn bc_num_slots(&self) -> u32 {
+        BC_SLOTS as u32
+    }
+
     fn alloc_slot(&self, x: Xprt<'_>, task: &Task<'_>) {
         self.slots.alloc(x, task);
     }
@@ -464,6 +543,9 @@ impl rpc::Transport for RdmaXprt {
     fn send_request(&self, x: Xprt<'_>, rqst: &Rqst<'_>) -> Result {
         if !x.connected() {
             return Err(errno::ENOTCONN());
+        }
+        if rqst.is_backchannel() {
+            return self.send_bc_reply(x, rqst);
         }
         if !rqst.get_cong(x) {
             return Err(errno::EBADSLT());
@@ -599,11 +681,18 @@ struct EpShared {
     bad_reply: AtomicU64,
     mr_pages: AtomicU32,
     slots: Arc<SlotTable<ReqState>>,
+    bc: Arc<BcPool>,
     stats: Arc<Stats>,
 }
 
 impl EpShared {
-    fn new(xprt: Xprt<'static>, max_requests: u32, slots: Arc<SlotTable<ReqState>>, stats: Arc<Stats>) -> impl PinInit<Self, Error> {
+    fn new(
+        xprt: Xprt<'static>,
+        max_requests: u32,
+        slots: Arc<SlotTable<ReqState>>,
+        bc: Arc<BcPool>,
+        stats: Arc<Stats>,
+    ) -> impl PinInit<Self, Error> {
         try_pin_init!(EpShared {
             xprt,
             state <- new_spinlock!((CmState::Idle, None), "rpcrdma_rs:cm_state"),
@@ -614,6 +703,7 @@ impl EpShared {
             bad_reply: AtomicU64::new(0),
             mr_pages: AtomicU32::new(1),
             slots,
+            bc,
             stats,
         })
     }
@@ -671,6 +761,14 @@ impl EpShared {
             }
         };
         self.xprt.clear_reestablish_timeout();
+        if let v1::Body::Msg(c) = &hdr.body {
+            if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() && is_backward_call(hdr.xid, payload) {
+                // Its credit field asks for reverse credits; it is no grant
+                // of forward ones (RFC 8167 section 4.1).
+                self.backward_call(payload);
+                return;
+            }
+        }
         let max = self.max_requests.load(Ordering::Relaxed);
         let grant = credits::sanitize_grant(hdr.credits, max);
         if self.credits.swap(grant, Ordering::Relaxed) != grant {
@@ -699,6 +797,22 @@ impl EpShared {
             self.xprt.write_space();
         }
         self.complete(rqst, &hdr, payload, shape);
+    }
+
+    fn backward_call(&self, msg: &[u8]) {
+        match self.bc.deliver(self.xprt, msg) {
+            Ok(()) => {
+                BACKWARD_CALLS.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(BcError::Overflow) => {
+                // The server sent more calls than we granted.
+                pr_warn!("backchannel overflow: more than {} backward calls at once; reconnecting\n", BC_SLOTS);
+                self.force_disconnect();
+            }
+            Err(BcError::NoService) | Err(BcError::BadSize) => {
+                self.bad_reply.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     fn complete(&self, rqst: PinnedRqst, hdr: &v1::Header<'_>, payload: &[u8], shape: ReplyShape) {

@@ -15,13 +15,20 @@ unsafe impl Send for Counters {}
 unsafe impl Sync for Counters {}
 
 impl Counters {
-    /// Publishes three `'static` counters. debugfs being absent or failing is
+    /// Publishes the module's `'static` counters. debugfs being absent or failing is
     /// not an error: the files are for operators and tests only.
-    pub(crate) fn new(registered: &'static AtomicU64, remote: &'static AtomicU64, local: &'static AtomicU64) -> Self {
+    pub(crate) fn new(
+        registered: &'static AtomicU64,
+        remote: &'static AtomicU64,
+        local: &'static AtomicU64,
+        backward_calls: &'static AtomicU64,
+    ) -> Self {
         // SAFETY: the counters are statics, so they outlive the files, which
         // `drop` removes before the module (and its statics) goes away. An
         // `AtomicU64` has the layout of a `u64`, and debugfs only reads it.
-        Counters(unsafe { sys::rpcrdma_rs_debugfs_init(registered.as_ptr(), remote.as_ptr(), local.as_ptr()) })
+        Counters(unsafe {
+            sys::rpcrdma_rs_debugfs_init(registered.as_ptr(), remote.as_ptr(), local.as_ptr(), backward_calls.as_ptr())
+        })
     }
 }
 

@@ -139,6 +139,9 @@ pub(crate) struct QpConfig {
     pub(crate) recv_bufs: usize,
     /// Bytes in each Receive buffer.
     pub(crate) recv_buf_size: usize,
+    /// Completed Receives are reposted together, in one chained post, once
+    /// this many have gathered; `recv_bufs` must include that many spares.
+    pub(crate) recv_batch: usize,
     /// Memory regions for chunks.
     pub(crate) mrs: usize,
     /// Pages each memory region can cover.
@@ -294,6 +297,10 @@ struct Inner<T: ConnHandler> {
     recvs: KVec<Pin<KBox<Buf>>>,
     #[pin]
     free_sends: SpinLock<FreeList>,
+    /// Receives consumed and waiting to be reposted in one batch.
+    #[pin]
+    repost: SpinLock<FreeList>,
+    recv_batch: usize,
     mrs: KVec<Pin<KBox<Mr>>>,
     #[pin]
     free_mrs: SpinLock<FreeList>,
@@ -336,6 +343,8 @@ impl<T: ConnHandler> Connection<T> {
                 sends: KVec::new(),
                 recvs: KVec::new(),
                 free_sends <- new_spinlock!(FreeList { slots: KVec::new(), top: 0 }, "rpcrdma_rs:free_sends"),
+                repost <- new_spinlock!(FreeList { slots: KVec::new(), top: 0 }, "rpcrdma_rs:repost"),
+                recv_batch: 1,
                 mrs: KVec::new(),
                 free_mrs <- new_spinlock!(FreeList { slots: KVec::new(), top: 0 }, "rpcrdma_rs:free_mrs"),
                 inv_wait <- new_condvar!("rpcrdma_rs:inv_wait"),
@@ -477,6 +486,11 @@ impl<T: ConnHandler> Connection<T> {
             let buf = Buf::new::<T>(device, lkey, cfg.recv_buf_size, index, false)?;
             inner.recvs.push(buf, GFP_KERNEL)?;
         }
+        // An empty stack with room for every Receive.
+        let mut pending = FreeList::full(cfg.recv_bufs)?;
+        pending.top = 0;
+        *inner.repost.lock() = pending;
+        inner.recv_batch = cfg.recv_batch.clamp(1, cfg.recv_bufs);
         let mut free = KVec::from_elem(0usize, cfg.mrs, GFP_KERNEL)?;
         for index in 0..cfg.mrs {
             let mr = Mr::new::<T>(pd, cfg.mr_pages, index)?;
@@ -1030,9 +1044,35 @@ unsafe extern "C" fn recv_done<T: ConnHandler>(cq: *mut sys::ib_cq, wc: *mut sys
     if inner.dying.load(Ordering::Acquire) {
         return;
     }
-    // SAFETY: the buffer is idle again and the QP is valid while completions
-    // run; the WR was unlinked after the initial chain.
-    let rc = unsafe { sys::rpcrdma_rs_post_recv(verbs.qp, buf.recv_wr.get()) };
+    // Repost in batches: one chained post (one doorbell) per `recv_batch`
+    // Receives. The spares posted at connect time cover those held back.
+    let mut pending = inner.repost.lock();
+    pending.push(buf.index);
+    if pending.top < inner.recv_batch {
+        return;
+    }
+    let mut chain: *mut sys::ib_recv_wr = ptr::null_mut();
+    while let Some(i) = pending.pop() {
+        let Some(b) = inner.recvs.get(i) else { continue };
+        // SAFETY: the buffer is idle (its Receive completed and it was
+        // processed) and owned by the connection; linking it is ours to do.
+        unsafe { (*b.recv_wr.get()).next = chain };
+        chain = b.recv_wr.get();
+    }
+    drop(pending);
+    // SAFETY: the QP is valid while completions run; every WR in the chain
+    // describes an idle, mapped buffer the connection owns.
+    let rc = unsafe { sys::rpcrdma_rs_post_recv(verbs.qp, chain) };
+    // The WRs were copied into the queue: unlink them for the next batch.
+    let mut wr = chain;
+    while !wr.is_null() {
+        // SAFETY: `wr` walks the chain built above from our own WRs.
+        unsafe {
+            let next = (*wr).next;
+            (*wr).next = ptr::null_mut();
+            wr = next;
+        }
+    }
     if rc != 0 {
         inner.handler.receive_failed(u32::MAX);
     }

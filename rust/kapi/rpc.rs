@@ -17,7 +17,7 @@ use kernel::{
     sync::SpinLock,
     types::Opaque,
     error::{Error, Result},
-    ffi::{c_int, c_ulong, c_ushort, c_void},
+    ffi::{self, c_int, c_ulong, c_ushort, c_void},
     prelude::*,
     str::CStr,
     ThisModule,
@@ -206,8 +206,118 @@ impl<D> Slot<D> {
     }
 }
 
+/// A backchannel request: SUNRPC's `rpc_rqst`, a page holding a copy of the
+/// backward call, and a page the callback service encodes its reply into.
+/// Owned by the pool while free; by SUNRPC (the callback service) from
+/// [`BcPool::deliver`] until `bc_free_rqst` gives it back.
+#[repr(C)]
+struct BcSlot {
+    rqst: Opaque<sys::rpc_rqst>,
+    call: core::cell::UnsafeCell<KVec<u8>>,
+    reply: core::cell::UnsafeCell<KVec<u8>>,
+    index: usize,
+}
+
+/// Why a backward call was not delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BcError {
+    /// Every backchannel request is in use: the server sent more calls than
+    /// it was granted.
+    Overflow,
+    /// No callback service is attached to the transport (yet).
+    NoService,
+    /// The call does not fit a request's page, or is too short.
+    BadSize,
+}
+
+/// The backchannel requests of a transport.
+pub(crate) struct BcPool {
+    slots: KVec<Pin<KBox<BcSlot>>>,
+    free: Pin<KBox<SpinLock<FreeList>>>,
+}
+
+// SAFETY: a slot's buffers and request are used by one owner at a time (the
+// pool's free list hands each out once); the free list is locked.
+unsafe impl Send for BcPool {}
+// SAFETY: see `Send`.
+unsafe impl Sync for BcPool {}
+
+impl BcPool {
+    /// `n` requests, each with page-sized call and reply buffers.
+    pub(crate) fn new(n: usize) -> Result<Self> {
+        let ps = page_size() as usize;
+        let mut slots = KVec::with_capacity(n, GFP_KERNEL)?;
+        for index in 0..n {
+            let slot = KBox::pin(
+                BcSlot {
+                    rqst: Opaque::new(Default::default()),
+                    call: core::cell::UnsafeCell::new(KVec::from_elem(0u8, ps, GFP_KERNEL)?),
+                    reply: core::cell::UnsafeCell::new(KVec::from_elem(0u8, ps, GFP_KERNEL)?),
+                    index,
+                },
+                GFP_KERNEL,
+            )?;
+            slots.push(slot, GFP_KERNEL)?;
+        }
+        let free = KBox::pin_init(new_spinlock!(FreeList::full(n)?, "rpcrdma_rs:bc"), GFP_KERNEL)?;
+        Ok(BcPool { slots, free })
+    }
+
+    /// Hands the backward call `msg` (the RPC message from its XID on) to
+    /// the transport's callback service.
+    pub(crate) fn deliver(&self, x: Xprt<'_>, msg: &[u8]) -> core::result::Result<(), BcError> {
+        let ps = page_size() as usize;
+        if msg.len() < 8 || msg.len() > ps {
+            return Err(BcError::BadSize);
+        }
+        let i = self.free.lock().pop().ok_or(BcError::Overflow)?;
+        let Some(slot) = self.slots.get(i) else { return Err(BcError::Overflow) };
+        // SAFETY: the slot came off the free list, so nobody else uses its
+        // buffers or request; they stay put (pinned slot, never-grown KVecs).
+        let ok = unsafe {
+            let call = &mut *slot.call.get();
+            let reply = &mut *slot.reply.get();
+            for (d, s) in call.iter_mut().zip(msg) {
+                *d = *s;
+            }
+            sys::rpcrdma_rs_bc_prepare(
+                slot.rqst.get(),
+                x.as_ptr(),
+                call.as_mut_ptr().cast(),
+                msg.len(),
+                reply.as_mut_ptr().cast(),
+                reply.len(),
+            );
+            sys::rpcrdma_rs_bc_enqueue(slot.rqst.get())
+        };
+        if !ok {
+            self.free.lock().push(i);
+            return Err(BcError::NoService);
+        }
+        Ok(())
+    }
+
+    /// `bc_free_rqst`: takes a request back from the callback service and
+    /// drops the transport reference it held.
+    fn give_back(&self, rqst: *mut sys::rpc_rqst) {
+        let Some(slot) = self.slots.iter().find(|s| core::ptr::eq(s.rqst.get(), rqst)) else {
+            return;
+        };
+        // SAFETY: the request was queued by `deliver`, which took a
+        // reference on its transport; this drops it, once.
+        unsafe { sys::xprt_put((*rqst).rq_xprt) };
+        self.free.lock().push(slot.index);
+    }
+}
+
 /// The Rust side of a transport.
 pub(crate) trait Transport: Send + Sync + Sized {
+    /// The backchannel requests of the transport.
+    fn bc_pool(&self) -> &BcPool;
+    /// Most bytes of a backward call or reply (under RCU: must not sleep).
+    fn bc_maxpayload(&self, xprt: Xprt<'_>) -> usize;
+    /// Backward requests the transport accepts at once.
+    fn bc_num_slots(&self) -> u32;
     /// Give `task` a request slot (or queue it on the backlog).
     fn alloc_slot(&self, xprt: Xprt<'_>, task: &Task<'_>);
     /// Take a request slot back.
@@ -784,6 +894,12 @@ impl Rqst<'_> {
         if rc != 0 { Err(Error::from_errno(rc)) } else { Ok(()) }
     }
 
+    /// True for a backward reply (the callback service answering the server).
+    pub(crate) fn is_backchannel(&self) -> bool {
+        // SAFETY: valid request.
+        unsafe { sys::rpcrdma_rs_rqst_is_backchannel(self.raw.as_ptr()) }
+    }
+
     /// False for security flavours that must see every byte (krb5i/krb5p):
     /// no direct data placement for them.
     pub(crate) fn ddp_allowed(&self) -> bool {
@@ -921,11 +1037,11 @@ impl<T: Transport> OpsTable<T> {
         enable_swap: Some(enable_swap),
         disable_swap: Some(disable_swap),
         inject_disconnect: Some(inject_disconnect::<T>),
-        bc_setup: None,
-        bc_maxpayload: None,
-        bc_num_slots: None,
-        bc_free_rqst: None,
-        bc_destroy: None,
+        bc_setup: Some(bc_setup),
+        bc_maxpayload: Some(bc_maxpayload::<T>),
+        bc_num_slots: Some(bc_num_slots::<T>),
+        bc_free_rqst: Some(bc_free_rqst::<T>),
+        bc_destroy: Some(bc_destroy),
     };
 }
 
@@ -1066,6 +1182,43 @@ unsafe extern "C" fn inject_disconnect<T: Transport>(xprt: *mut sys::rpc_xprt) {
     let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
     t.inject_disconnect(x);
 }
+
+/// The backchannel requests exist from transport creation on; nothing to set
+/// up.
+unsafe extern "C" fn bc_setup(_xprt: *mut sys::rpc_xprt, _min_reqs: ffi::c_uint) -> c_int {
+    0
+}
+
+/// # Safety
+///
+/// See [`connect`]. Runs under RCU.
+unsafe extern "C" fn bc_maxpayload<T: Transport>(xprt: *mut sys::rpc_xprt) -> usize {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    t.bc_maxpayload(x)
+}
+
+/// # Safety
+///
+/// See [`connect`]. Runs under RCU.
+unsafe extern "C" fn bc_num_slots<T: Transport>(xprt: *mut sys::rpc_xprt) -> ffi::c_uint {
+    // SAFETY: see `connect`.
+    let (_, t) = unsafe { Xprt::transport::<T>(xprt) };
+    t.bc_num_slots()
+}
+
+/// # Safety
+///
+/// Called by SUNRPC with a backchannel request this transport delivered.
+unsafe extern "C" fn bc_free_rqst<T: Transport>(rqst: *mut sys::rpc_rqst) {
+    // SAFETY: the request's transport is one of ours (it holds a reference
+    // to it until `give_back` drops it).
+    let (_, t) = unsafe { Xprt::transport::<T>((*rqst).rq_xprt) };
+    t.bc_pool().give_back(rqst);
+}
+
+/// Backchannel requests live as long as the transport; nothing to free here.
+unsafe extern "C" fn bc_destroy(_xprt: *mut sys::rpc_xprt, _max_reqs: ffi::c_uint) {}
 
 /// Swap over NFS/RDMA needs nothing special from the transport.
 unsafe extern "C" fn enable_swap(_xprt: *mut sys::rpc_xprt) -> c_int {

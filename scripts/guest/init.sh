@@ -84,6 +84,20 @@ server)
           { rpc.nfsd 0 && sleep 2 && rpc.nfsd --lease-time 15 --grace-time 10 8 &&
             echo "rdma 20049" > /proc/fs/nfsd/portlist; } > "$share/res.$id.tmp" 2>&1
           echo "rc=$?" >> "$share/res.$id.tmp" ;;
+        append-export\ *)
+          # A local write to an exported file: breaks NFSv4 delegations.
+          f=/srv/export/$(basename "${cmd#append-export }")
+          { s=$(date +%s%N); echo x >> "$f"; echo "rc=$? ms=$(( ($(date +%s%N) - s) / 1000000 ))"; } > "$share/res.$id.tmp" 2>&1 ;;
+        mkfiles\ *)
+          # mkfiles DIR N: N empty files made directly in the export.
+          set -- ${cmd#mkfiles }
+          d=/srv/export/$(basename "$1")
+          { mkdir -p "$d" && (cd "$d" && seq -f 'entry-with-a-reasonably-long-name-%g' 1 "$2" | xargs touch); echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
+        rmdir-export\ *)
+          rm -rf "/srv/export/$(basename "${cmd#rmdir-export }")"; echo "rc=$?" > "$share/res.$id.tmp" ;;
+        nfsd-states)
+          # What knfsd holds for its clients (callback state, delegations).
+          for c in /proc/fs/nfsd/clients/*; do cat "$c/info" "$c/states"; done > "$share/res.$id.tmp" 2>&1 ;;
         *) echo "unknown command: $cmd" > "$share/res.$id.tmp" ;;
       esac
       mv "$share/res.$id.tmp" "$share/res.$id"
