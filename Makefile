@@ -10,7 +10,7 @@
 #   make unit       protocol core unit tests (cargo test)
 #   make selftests  guest selftests (TAP) on the two-guest testbed
 #   make long-check the long suites: fio verify with 512 MiB per job (4 GiB
-#                   per transport), a 10,000-entry directory, 10 min fuzzing
+#                   per transport), a 50,000-entry directory, 10 min fuzzing
 #   make fuzz       cargo-fuzz every protocol decoder (FUZZ_SECONDS each)
 #   make clippy     clippy over the module (kernel build with CLIPPY=1)
 
@@ -56,7 +56,7 @@ demo:
 
 long-check: module
 	bash scripts/testbed.sh --timeout 7200 \
-		env RDMARS_FIO_SIZE=512M RDMARS_DIR_ENTRIES=10000 selftests/run_guest.sh nfs_fio_verify nfs_chunked_io
+		env RDMARS_FIO_SIZE=512M RDMARS_BIG_DIR_ENTRIES=50000 selftests/run_guest.sh nfs_fio_verify nfs_large_directory
 	FUZZ_SECONDS=150 bash scripts/fuzz.sh
 
 clean:

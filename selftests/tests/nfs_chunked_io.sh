@@ -5,11 +5,11 @@
 # chunks) and read back after a remount (Write chunks), and a directory of
 # 300 entries listed (Reply chunks). Data must match, and the mount's
 # counters must show every kind of chunk and no bad reply; over rpcrdma_rs
-# its debugfs counters must show remote invalidation too. RDMARS_DIR_ENTRIES sets the directory size (make long-check: 10000).
+# its debugfs counters must show remote invalidation too.
 . "$(dirname "$0")/../lib.sh"
 unload_all
 dmesg_mark
-entries=${RDMARS_DIR_ENTRIES:-300}
+entries=300
 src=/tmp/chunked.src
 head -c $((2 << 20)) /dev/urandom > $src
 want=$(sha256sum < $src | cut -c1-64)
