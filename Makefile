@@ -9,8 +9,8 @@
 #   make module     build rpcrdma_rs.ko against KDIR (default: cached kernel)
 #   make unit       protocol core unit tests (cargo test)
 #   make selftests  guest selftests (TAP) on the two-guest testbed
-#   make long-check the long suites: fio verify with 512 MiB per job (4 GiB
-#                   per transport), a 50,000-entry directory, 10 min fuzzing
+#   make long-check the long suites: fio verify with up to 512 MiB per job
+#                   (~2.3 GiB), a 50,000-entry directory, 10 min fuzzing
 #   make fuzz       cargo-fuzz every protocol decoder (FUZZ_SECONDS each)
 #   make clippy     clippy over the module (kernel build with CLIPPY=1)
 

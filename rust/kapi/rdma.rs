@@ -751,10 +751,10 @@ impl<T: ConnHandler> Inner<T> {
         }
         let mut broken = false;
         if let Some(last) = last {
-            // SAFETY: the QP is valid; the chain's WRs belong to our regions.
             let rc = if self.dying.load(Ordering::Acquire) {
                 -1
             } else {
+                // SAFETY: the QP is valid; the chain's WRs belong to our regions.
                 unsafe { sys::rpcrdma_rs_post_send(verbs.qp, chain) }
             };
             if rc != 0 {

@@ -24,11 +24,15 @@ for v in 4.1 4.2; do
   states=$(server_cmd nfsd-states)
   out=$(server_cmd "append-export bc.dat")
   exec 3<&-
+  # After the recall the client must see the server's write: 1 MiB + "x\n".
+  size=$(stat -c %s "$MNT/bc.dat")
+  tailbytes=$(tail -c 2 "$MNT/bc.dat" | od -An -c | tr -d ' ')
   calls=$(( $(cat /sys/kernel/debug/rpcrdma_rs/backward_calls 2>/dev/null || echo 0) - calls0 ))
   ms=$(printf '%s' "$out" | sed -n 's/.*ms=\([0-9]*\).*/\1/p')
   rm -f "$MNT/bc.dat"
   umount "$MNT" || fail "vers=$v: umount failed"
-  diag "vers=$v: server write during delegation took ${ms:-?} ms; backward calls during it: $calls"
+  diag "vers=$v: server write during delegation took ${ms:-?} ms; backward calls during it: $calls; size after $size"
+  [ "$size" = $(( (1 << 20) + 2 )) ] && [ "$tailbytes" = 'x\n' ] || fail "vers=$v: the client does not see the server's write after the recall (size $size)"
   printf '%s' "$states" | grep -q 'callback state: UP' || fail "vers=$v: knfsd's callback channel is not up"
   printf '%s' "$states" | grep -q 'type: deleg' || fail "vers=$v: knfsd granted no delegation to recall"
   printf '%s' "$out" | grep -q 'rc=0' || fail "vers=$v: server write failed: $out"
