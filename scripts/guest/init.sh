@@ -77,6 +77,8 @@ server)
   # client test may drop into the share (see selftests/lib.sh server_cmd).
   while :; do
     for req in "$share"/cmd.*; do
+      # A request is complete once renamed from cmd.ID.tmp to cmd.ID.
+      case "$req" in *.tmp) continue ;; esac
       [ -e "$req" ] || continue
       id=${req##*/cmd.}; cmd=$(cat "$req"); rm -f "$req"
       case "$cmd" in
