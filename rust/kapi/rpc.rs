@@ -188,13 +188,18 @@ impl<D: Default> SlotTable<D> {
 
     /// The slot holding `rqst`, if it is one of this table's.
     pub(crate) fn slot_of(&self, rqst: &Rqst<'_>) -> Option<&Slot<D>> {
-        let p = rqst.raw.as_ptr().cast::<Slot<D>>();
-        self.slots.iter().map(|s| &**s).find(|s| core::ptr::eq(*s, p))
+        self.slot_at(rqst.raw.as_ptr())
     }
 
     /// The slot holding a pinned request.
     pub(crate) fn slot_of_pinned(&self, rqst: &PinnedRqst) -> Option<&Slot<D>> {
-        let p = rqst.raw.as_ptr().cast::<Slot<D>>();
+        self.slot_at(rqst.raw.as_ptr())
+    }
+
+    /// The slot whose `rpc_rqst` is at `rqst` (the first field of a
+    /// `repr(C)` slot), if it is one of this table's.
+    fn slot_at(&self, rqst: *mut sys::rpc_rqst) -> Option<&Slot<D>> {
+        let p = rqst.cast::<Slot<D>>();
         self.slots.iter().map(|s| &**s).find(|s| core::ptr::eq(*s, p))
     }
 }
