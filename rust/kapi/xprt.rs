@@ -6,7 +6,13 @@
 //! netids, so that `mount -o proto=<netid>` reaches [`TransportClass::setup`].
 //! Dropping the registration unregisters the class.
 
-use core::{marker::PhantomData, mem::offset_of, pin::Pin, ptr};
+use core::{
+    marker::PhantomData,
+    mem::offset_of,
+    pin::Pin,
+    ptr,
+    sync::atomic::{AtomicPtr, Ordering},
+};
 
 use kernel::{
     alloc::{flags::GFP_KERNEL, KBox},
@@ -81,6 +87,11 @@ struct ClassStorage {
 // The flexible array member must start exactly where our array does.
 const _: () = assert!(offset_of!(ClassStorage, netid) == offset_of!(sys::xprt_class, netid));
 
+/// The class registered by this module: every transport it creates points
+/// back at it (`xprt->xprt_class`), which SUNRPC reads (sysfs `dstaddr`,
+/// adding transports to a client). One class per module.
+static REGISTERED: AtomicPtr<sys::xprt_class> = AtomicPtr::new(ptr::null_mut());
+
 /// A registered transport class; unregistered on drop.
 pub(crate) struct ClassRegistration<T: TransportClass> {
     storage: Pin<KBox<Opaque<ClassStorage>>>,
@@ -110,9 +121,16 @@ impl<T: TransportClass> ClassRegistration<T> {
             *slot = id.as_char_ptr();
         }
         let storage = KBox::pin(Opaque::new(ClassStorage { class, netid }), GFP_KERNEL)?;
+        let raw = storage.get().cast::<sys::xprt_class>();
+        if REGISTERED.compare_exchange(ptr::null_mut(), raw, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return Err(EBUSY);
+        }
         // SAFETY: `storage` is pinned on the heap and lives until `drop`
         // unregisters it; its netid strings are `'static`.
-        to_result(unsafe { sys::xprt_register_transport(storage.get().cast()) })?;
+        if let Err(e) = to_result(unsafe { sys::xprt_register_transport(raw) }) {
+            REGISTERED.store(ptr::null_mut(), Ordering::Release);
+            return Err(e);
+        }
         Ok(Self { storage, _class: PhantomData })
     }
 }
@@ -127,6 +145,8 @@ impl<T: TransportClass> Drop for ClassRegistration<T> {
         if rc != 0 {
             pr_warn!("xprt_unregister_transport failed: {}\n", rc);
         }
+        // No transport of the class is left: each holds a module reference.
+        REGISTERED.store(ptr::null_mut(), Ordering::Release);
     }
 }
 
@@ -140,7 +160,13 @@ unsafe extern "C" fn setup_callback<T: TransportClass>(args: *mut sys::xprt_crea
     // SAFETY: guaranteed valid by the caller for the duration of this call.
     let args = CreateArgs { raw: unsafe { &*args } };
     match T::setup(&args) {
-        Ok(xprt) => xprt.as_ptr(),
+        Ok(xprt) => {
+            // SAFETY: `setup` returned a transport it allocated and nobody
+            // else uses yet; the class outlives it (the transport holds a
+            // module reference, and the class is unregistered at unload).
+            unsafe { (*xprt.as_ptr()).xprt_class = REGISTERED.load(Ordering::Acquire) };
+            xprt.as_ptr()
+        }
         Err(e) => e.to_ptr(),
     }
 }
