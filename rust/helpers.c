@@ -62,6 +62,17 @@ u64 rpcrdma_rs_dma_map_from_device(struct ib_device *device, void *addr, size_t 
 	return ib_dma_map_single(device, addr, len, DMA_FROM_DEVICE);
 }
 
+u64 rpcrdma_rs_dma_map_page(struct ib_device *device, struct page *page,
+		unsigned long offset, size_t len)
+{
+	return ib_dma_map_page(device, page, offset, len, DMA_TO_DEVICE);
+}
+
+void rpcrdma_rs_dma_unmap_page(struct ib_device *device, u64 addr, size_t len)
+{
+	ib_dma_unmap_page(device, addr, len, DMA_TO_DEVICE);
+}
+
 int rpcrdma_rs_dma_mapping_error(struct ib_device *device, u64 addr)
 {
 	return ib_dma_mapping_error(device, addr);
@@ -212,16 +223,14 @@ bool rpcrdma_rs_ddp_allowed(const struct rpc_rqst *rqst)
 	return !(rqst->rq_cred->cr_auth->au_flags & RPCAUTH_AUTH_DATATOUCH);
 }
 
-struct dentry *rpcrdma_rs_debugfs_init(u64 *registered, u64 *remote_inv, u64 *local_inv,
-		u64 *backward_calls)
+struct dentry *rpcrdma_rs_debugfs_dir(void)
 {
-	struct dentry *dir = debugfs_create_dir("rpcrdma_rs", NULL);
+	return debugfs_create_dir("rpcrdma_rs", NULL);
+}
 
-	debugfs_create_u64("mrs_registered", 0444, dir, registered);
-	debugfs_create_u64("remote_invalidations", 0444, dir, remote_inv);
-	debugfs_create_u64("local_invalidations", 0444, dir, local_inv);
-	debugfs_create_u64("backward_calls", 0444, dir, backward_calls);
-	return dir;
+void rpcrdma_rs_debugfs_u64(struct dentry *dir, const char *name, u64 *value)
+{
+	debugfs_create_u64(name, 0444, dir, value);
 }
 
 void rpcrdma_rs_debugfs_exit(struct dentry *dir)

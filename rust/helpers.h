@@ -10,6 +10,7 @@
 #include <linux/types.h>
 
 struct ib_device;
+struct page;
 struct ib_pd;
 struct ib_cq;
 struct ib_qp;
@@ -38,6 +39,9 @@ int rpcrdma_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
 int rpcrdma_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);
 u64 rpcrdma_rs_dma_map_to_device(struct ib_device *device, void *addr, size_t len);
 u64 rpcrdma_rs_dma_map_from_device(struct ib_device *device, void *addr, size_t len);
+u64 rpcrdma_rs_dma_map_page(struct ib_device *device, struct page *page,
+		unsigned long offset, size_t len);
+void rpcrdma_rs_dma_unmap_page(struct ib_device *device, u64 addr, size_t len);
 int rpcrdma_rs_dma_mapping_error(struct ib_device *device, u64 addr);
 void rpcrdma_rs_dma_unmap_to_device(struct ib_device *device, u64 addr, size_t len);
 void rpcrdma_rs_dma_unmap_from_device(struct ib_device *device, u64 addr, size_t len);
@@ -69,7 +73,6 @@ struct delayed_work *rpcrdma_rs_to_delayed_work(struct work_struct *work);
 /* FRWR memory registration */
 struct ib_mr;
 struct scatterlist;
-struct page;
 struct rpc_rqst;
 int rpcrdma_rs_dereg_mr(struct ib_mr *mr);
 void rpcrdma_rs_sg_set_page(struct scatterlist *sg, struct page *page,
@@ -91,8 +94,8 @@ bool rpcrdma_rs_rqst_is_backchannel(const struct rpc_rqst *rqst);
 
 /* debugfs counters (rpcrdma_rs/ in debugfs), values owned by Rust */
 struct dentry;
-struct dentry *rpcrdma_rs_debugfs_init(u64 *registered, u64 *remote_inv, u64 *local_inv,
-		u64 *backward_calls);
+struct dentry *rpcrdma_rs_debugfs_dir(void);
+void rpcrdma_rs_debugfs_u64(struct dentry *dir, const char *name, u64 *value);
 void rpcrdma_rs_debugfs_exit(struct dentry *dir);
 
 /* module parameters (params.c) */

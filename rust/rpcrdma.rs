@@ -8,7 +8,7 @@
 //! shared with user-space tests; the C APIs are reached only through
 //! [`kapi`].
 
-use kernel::prelude::*;
+use kernel::{c_str, prelude::*};
 
 pub mod proto;
 
@@ -48,12 +48,16 @@ impl kernel::Module for RpcRdma {
             );
         })?;
         pr_info!("RPC-over-RDMA transport registered for netids rdma, rdma6\n");
-        let debugfs = kapi::debugfs::Counters::new(
-            &transport::MRS_REGISTERED,
-            &transport::REMOTE_INVALIDATIONS,
-            &transport::LOCAL_INVALIDATIONS,
-            &transport::BACKWARD_CALLS,
-        );
+        let debugfs = kapi::debugfs::Counters::new(&[
+            (c_str!("mrs_registered"), &transport::MRS_REGISTERED),
+            (c_str!("remote_invalidations"), &transport::REMOTE_INVALIDATIONS),
+            (c_str!("local_invalidations"), &transport::LOCAL_INVALIDATIONS),
+            (c_str!("backward_calls"), &transport::BACKWARD_CALLS),
+            (c_str!("sends"), &kapi::rdma::SENDS),
+            (c_str!("sends_signalled"), &kapi::rdma::SENDS_SIGNALLED),
+            (c_str!("sends_mapped"), &kapi::rdma::SENDS_MAPPED),
+            (c_str!("recv_bufs_allocated"), &kapi::rdma::RECV_BUFS_ALLOCATED),
+        ]);
         Ok(RpcRdma { _class: class, _devices: devices, _debugfs: debugfs })
     }
 }

@@ -30,7 +30,7 @@ use kernel::{
 use crate::{
     kapi::{
         errno,
-        rdma::{self, CmEvent, Completion, ConnHandler, Connection, Live, QpConfig, Received, Registration},
+        rdma::{self, CmEvent, Completion, ConnHandler, Connection, Live, PagesInFlight, QpConfig, Received, RecvCache, Registration},
         rpc::{self, BcError, BcPool, Create, PinnedRqst, Rqst, SlotTable, StatsWriter, Task, Which, Xprt, XprtParams},
         work::{DelayedWork, DelayedWorkItem},
         xprt,
@@ -134,15 +134,17 @@ enum ReplyShape {
 }
 
 /// What the transport holds for one request between sending it and its
-/// release: the memory regions it registered.
+/// release: the memory regions it registered, and the pages its Send may
+/// still be reading.
 struct ReqState {
     reg: Registration,
+    sent: PagesInFlight,
     reply: ReplyShape,
 }
 
 impl Default for ReqState {
     fn default() -> Self {
-        ReqState { reg: Registration::empty(), reply: ReplyShape::Inline }
+        ReqState { reg: Registration::empty(), sent: PagesInFlight::none(), reply: ReplyShape::Inline }
     }
 }
 
@@ -163,6 +165,8 @@ pub(crate) struct RdmaXprt {
     slots: Arc<SlotTable<ReqState>>,
     bc: Arc<BcPool>,
     stats: Arc<Stats>,
+    /// Receive buffers kept across connections.
+    recv_cache: Arc<RecvCache>,
 }
 
 impl RdmaXprt {
@@ -170,6 +174,7 @@ impl RdmaXprt {
         let slots = Arc::new(SlotTable::new(max_requests as usize)?, GFP_KERNEL)?;
         let stats = Arc::new(Stats::default(), GFP_KERNEL)?;
         let bc = Arc::new(BcPool::new(BC_SLOTS)?, GFP_KERNEL)?;
+        let recv_cache = Arc::pin_init(RecvCache::new(), GFP_KERNEL)?;
         Ok(try_pin_init!(RdmaXprt {
             connect_work: DelayedWork::new(),
             xprt,
@@ -180,6 +185,7 @@ impl RdmaXprt {
             slots,
             bc,
             stats,
+            recv_cache,
         }))
     }
 
@@ -244,18 +250,32 @@ impl RdmaXprt {
             pr_err!("device {:?} cannot hold any RPC-over-RDMA request\n", conn.device_name());
             return Err(ENOMEM);
         }
+        // The copied header and head, page pieces, the copied tail.
+        let send_sges = (caps.max_send_sge as usize).min(rdma::MAX_SEND_SGES);
+        if send_sges < plan::MIN_SEND_SGES as usize {
+            pr_err!(
+                "device {} allows {} SGEs per Send; RPC-over-RDMA needs {}\n",
+                conn.device_name().unwrap_or(c_str!("?")),
+                caps.max_send_sge,
+                plan::MIN_SEND_SGES
+            );
+            return Err(errno::EPROTONOSUPPORT());
+        }
         conn.create_qp(QpConfig {
             send_bufs: max_requests,
             send_buf_size: inline_send as usize,
+            send_sges,
+            signal_interval: credits::default_signal_interval(max_requests as u32),
             recv_bufs: max_requests + BC_RECEIVES + recv_batch,
             recv_buf_size: inline_recv as usize,
             recv_batch,
             mrs: max_requests * 2,
             mr_pages,
             send_wrs: max_requests * per_request,
-        })?;
+        }, &self.recv_cache)?;
         shared.max_requests.store(max_requests as u32, Ordering::Relaxed);
         shared.mr_pages.store(mr_pages, Ordering::Relaxed);
+        shared.send_sges.store(send_sges as u32, Ordering::Relaxed);
         self.stats.mrs_allocated.fetch_add((max_requests * 2) as u64, Ordering::Relaxed);
         // RFC 8797: our inline sizes, and that we handle Send With Invalidate.
         let ours = cm::PrivateData::new(inline_send, inline_recv, true);
@@ -272,8 +292,9 @@ const PAGE: u32 = 4096;
 
 impl RdmaXprt {
     /// Builds the transport header (registering chunks as the plan says)
-    /// and sends the call. Returns how the reply will arrive.
-    fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, reg: &mut Registration) -> Result<ReplyShape> {
+    /// and sends the call. Returns how the reply will arrive, and the pages
+    /// the Send may still be reading.
+    fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, reg: &mut Registration) -> Result<(ReplyShape, PagesInFlight)> {
         let shared = ep.shared();
         let n = shared.negotiated();
         let snd = rqst.desc(Which::Call);
@@ -281,12 +302,12 @@ impl RdmaXprt {
         let limits = plan::Limits {
             inline_send: n.send_threshold,
             inline_recv: n.recv_threshold,
-            // Calls are copied into one pre-mapped buffer.
-            max_send_sge: plan::MIN_SEND_SGES,
+            max_send_sge: shared.send_sges.load(Ordering::Relaxed),
             page_size: PAGE,
             max_pages_per_mr: shared.mr_pages.load(Ordering::Relaxed),
             max_segments: (rdma::MAX_MRS / 2) as u32,
-            pullup_threshold: n.send_threshold,
+            // Small calls are cheaper to copy than to map page by page.
+            pullup_threshold: plan::DEFAULT_PULLUP_THRESHOLD,
             write_pad_segment: false,
         };
         let p = plan::plan_rpc(&snd, &rcv, rqst.ddp_allowed(), &limits).map_err(|e| {
@@ -329,30 +350,40 @@ impl RdmaXprt {
             _ => v1::Body::Msg(lists),
         };
         let credits = shared.max_requests.load(Ordering::Relaxed);
-        ep.conn.send(reg, |buf| {
-            let hdr = v1::encode(buf, xid, credits, &body).map_err(|_| EINVAL)?;
-            let inline = buf.get_mut(hdr..).ok_or(EINVAL)?;
-            let used = match p.call {
-                plan::CallPlan::Inline { .. } => {
-                    let len = snd.len as usize;
-                    rqst.copy_call_at(0, inline.get_mut(..len).ok_or(EINVAL)?)?;
-                    len
-                }
+        let sent = ep.conn.send(reg, |out| {
+            // The transport header and what is copied right after it.
+            let (copied, rest) = match p.call {
+                plan::CallPlan::Inline { pullup: true } => (snd.len, None),
+                // Head copied, page list mapped in place, tail copied.
+                plan::CallPlan::Inline { pullup: false } => (snd.head.len, Some((snd.head.len + snd.page_len, snd.tail.len))),
                 plan::CallPlan::ReadChunk { tail_skip, tail_len, .. } => {
-                    let head = snd.head.len as usize;
-                    rqst.copy_call_at(0, inline.get_mut(..head).ok_or(EINVAL)?)?;
-                    let from = snd.head.len + snd.page_len + tail_skip;
-                    let tail = inline.get_mut(head..head + tail_len as usize).ok_or(EINVAL)?;
-                    rqst.copy_call_at(from, tail)?;
-                    head + tail_len as usize
+                    (snd.head.len, Some((snd.head.len + snd.page_len + tail_skip, tail_len)))
                 }
-                plan::CallPlan::LongCall { .. } => 0,
+                plan::CallPlan::LongCall { .. } => (0, None),
             };
-            Ok(hdr + used)
+            out.copy(|buf| {
+                let hdr = v1::encode(buf, xid, credits, &body).map_err(|_| EINVAL)?;
+                let len = copied as usize;
+                rqst.copy_call_at(0, buf.get_mut(hdr..hdr + len).ok_or(EINVAL)?)?;
+                Ok(hdr + len)
+            })?;
+            if matches!(p.call, plan::CallPlan::Inline { pullup: false }) {
+                rqst.call_pages(|page, off, len| out.map_page(page, off, len))?;
+            }
+            if let Some((from, len)) = rest {
+                out.copy(|buf| {
+                    rqst.copy_call_at(from, buf.get_mut(..len as usize).ok_or(EINVAL)?)?;
+                    Ok(len as usize)
+                })?;
+            }
+            Ok(())
         })?;
 
         let st = &self.stats;
-        st.pullup_copy.fetch_add(u64::from(matches!(p.call, plan::CallPlan::Inline { .. })), Ordering::Relaxed);
+        // Bytes pulled up past the head, as the C client counts them.
+        if p.call == (plan::CallPlan::Inline { pullup: true }) {
+            st.pullup_copy.fetch_add(u64::from(snd.page_len) + u64::from(snd.tail.len), Ordering::Relaxed);
+        }
         st.read_chunks.fetch_add(u64::from(nr > 0), Ordering::Relaxed);
         st.nomsg_calls.fetch_add(u64::from(matches!(p.call, plan::CallPlan::LongCall { .. })), Ordering::Relaxed);
         st.write_chunks.fetch_add(u64::from(shape == ReplyShape::WriteChunk), Ordering::Relaxed);
@@ -360,7 +391,7 @@ impl RdmaXprt {
         MRS_REGISTERED.fetch_add(reg.len() as u64, Ordering::Relaxed);
         let rdma_bytes = reads.iter().take(nr).fold(0u64, |a, r| a.saturating_add(u64::from(r.segment.length)));
         st.total_rdma_request.fetch_add(rdma_bytes, Ordering::Relaxed);
-        Ok(shape)
+        Ok((shape, sent))
     }
 }
 
@@ -450,13 +481,16 @@ impl RdmaXprt {
             return Err(EIO);
         }
         let xid = u32::from_be(rqst.xid_be());
-        let sent = ep.conn.send(&Registration::empty(), |buf| {
-            let hdr = v1::encode_msg(buf, xid, BC_SLOTS as u32, &v1::ChunkLists::NONE).map_err(|_| EINVAL)?;
-            rqst.copy_call_at(0, buf.get_mut(hdr..hdr + len).ok_or(EINVAL)?)?;
-            Ok(hdr + len)
+        let sent = ep.conn.send(&Registration::empty(), |out| {
+            out.copy(|buf| {
+                let hdr = v1::encode_msg(buf, xid, BC_SLOTS as u32, &v1::ChunkLists::NONE).map_err(|_| EINVAL)?;
+                rqst.copy_call_at(0, buf.get_mut(hdr..hdr + len).ok_or(EINVAL)?)?;
+                Ok(hdr + len)
+            })
         });
         match sent {
-            Ok(()) => {
+            // Copied only: nothing of the request stays mapped.
+            Ok(_unmapped) => {
                 rqst.sent(len);
                 Ok(())
             }
@@ -506,16 +540,20 @@ impl rpc::Transport for RdmaXprt {
         // have regions the server could write into: invalidate them before
         // its pages go back.
         let Some(slot) = self.slots.slot_of(rqst) else { return };
-        let mut reg = core::mem::replace(&mut slot.state().lock().reg, Registration::empty());
-        if reg.is_empty() {
-            return;
-        }
+        let (mut reg, mut sent) = {
+            let mut st = slot.state().lock();
+            let reg = core::mem::replace(&mut st.reg, Registration::empty());
+            (reg, core::mem::replace(&mut st.sent, PagesInFlight::none()))
+        };
         if let Some(ep) = self.endpoint() {
-            let registered = reg.len();
-            let local = ep.conn.invalidate(&mut reg, None);
-            count_invalidations(&self.stats, registered, local);
-            // A task may be waiting for memory regions to send its call.
-            x.write_space();
+            ep.conn.wait_sent(&mut sent);
+            if !reg.is_empty() {
+                let registered = reg.len();
+                let local = ep.conn.invalidate(&mut reg, None);
+                count_invalidations(&self.stats, registered, local);
+                // A task may be waiting for memory regions to send its call.
+                x.write_space();
+            }
         }
         // Without a connection the token is stale: its regions were
         // released when that connection was torn down, and dropping the
@@ -564,10 +602,15 @@ impl rpc::Transport for RdmaXprt {
         };
         // A request re-sent on a new connection still holds the regions of
         // the old one, which went away with it: drop the stale token.
-        let mut reg = core::mem::replace(&mut slot.state().lock().reg, Registration::empty());
+        let (mut reg, mut sent) = {
+            let mut st = slot.state().lock();
+            let reg = core::mem::replace(&mut st.reg, Registration::empty());
+            (reg, core::mem::replace(&mut st.sent, PagesInFlight::none()))
+        };
         ep.conn.invalidate(&mut reg, None);
-        let reply = match self.marshal(&ep, rqst, &mut reg) {
-            Ok(reply) => reply,
+        ep.conn.wait_sent(&mut sent);
+        let (reply, sent) = match self.marshal(&ep, rqst, &mut reg) {
+            Ok(r) => r,
             Err(e) => {
                 ep.conn.release_unposted(&mut reg);
                 if e == errno::ENOBUFS() {
@@ -587,6 +630,7 @@ impl rpc::Transport for RdmaXprt {
         {
             let mut st = slot.state().lock();
             st.reg = reg;
+            st.sent = sent;
             st.reply = reply;
         }
         let len = rqst.send_len();
@@ -680,6 +724,7 @@ struct EpShared {
     disconnecting: AtomicBool,
     bad_reply: AtomicU64,
     mr_pages: AtomicU32,
+    send_sges: AtomicU32,
     slots: Arc<SlotTable<ReqState>>,
     bc: Arc<BcPool>,
     stats: Arc<Stats>,
@@ -702,6 +747,7 @@ impl EpShared {
             disconnecting: AtomicBool::new(false),
             bad_reply: AtomicU64::new(0),
             mr_pages: AtomicU32::new(1),
+            send_sges: AtomicU32::new(plan::MIN_SEND_SGES),
             slots,
             bc,
             stats,
@@ -782,12 +828,13 @@ impl EpShared {
         };
         // Take the request's regions back before its data is used: after
         // this the server can no longer write into them (RFC 8166 s. 3.4.5).
-        let (mut reg, shape) = match self.slots.slot_of_pinned(&rqst) {
+        let (mut reg, mut sent, shape) = match self.slots.slot_of_pinned(&rqst) {
             Some(slot) => {
                 let mut st = slot.state().lock();
-                (core::mem::replace(&mut st.reg, Registration::empty()), st.reply)
+                let reg = core::mem::replace(&mut st.reg, Registration::empty());
+                (reg, core::mem::replace(&mut st.sent, PagesInFlight::none()), st.reply)
             }
-            None => (Registration::empty(), ReplyShape::Inline),
+            None => (Registration::empty(), PagesInFlight::none(), ReplyShape::Inline),
         };
         let registered = reg.len();
         let local = conn.invalidate(&mut reg, invalidated);
@@ -796,6 +843,9 @@ impl EpShared {
             // A task may be waiting for memory regions to send its call.
             self.xprt.write_space();
         }
+        // The reply can overtake the Send's completion: the call's pages go
+        // back to SUNRPC only once the HCA is done reading them.
+        conn.wait_sent(&mut sent);
         self.complete(rqst, &hdr, payload, shape);
     }
 

@@ -85,3 +85,7 @@ server_cmd() {
 # Regions the server invalidated remotely so far (rpcrdma_rs debugfs; 0 for
 # the C baseline, which does not export it).
 remote_invalidations() { cat /sys/kernel/debug/rpcrdma_rs/remote_invalidations 2>/dev/null || echo 0; }
+
+# rs_counter NAME: a module-wide rpcrdma_rs counter from debugfs (0 when the
+# module is not loaded, or for the C baseline).
+rs_counter() { cat "/sys/kernel/debug/rpcrdma_rs/$1" 2>/dev/null || echo 0; }

@@ -4,6 +4,8 @@
 
 use core::sync::atomic::AtomicU64;
 
+use kernel::str::CStr;
+
 use crate::sys;
 
 /// The debugfs directory; removed on drop.
@@ -15,20 +17,21 @@ unsafe impl Send for Counters {}
 unsafe impl Sync for Counters {}
 
 impl Counters {
-    /// Publishes the module's `'static` counters. debugfs being absent or failing is
-    /// not an error: the files are for operators and tests only.
-    pub(crate) fn new(
-        registered: &'static AtomicU64,
-        remote: &'static AtomicU64,
-        local: &'static AtomicU64,
-        backward_calls: &'static AtomicU64,
-    ) -> Self {
-        // SAFETY: the counters are statics, so they outlive the files, which
-        // `drop` removes before the module (and its statics) goes away. An
-        // `AtomicU64` has the layout of a `u64`, and debugfs only reads it.
-        Counters(unsafe {
-            sys::rpcrdma_rs_debugfs_init(registered.as_ptr(), remote.as_ptr(), local.as_ptr(), backward_calls.as_ptr())
-        })
+    /// Publishes the module's `'static` counters under the given file names.
+    /// debugfs being absent or failing is not an error: the files are for
+    /// operators and tests only.
+    pub(crate) fn new(files: &[(&'static CStr, &'static AtomicU64)]) -> Self {
+        // SAFETY: no arguments.
+        let dir = unsafe { sys::rpcrdma_rs_debugfs_dir() };
+        for (name, value) in files {
+            // SAFETY: `dir` came from debugfs (an error pointer makes this a
+            // no-op); the name is a static string, copied by debugfs; the
+            // counters are statics, so they outlive the files, which `drop`
+            // removes before the module (and its statics) goes away. An
+            // `AtomicU64` has the layout of a `u64`, and debugfs only reads it.
+            unsafe { sys::rpcrdma_rs_debugfs_u64(dir, name.as_char_ptr(), value.as_ptr()) };
+        }
+        Counters(dir)
     }
 }
 

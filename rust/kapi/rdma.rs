@@ -29,12 +29,13 @@ use kernel::{
     ffi::{c_int, c_void},
     new_condvar, new_spinlock,
     prelude::*,
-    sync::{Arc, CondVar, SpinLock},
+    new_mutex,
+    sync::{Arc, CondVar, Mutex, SpinLock},
     types::Opaque,
 };
 
 use super::errno;
-use crate::sys;
+use crate::{proto::credits::SendQueue, sys};
 
 /// An rdma_cm event, as the connection's handler sees it.
 #[derive(Debug)]
@@ -118,7 +119,6 @@ pub(crate) struct DeviceCaps {
     /// Largest number of work requests in one queue.
     pub(crate) max_qp_wr: u32,
     /// Largest number of SGEs in a Send.
-    #[allow(dead_code)] // Read once calls are sent from mapped pages.
     pub(crate) max_send_sge: u32,
     /// Largest number of RDMA Reads the device accepts in flight per QP.
     pub(crate) max_qp_rd_atom: u32,
@@ -135,6 +135,11 @@ pub(crate) struct QpConfig {
     pub(crate) send_bufs: usize,
     /// Bytes in each Send buffer.
     pub(crate) send_buf_size: usize,
+    /// SGEs a Send may carry (at most [`MAX_SEND_SGES`]).
+    pub(crate) send_sges: usize,
+    /// A Send is signalled at least once every this many Sends; the ones
+    /// in between are reclaimed by the next signalled completion.
+    pub(crate) signal_interval: u32,
     /// Receive buffers (all posted all the time).
     pub(crate) recv_bufs: usize,
     /// Bytes in each Receive buffer.
@@ -152,6 +157,37 @@ pub(crate) struct QpConfig {
 
 /// Most memory regions one RPC may register.
 pub(crate) const MAX_MRS: usize = 8;
+
+/// Module-wide Send counters (debugfs): Sends posted, Sends posted with a
+/// completion requested, and Sends that carried DMA-mapped pages.
+pub(crate) static SENDS: AtomicU64 = AtomicU64::new(0);
+/// See [`SENDS`].
+pub(crate) static SENDS_SIGNALLED: AtomicU64 = AtomicU64::new(0);
+/// See [`SENDS`].
+pub(crate) static SENDS_MAPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Most SGEs one Send carries: the copied transport header and RPC head,
+/// DMA-mapped pieces of the page list, the copied tail.
+pub(crate) const MAX_SEND_SGES: usize = 8;
+
+/// Pages of an RPC that a posted Send may still be reading (DMA-mapped into
+/// it rather than copied). Returned by [`Connection::send`]; the RPC holds it
+/// and must not give its pages back before [`Live::wait_sent`] (or
+/// [`Connection::wait_sent`]) has consumed it. A token of a connection that
+/// is gone holds nothing: tearing a connection down completes every Send.
+#[must_use]
+pub(crate) struct PagesInFlight {
+    generation: u64,
+    index: usize,
+    seq: u64,
+}
+
+impl PagesInFlight {
+    /// A token for a Send that mapped nothing.
+    pub(crate) const fn none() -> Self {
+        PagesInFlight { generation: 0, index: usize::MAX, seq: 0 }
+    }
+}
 
 /// The memory regions an RPC registered on one connection. It owns them
 /// until [`Connection::invalidate`] (or [`Connection::release_unposted`])
@@ -222,12 +258,185 @@ pub(crate) struct Registered {
 /// A pre-mapped buffer and the work request that carries it.
 struct Buf {
     cqe: Opaque<sys::ib_cqe>,
-    sge: Opaque<sys::ib_sge>,
+    /// A Receive uses the first entry only.
+    sge: Opaque<[sys::ib_sge; MAX_SEND_SGES]>,
     send_wr: Opaque<sys::ib_send_wr>,
     recv_wr: Opaque<sys::ib_recv_wr>,
     data: KVec<u8>,
     dma: u64,
     index: usize,
+    /// Pages mapped for the Send in this buffer. Touched only by whoever
+    /// owns the buffer index: the sender between taking it from the free
+    /// list and posting, then the completion that takes it off the ring.
+    pages: core::cell::UnsafeCell<MappedPages>,
+}
+
+/// DMA mappings of pages a Send carries.
+struct MappedPages {
+    dma: [u64; MAX_SEND_SGES],
+    len: [u32; MAX_SEND_SGES],
+    n: usize,
+}
+
+/// Builds the SGE list of one Send: bytes copied into the pre-mapped buffer
+/// and pages mapped in place, in message order.
+pub(crate) struct SendWriter<'a> {
+    data: &'a mut [u8],
+    used: usize,
+    sges: &'a mut [sys::ib_sge; MAX_SEND_SGES],
+    n: usize,
+    max_sge: usize,
+    /// The last SGE points into the pre-mapped buffer and ends at `used`.
+    last_copied: bool,
+    pages: &'a mut MappedPages,
+    device: *mut sys::ib_device,
+    dma: u64,
+    lkey: u32,
+}
+
+impl SendWriter<'_> {
+    /// Appends bytes copied into the pre-mapped buffer: `f` gets the room
+    /// left and returns how much of it it filled.
+    pub(crate) fn copy(&mut self, f: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result {
+        let room = self.data.get_mut(self.used..).ok_or(EINVAL)?;
+        let cap = room.len();
+        let len = f(room)?;
+        if len > cap {
+            return Err(EINVAL);
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let addr = self.dma + self.used as u64;
+        self.used += len;
+        if self.last_copied {
+            if let Some(prev) = self.n.checked_sub(1).and_then(|i| self.sges.get_mut(i)) {
+                prev.length += len as u32;
+                return Ok(());
+            }
+        }
+        self.push(sys::ib_sge { addr, length: len as u32, lkey: self.lkey })?;
+        self.last_copied = true;
+        Ok(())
+    }
+
+    /// Appends `len` bytes at `offset` in `page`, DMA-mapped where they
+    /// are: the page must stay until the Send is done with it, which the
+    /// [`PagesInFlight`] token returned by the send tracks.
+    pub(crate) fn map_page(&mut self, page: PageRef, offset: u32, len: u32) -> Result {
+        if len == 0 {
+            return Ok(());
+        }
+        if self.n >= self.max_sge || self.pages.n >= MAX_SEND_SGES {
+            return Err(EINVAL);
+        }
+        // SAFETY: the device is valid while the connection exists; the
+        // caller vouches for the page (a page of the RPC's send buffer, which
+        // the RPC keeps until its `PagesInFlight` is waited for).
+        let dma = unsafe { sys::rpcrdma_rs_dma_map_page(self.device, page.0, offset as _, len as usize) };
+        // SAFETY: as above.
+        if unsafe { sys::rpcrdma_rs_dma_mapping_error(self.device, dma) } != 0 {
+            return Err(EIO);
+        }
+        let i = self.pages.n;
+        self.pages.dma[i] = dma;
+        self.pages.len[i] = len;
+        self.pages.n += 1;
+        self.push(sys::ib_sge { addr: dma, length: len, lkey: self.lkey })?;
+        self.last_copied = false;
+        Ok(())
+    }
+
+    fn push(&mut self, sge: sys::ib_sge) -> Result {
+        if self.n >= self.max_sge {
+            return Err(EINVAL);
+        }
+        *self.sges.get_mut(self.n).ok_or(EINVAL)? = sge;
+        self.n += 1;
+        Ok(())
+    }
+}
+
+/// Who holds each Send buffer: the free list, a sender filling it, or the
+/// ring of posted Sends (in posting order) waiting for a signalled
+/// completion at or after them.
+struct SendState {
+    free: FreeList,
+    ring: KVec<usize>,
+    head: usize,
+    len: usize,
+    posted: KVec<bool>,
+    /// Bumped each time a buffer is posted, so that a [`PagesInFlight`]
+    /// cannot mistake a later Send in the same buffer for its own.
+    seq: KVec<u64>,
+    sq: SendQueue,
+}
+
+impl SendState {
+    fn empty() -> Self {
+        SendState {
+            free: FreeList { slots: KVec::new(), top: 0 },
+            ring: KVec::new(),
+            head: 0,
+            len: 0,
+            posted: KVec::new(),
+            seq: KVec::new(),
+            sq: SendQueue::new(0, 0, 1),
+        }
+    }
+
+    fn new(n: usize, signal_interval: u32) -> Result<Self> {
+        Ok(SendState {
+            free: FreeList::full(n)?,
+            ring: KVec::from_elem(0usize, n, GFP_KERNEL)?,
+            head: 0,
+            len: 0,
+            posted: KVec::from_elem(false, n, GFP_KERNEL)?,
+            seq: KVec::from_elem(0u64, n, GFP_KERNEL)?,
+            sq: SendQueue::new(u32::try_from(n).map_err(|_| EINVAL)?, 0, signal_interval),
+        })
+    }
+
+    /// Records a posted Send; returns its sequence number.
+    fn push_posted(&mut self, index: usize) -> u64 {
+        let cap = self.ring.len();
+        if cap == 0 || self.len >= cap {
+            return 0;
+        }
+        let at = (self.head + self.len) % cap;
+        if let Some(slot) = self.ring.get_mut(at) {
+            *slot = index;
+        }
+        self.len += 1;
+        if let Some(p) = self.posted.get_mut(index) {
+            *p = true;
+        }
+        match self.seq.get_mut(index) {
+            Some(seq) => {
+                *seq = seq.wrapping_add(1);
+                *seq
+            }
+            None => 0,
+        }
+    }
+
+    /// Takes the oldest posted Send off the ring.
+    fn pop_posted(&mut self) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
+        let index = *self.ring.get(self.head)?;
+        self.head = (self.head + 1) % self.ring.len();
+        self.len -= 1;
+        if let Some(p) = self.posted.get_mut(index) {
+            *p = false;
+        }
+        Some(index)
+    }
+
+    fn is_posted(&self, index: usize) -> bool {
+        self.posted.get(index).copied().unwrap_or(false)
+    }
 }
 
 /// A fast-registration memory region and its work requests.
@@ -245,6 +454,80 @@ struct Mr {
     inv_done: AtomicBool,
     inv_ok: AtomicBool,
     index: u16,
+}
+
+/// Module-wide count of Receive buffers allocated (debugfs): it stays put
+/// across reconnects, which reuse the transport's buffers.
+pub(crate) static RECV_BUFS_ALLOCATED: AtomicU64 = AtomicU64::new(0);
+
+/// A transport's Receive buffers while no connection has them mapped.
+///
+/// Receive buffers are allocated once per transport, not per connection:
+/// a connection takes them at creation, DMA-maps them on its device, and
+/// gives them back unmapped when it is torn down, so a reconnect allocates
+/// nothing. A buffer smaller than the new connection needs (the inline
+/// size grew) is replaced.
+#[pin_data]
+pub(crate) struct RecvCache {
+    #[pin]
+    bufs: Mutex<Cached>,
+}
+
+/// Entries `0..n` of `bufs` hold buffers; the rest are empty.
+struct Cached {
+    bufs: KVec<KVec<u8>>,
+    n: usize,
+}
+
+impl RecvCache {
+    /// An empty cache.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(RecvCache { bufs <- new_mutex!(Cached { bufs: KVec::new(), n: 0 }, "rpcrdma_rs:recv_cache") })
+    }
+
+    /// A buffer of `size` bytes: a cached one if it has that size, else a
+    /// new one (the inline size changed). Sleeps.
+    fn take(&self, size: usize) -> Result<KVec<u8>> {
+        let cached = {
+            let mut c = self.bufs.lock();
+            match c.n.checked_sub(1) {
+                Some(last) => {
+                    c.n = last;
+                    c.bufs.get_mut(last).map(core::mem::take)
+                }
+                None => None,
+            }
+        };
+        match cached {
+            Some(data) if data.len() == size => Ok(data),
+            _ => {
+                RECV_BUFS_ALLOCATED.fetch_add(1, Ordering::Relaxed);
+                Ok(KVec::from_elem(0u8, size, GFP_KERNEL)?)
+            }
+        }
+    }
+
+    /// Takes the (unmapped) buffers of `bufs` back. Sleeps.
+    fn give_back(&self, bufs: &mut KVec<Pin<KBox<Buf>>>) {
+        let mut c = self.bufs.lock();
+        for buf in bufs.iter_mut() {
+            // SAFETY: `data` is not structurally pinned (the HCA only knows
+            // its heap storage, which is unmapped by now); the emptied
+            // `Buf` is freed right after.
+            let data = core::mem::take(unsafe { &mut buf.as_mut().get_unchecked_mut().data });
+            if data.is_empty() {
+                continue;
+            }
+            let n = c.n;
+            if let Some(slot) = c.bufs.get_mut(n) {
+                *slot = data;
+            } else if c.bufs.push(data, GFP_KERNEL).is_err() {
+                // The buffer is freed; the next connection allocates one.
+                continue;
+            }
+            c.n += 1;
+        }
+    }
 }
 
 struct Verbs {
@@ -295,8 +578,14 @@ struct Inner<T: ConnHandler> {
     verbs: Option<Verbs>,
     sends: KVec<Pin<KBox<Buf>>>,
     recvs: KVec<Pin<KBox<Buf>>>,
+    /// Where the Receive buffers go back when the connection is torn down.
+    recv_cache: Option<Arc<RecvCache>>,
     #[pin]
-    free_sends: SpinLock<FreeList>,
+    send_state: SpinLock<SendState>,
+    /// Woken when a Send that mapped pages is reclaimed.
+    #[pin]
+    send_wait: CondVar,
+    send_sges: usize,
     /// Receives consumed and waiting to be reposted in one batch.
     #[pin]
     repost: SpinLock<FreeList>,
@@ -342,7 +631,10 @@ impl<T: ConnHandler> Connection<T> {
                 verbs: None,
                 sends: KVec::new(),
                 recvs: KVec::new(),
-                free_sends <- new_spinlock!(FreeList { slots: KVec::new(), top: 0 }, "rpcrdma_rs:free_sends"),
+                recv_cache: None,
+                send_state <- new_spinlock!(SendState::empty(), "rpcrdma_rs:send_state"),
+                send_wait <- new_condvar!("rpcrdma_rs:send_wait"),
+                send_sges: 1,
                 repost <- new_spinlock!(FreeList { slots: KVec::new(), top: 0 }, "rpcrdma_rs:repost"),
                 recv_batch: 1,
                 mrs: KVec::new(),
@@ -420,7 +712,7 @@ impl<T: ConnHandler> Connection<T> {
 
     /// Creates the PD, CQs, RC queue pair and buffers, and posts every
     /// Receive. Call once, after route resolution.
-    pub(crate) fn create_qp(&mut self, cfg: QpConfig) -> Result {
+    pub(crate) fn create_qp(&mut self, cfg: QpConfig, cache: &Arc<RecvCache>) -> Result {
         if self.inner.verbs.is_some() || cfg.send_bufs == 0 || cfg.recv_bufs == 0 {
             return Err(EINVAL);
         }
@@ -434,6 +726,7 @@ impl<T: ConnHandler> Connection<T> {
         let send_wrs = u32::try_from(cfg.send_wrs.max(cfg.send_bufs)).map_err(|_| EINVAL)?;
         let recv_wrs = u32::try_from(cfg.recv_bufs).map_err(|_| EINVAL)?;
         let ctx = (inner as *const Inner<T>).cast_mut().cast::<c_void>();
+        inner.recv_cache = Some(cache.clone());
 
         // SAFETY: `device` is valid while the id holds it.
         let pd = from_err_ptr(unsafe { sys::rpcrdma_rs_alloc_pd(device) })?;
@@ -465,7 +758,8 @@ impl<T: ConnHandler> Connection<T> {
         };
         attr.cap.max_send_wr = send_wrs + 1;
         attr.cap.max_recv_wr = recv_wrs + 1;
-        attr.cap.max_send_sge = 1;
+        let send_sges = cfg.send_sges.clamp(1, MAX_SEND_SGES);
+        attr.cap.max_send_sge = send_sges as u32;
         attr.cap.max_recv_sge = 1;
         // SAFETY: the id, PD and CQs are valid; `attr` lives for the call.
         to_result(unsafe { sys::rdma_create_qp(inner.id, pd, &mut attr) })?;
@@ -473,17 +767,16 @@ impl<T: ConnHandler> Connection<T> {
         verbs.qp = unsafe { (*inner.id).qp };
         let (lkey, qp) = (verbs.lkey, verbs.qp);
 
-        let mut free = KVec::from_elem(0usize, cfg.send_bufs, GFP_KERNEL)?;
         for index in 0..cfg.send_bufs {
-            let buf = Buf::new::<T>(device, lkey, cfg.send_buf_size, index, true)?;
+            let data = KVec::from_elem(0u8, cfg.send_buf_size, GFP_KERNEL)?;
+            let buf = Buf::new::<T>(device, lkey, data, index, true)?;
             inner.sends.push(buf, GFP_KERNEL)?;
-            if let Some(slot) = free.get_mut(index) {
-                *slot = index;
-            }
         }
-        *inner.free_sends.lock() = FreeList { slots: free, top: cfg.send_bufs };
+        *inner.send_state.lock() = SendState::new(cfg.send_bufs, cfg.signal_interval)?;
+        inner.send_sges = send_sges;
         for index in 0..cfg.recv_bufs {
-            let buf = Buf::new::<T>(device, lkey, cfg.recv_buf_size, index, false)?;
+            let data = cache.take(cfg.recv_buf_size)?;
+            let buf = Buf::new::<T>(device, lkey, data, index, false)?;
             inner.recvs.push(buf, GFP_KERNEL)?;
         }
         // An empty stack with room for every Receive.
@@ -544,66 +837,24 @@ impl<T: ConnHandler> Connection<T> {
         let _ = unsafe { sys::rdma_disconnect(self.inner.id) };
     }
 
-    /// Sends one message: `fill` writes it into a pre-mapped buffer and
-    /// returns its length. Fails with `ENOBUFS` when every Send buffer is in
-    /// flight (wait for [`ConnHandler::send_done`]).
-    pub(crate) fn send(&self, reg: &Registration, fill: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result {
-        let verbs = self.inner.verbs.as_ref().ok_or_else(errno::ENOTCONN)?;
-        if self.inner.dying.load(Ordering::Acquire) {
-            return Err(errno::ENOTCONN());
-        }
-        let index = self.inner.free_sends.lock().pop().ok_or_else(errno::ENOBUFS)?;
-        let Some(buf) = self.inner.sends.get(index) else {
-            return Err(EINVAL);
-        };
-        let put_back = || {
-            self.inner.free_sends.lock().push(index);
-        };
-        // SAFETY: the buffer is ours alone: its index was on the free list, so
-        // it is neither posted nor filled by anyone else.
-        let data = unsafe { core::slice::from_raw_parts_mut(buf.data.as_ptr().cast_mut(), buf.data.len()) };
-        let len = match fill(data) {
-            Ok(len) if len <= data.len() => len,
-            Ok(_) => {
-                put_back();
-                return Err(EINVAL);
-            }
-            Err(e) => {
-                put_back();
-                return Err(e);
-            }
-        };
-        // SAFETY: the SGE and WR belong to this idle buffer.
-        unsafe {
-            (*buf.sge.get()).length = len as u32;
-            sys::rpcrdma_rs_dma_sync_for_device(verbs.device, buf.dma, len);
-        }
-        // Chain the registrations in front of the Send: one post, and the
-        // queue pair's ordering makes the regions valid before the server
-        // sees the call.
-        let mut head = buf.send_wr.get();
-        if reg.n > 0 && reg.generation != self.inner.generation {
-            put_back();
-            return Err(EINVAL);
-        }
-        for &i in reg.mrs.iter().take(reg.n).rev() {
-            let Some(mr) = self.inner.mrs.get(usize::from(i)) else { continue };
-            // SAFETY: the region belongs to `reg`, which its RPC owns; its
-            // REG_MR WR is not posted (the token is only sent once).
-            unsafe {
-                let wr = &raw mut (*mr.reg_wr.get()).wr;
-                (*wr).next = head;
-                head = wr;
-            }
-        }
-        // SAFETY: `qp` is valid; every WR in the chain points at memory owned
-        // by the connection (buffers, regions), which outlives the QP.
-        let rc = unsafe { sys::rpcrdma_rs_post_send(verbs.qp, head) };
-        if rc != 0 {
-            put_back();
-            return Err(Error::from_errno(rc));
-        }
-        Ok(())
+    /// Sends one message: `fill` builds it, copying bytes into a pre-mapped
+    /// buffer and mapping pages in place ([`SendWriter`]). Fails with
+    /// `ENOBUFS` when every Send buffer is in flight (wait for
+    /// [`ConnHandler::send_done`]).
+    ///
+    /// Only every few Sends is signalled: a signalled completion gives back
+    /// its buffer and every buffer posted before it (the queue pair
+    /// completes in order). A Send that mapped pages is always signalled,
+    /// so that they are unmapped promptly; the returned token tells the RPC
+    /// when its pages are free again.
+    pub(crate) fn send(&self, reg: &Registration, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<PagesInFlight> {
+        self.inner.send(reg, fill)
+    }
+
+    /// Waits until the Send of `sent` no longer reads its pages; see
+    /// [`Live::wait_sent`]. Sleeps.
+    pub(crate) fn wait_sent(&self, sent: &mut PagesInFlight) {
+        self.inner.wait_sent(sent)
     }
 }
 
@@ -695,6 +946,107 @@ impl<T: ConnHandler> Connection<T> {
 }
 
 impl<T: ConnHandler> Inner<T> {
+    /// See [`Connection::send`].
+    fn send(&self, reg: &Registration, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<PagesInFlight> {
+        let inner = self;
+        let verbs = inner.verbs.as_ref().ok_or_else(errno::ENOTCONN)?;
+        if inner.dying.load(Ordering::Acquire) {
+            return Err(errno::ENOTCONN());
+        }
+        if reg.n > 0 && reg.generation != inner.generation {
+            return Err(EINVAL);
+        }
+        let index = {
+            let mut st = inner.send_state.lock();
+            let index = st.free.pop().ok_or_else(errno::ENOBUFS)?;
+            // Cannot fail: the queue holds one slot per buffer.
+            let _ = st.sq.try_reserve(1);
+            index
+        };
+        let Some(buf) = inner.sends.get(index) else {
+            return Err(EINVAL);
+        };
+        let put_back = || {
+            inner.unmap_pages(buf);
+            let mut st = inner.send_state.lock();
+            st.sq.unreserve(1);
+            st.free.push(index);
+        };
+        // SAFETY: the buffer is ours alone: its index came off the free
+        // list, so it is neither posted nor filled by anyone else, and so
+        // are its SGEs and page records.
+        let (data, sges, pages) = unsafe {
+            (
+                core::slice::from_raw_parts_mut(buf.data.as_ptr().cast_mut(), buf.data.len()),
+                &mut *buf.sge.get(),
+                &mut *buf.pages.get(),
+            )
+        };
+        let mut w = SendWriter {
+            data,
+            used: 0,
+            sges,
+            n: 0,
+            max_sge: inner.send_sges,
+            last_copied: false,
+            pages,
+            device: verbs.device,
+            dma: buf.dma,
+            lkey: verbs.lkey,
+        };
+        let filled = fill(&mut w);
+        let (used, nsge, mapped) = (w.used, w.n, w.pages.n > 0);
+        if let Err(e) = filled {
+            put_back();
+            return Err(e);
+        }
+        if nsge == 0 {
+            put_back();
+            return Err(EINVAL);
+        }
+        // SAFETY: the first `used` bytes of this mapped buffer were written.
+        unsafe { sys::rpcrdma_rs_dma_sync_for_device(verbs.device, buf.dma, used) };
+        // Chain the registrations in front of the Send: one post, and the
+        // queue pair's ordering makes the regions valid before the server
+        // sees the call.
+        let mut head = buf.send_wr.get();
+        for &i in reg.mrs.iter().take(reg.n).rev() {
+            let Some(mr) = inner.mrs.get(usize::from(i)) else { continue };
+            // SAFETY: the region belongs to `reg`, which its RPC owns; its
+            // REG_MR WR is not posted (the token is only sent once).
+            unsafe {
+                let wr = &raw mut (*mr.reg_wr.get()).wr;
+                (*wr).next = head;
+                head = wr;
+            }
+        }
+        // Posting and entering the ring happen under one lock, so the ring
+        // has the queue pair's order.
+        let mut st = inner.send_state.lock();
+        let signal = st.sq.post(1, mapped);
+        // SAFETY: the WR belongs to this buffer, which is still ours.
+        unsafe {
+            let wr = &mut *buf.send_wr.get();
+            wr.num_sge = nsge as c_int;
+            wr.send_flags = if signal.signaled { sys::ib_send_flags_IB_SEND_SIGNALED as c_int } else { 0 };
+        }
+        // SAFETY: `qp` is valid; every WR in the chain points at memory owned
+        // by the connection (buffers, regions) or mapped pages the RPC keeps
+        // until the token below is waited for.
+        let rc = unsafe { sys::rpcrdma_rs_post_send(verbs.qp, head) };
+        if rc != 0 {
+            drop(st);
+            put_back();
+            return Err(Error::from_errno(rc));
+        }
+        let seq = st.push_posted(index);
+        drop(st);
+        SENDS.fetch_add(1, Ordering::Relaxed);
+        SENDS_SIGNALLED.fetch_add(u64::from(signal.signaled), Ordering::Relaxed);
+        SENDS_MAPPED.fetch_add(u64::from(mapped), Ordering::Relaxed);
+        Ok(if mapped { PagesInFlight { generation: inner.generation, index, seq } } else { PagesInFlight::none() })
+    }
+
     /// Gives back the regions of a token whose REG_MR requests were never
     /// posted (the call was not sent).
     pub(crate) fn release_unposted(&self, reg: &mut Registration) {
@@ -780,6 +1132,66 @@ impl<T: ConnHandler> Inner<T> {
         local
     }
 
+    /// Unmaps the pages a Send buffer carried; true if there were any.
+    /// The caller owns the buffer (a sender that did not post it, or the
+    /// completion that took it off the ring).
+    fn unmap_pages(&self, buf: &Buf) -> bool {
+        // SAFETY: per the caller's ownership of the buffer.
+        let pages = unsafe { &mut *buf.pages.get() };
+        let n = core::mem::replace(&mut pages.n, 0);
+        if let Some(verbs) = self.verbs.as_ref() {
+            for (&dma, &len) in pages.dma.iter().zip(pages.len.iter()).take(n) {
+                // SAFETY: mapped by `SendWriter::map_page` on this device,
+                // and the HCA is done with it (its Send completed, or was
+                // never posted).
+                unsafe { sys::rpcrdma_rs_dma_unmap_page(verbs.device, dma, len as usize) };
+            }
+        }
+        n > 0
+    }
+
+    /// Gives back `index` and every Send posted before it: a completion of
+    /// it proves them all done.
+    fn reclaim_sends(&self, index: usize) {
+        let mut st = self.send_state.lock();
+        if !st.is_posted(index) {
+            // Already reclaimed by a later signalled completion (a flushed
+            // unsignalled Send reports itself too).
+            return;
+        }
+        let mut n = 0;
+        let mut mapped = false;
+        while let Some(i) = st.pop_posted() {
+            n += 1;
+            if let Some(b) = self.sends.get(i) {
+                mapped |= self.unmap_pages(b);
+            }
+            st.free.push(i);
+            if i == index {
+                break;
+            }
+        }
+        st.sq.complete(n);
+        drop(st);
+        if mapped {
+            self.send_wait.notify_all();
+        }
+    }
+
+    /// Waits until the Send of `sent` no longer reads the RPC's pages, and
+    /// empties the token. Sleeps; the wait is bounded by the queue pair's
+    /// retry limit (a dead connection flushes every Send).
+    fn wait_sent(&self, sent: &mut PagesInFlight) {
+        let t = core::mem::replace(sent, PagesInFlight::none());
+        if t.index == usize::MAX || t.generation != self.generation {
+            return;
+        }
+        let mut st = self.send_state.lock();
+        while st.is_posted(t.index) && st.seq.get(t.index) == Some(&t.seq) {
+            self.send_wait.wait(&mut st);
+        }
+    }
+
     fn unmap(&self, mr: &Mr) {
         let n = mr.mapped.swap(0, Ordering::AcqRel);
         if n == 0 {
@@ -808,6 +1220,12 @@ impl<T: ConnHandler> Live<'_, T> {
     /// See [`Connection::invalidate`].
     pub(crate) fn invalidate(&self, reg: &mut Registration, remotely_invalidated: Option<u32>) -> usize {
         self.0.invalidate(reg, remotely_invalidated)
+    }
+
+    /// Waits until the Send that carried `sent`'s pages completed, so the
+    /// RPC may give them back. Sleeps.
+    pub(crate) fn wait_sent(&self, sent: &mut PagesInFlight) {
+        self.0.wait_sent(sent)
     }
 }
 
@@ -875,11 +1293,11 @@ impl Buf {
     fn new<T: ConnHandler>(
         device: *mut sys::ib_device,
         lkey: u32,
-        size: usize,
+        mut data: KVec<u8>,
         index: usize,
         send: bool,
     ) -> Result<Pin<KBox<Buf>>> {
-        let mut data = KVec::from_elem(0u8, size, GFP_KERNEL)?;
+        let size = data.len();
         // SAFETY: `device` is valid; `data` is a kmalloc'ed buffer that stays
         // put (a KVec's heap storage never moves unless it grows, and it never
         // grows) until `Drop` unmaps it.
@@ -899,12 +1317,17 @@ impl Buf {
                 cqe: Opaque::new(sys::ib_cqe {
                     done: Some(if send { send_done::<T> } else { recv_done::<T> }),
                 }),
-                sge: Opaque::new(sys::ib_sge { addr: dma, length: size as u32, lkey }),
+                sge: Opaque::new([sys::ib_sge { addr: dma, length: size as u32, lkey }; MAX_SEND_SGES]),
                 send_wr: Opaque::new(Default::default()),
                 recv_wr: Opaque::new(Default::default()),
                 data,
                 dma,
                 index,
+                pages: core::cell::UnsafeCell::new(MappedPages {
+                    dma: [0; MAX_SEND_SGES],
+                    len: [0; MAX_SEND_SGES],
+                    n: 0,
+                }),
             },
             GFP_KERNEL,
         )
@@ -918,14 +1341,14 @@ impl Buf {
             if send {
                 let wr = &mut *buf.send_wr.get();
                 wr.__bindgen_anon_1.wr_cqe = buf.cqe.get();
-                wr.sg_list = buf.sge.get();
+                wr.sg_list = buf.sge.get().cast();
                 wr.num_sge = 1;
                 wr.opcode = sys::ib_wr_opcode_IB_WR_SEND;
                 wr.send_flags = sys::ib_send_flags_IB_SEND_SIGNALED as i32;
             } else {
                 let wr = &mut *buf.recv_wr.get();
                 wr.__bindgen_anon_1.wr_cqe = buf.cqe.get();
-                wr.sg_list = buf.sge.get();
+                wr.sg_list = buf.sge.get().cast();
                 wr.num_sge = 1;
             }
         }
@@ -969,10 +1392,22 @@ impl<T: ConnHandler> Drop for Connection<T> {
                     sys::ib_free_cq(v.recv_cq);
                 }
                 for buf in inner.sends.iter() {
+                    // Pages of Sends no completion reclaimed (none should
+                    // be left after the drain).
+                    let pages = &mut *buf.pages.get();
+                    for (&dma, &len) in pages.dma.iter().zip(pages.len.iter()).take(pages.n) {
+                        sys::rpcrdma_rs_dma_unmap_page(v.device, dma, len as usize);
+                    }
+                    pages.n = 0;
                     unmap(v.device, buf.dma, buf.data.len(), true);
                 }
                 for buf in inner.recvs.iter() {
                     unmap(v.device, buf.dma, buf.data.len(), false);
+                }
+                // Unmapped, the Receive buffers are plain memory again: the
+                // transport's next connection maps them on its device.
+                if let Some(cache) = inner.recv_cache.take() {
+                    cache.give_back(&mut inner.recvs);
                 }
                 for mr in inner.mrs.iter() {
                     let n = mr.mapped.swap(0, Ordering::AcqRel);
@@ -1086,7 +1521,7 @@ unsafe extern "C" fn recv_done<T: ConnHandler>(cq: *mut sys::ib_cq, wc: *mut sys
 unsafe extern "C" fn send_done<T: ConnHandler>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
     // SAFETY: per the function's contract.
     let (inner, buf, wc) = unsafe { completion::<T>(cq, wc) };
-    inner.free_sends.lock().push(buf.index);
+    inner.reclaim_sends(buf.index);
     inner.handler.send_done(Completion::of(wc));
 }
 

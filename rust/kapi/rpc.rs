@@ -885,6 +885,27 @@ impl Rqst<'_> {
         fill_sg(if which == Which::Call { &r.rq_snd_buf } else { &r.rq_rcv_buf }, ext, w)
     }
 
+    /// Calls `f` with each piece (page, offset in it, length) of the call's
+    /// page list, in order.
+    pub(crate) fn call_pages(&self, mut f: impl FnMut(PageRef, u32, u32) -> Result) -> Result {
+        let b = &self.get().rq_snd_buf;
+        let ps = page_size().max(1);
+        let mut left = b.page_len;
+        let mut idx = (b.page_base / ps) as usize;
+        let mut off = b.page_base % ps;
+        while left > 0 {
+            let len = (ps - off).min(left);
+            // SAFETY: the page list of a send buffer holds pages for
+            // `page_base + page_len` bytes, and `idx` stays inside it.
+            let page = unsafe { *b.pages.add(idx) };
+            f(PageRef(page), off, len)?;
+            left -= len;
+            off = 0;
+            idx += 1;
+        }
+        Ok(())
+    }
+
     /// Copies `out.len()` bytes of the call starting at `offset`.
     pub(crate) fn copy_call_at(&self, offset: u32, out: &mut [u8]) -> Result {
         let len = u32::try_from(out.len()).map_err(|_| EINVAL)?;
