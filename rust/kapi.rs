@@ -9,6 +9,7 @@
 pub(crate) mod debugfs;
 pub(crate) mod errno;
 pub(crate) mod ib;
+pub(crate) mod ratelimit;
 pub(crate) mod rdma;
 pub(crate) mod rpc;
 pub(crate) mod work;

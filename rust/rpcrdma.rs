@@ -53,6 +53,8 @@ impl kernel::Module for RpcRdma {
             (c_str!("remote_invalidations"), &transport::REMOTE_INVALIDATIONS),
             (c_str!("local_invalidations"), &transport::LOCAL_INVALIDATIONS),
             (c_str!("backward_calls"), &transport::BACKWARD_CALLS),
+            (c_str!("backward_chunk_errors"), &transport::BACKWARD_CHUNK_ERRORS),
+            (c_str!("backchannel_overflows"), &transport::BACKCHANNEL_OVERFLOWS),
             (c_str!("sends"), &kapi::rdma::SENDS),
             (c_str!("sends_signalled"), &kapi::rdma::SENDS_SIGNALLED),
             (c_str!("sends_mapped"), &kapi::rdma::SENDS_MAPPED),

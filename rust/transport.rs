@@ -30,6 +30,7 @@ use kernel::{
 use crate::{
     kapi::{
         errno,
+        ratelimit::RateLimit,
         rdma::{self, CmEvent, Completion, ConnHandler, Connection, Live, PagesInFlight, QpConfig, Received, RecvCache, Registration},
         rpc::{self, BcError, BcPool, Create, PinnedRqst, Rqst, SlotTable, StatsWriter, Task, Which, Xprt, XprtParams},
         work::{DelayedWork, DelayedWorkItem},
@@ -69,6 +70,11 @@ pub(crate) static LOCAL_INVALIDATIONS: AtomicU64 = AtomicU64::new(0);
 /// Backward calls (server to client, RFC 8167) handed to the callback
 /// service; shown in debugfs.
 pub(crate) static BACKWARD_CALLS: AtomicU64 = AtomicU64::new(0);
+/// Backward calls with chunks answered with ERR_CHUNK (debugfs).
+pub(crate) static BACKWARD_CHUNK_ERRORS: AtomicU64 = AtomicU64::new(0);
+/// Connections dropped because the server exceeded our reverse credits
+/// (debugfs).
+pub(crate) static BACKCHANNEL_OVERFLOWS: AtomicU64 = AtomicU64::new(0);
 
 /// The RPC-over-RDMA transport class.
 pub(crate) struct RdmaTransport;
@@ -807,13 +813,24 @@ impl EpShared {
             }
         };
         self.xprt.clear_reestablish_timeout();
-        if let v1::Body::Msg(c) = &hdr.body {
-            if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() && is_backward_call(hdr.xid, payload) {
-                // Its credit field asks for reverse credits; it is no grant
-                // of forward ones (RFC 8167 section 4.1).
-                self.backward_call(payload);
+        match &hdr.body {
+            v1::Body::Msg(c) if is_backward_call(hdr.xid, payload) => {
+                if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() {
+                    // Its credit field asks for reverse credits; it is no
+                    // grant of forward ones (RFC 8167 section 4.1).
+                    self.backward_call(payload);
+                } else {
+                    self.refuse_backward_chunks(conn, hdr.xid);
+                }
                 return;
             }
+            // No reply carries a Read list: this can only be a backward call
+            // sent as a Long Call.
+            v1::Body::NoMsg(c) if !c.reads.is_empty() => {
+                self.refuse_backward_chunks(conn, hdr.xid);
+                return;
+            }
+            _ => {}
         }
         let max = self.max_requests.load(Ordering::Relaxed);
         let grant = credits::sanitize_grant(hdr.credits, max);
@@ -856,12 +873,42 @@ impl EpShared {
             }
             Err(BcError::Overflow) => {
                 // The server sent more calls than we granted.
-                pr_warn!("backchannel overflow: more than {} backward calls at once; reconnecting\n", BC_SLOTS);
+                static MSG: RateLimit = RateLimit::new();
+                if MSG.allow() {
+                    pr_warn!(
+                        "{}: server sent more than the {} backward calls we granted; reconnecting\n",
+                        self.xprt.addr_str(),
+                        BC_SLOTS
+                    );
+                }
+                BACKCHANNEL_OVERFLOWS.fetch_add(1, Ordering::Relaxed);
                 self.force_disconnect();
             }
             Err(BcError::NoService) | Err(BcError::BadSize) => {
                 self.bad_reply.fetch_add(1, Ordering::Relaxed);
             }
+        }
+    }
+
+    /// Answers a backward call that carries chunks with RDMA_ERROR /
+    /// ERR_CHUNK: we move no reverse-direction data by RDMA (RFC 8167
+    /// section 5.3), and callbacks never need to.
+    fn refuse_backward_chunks(&self, conn: &Live<'_, Self>, xid: u32) {
+        static MSG: RateLimit = RateLimit::new();
+        if MSG.allow() {
+            pr_warn!("{}: backward call with chunks refused with ERR_CHUNK\n", self.xprt.addr_str());
+        }
+        self.bad_reply.fetch_add(1, Ordering::Relaxed);
+        let err = v1::Body::Error(v1::ErrorBody::Chunk);
+        let sent = conn.send(&Registration::empty(), |out| {
+            out.copy(|buf| v1::encode(buf, xid, BC_SLOTS as u32, &err).map_err(|_| EINVAL))
+        });
+        match sent {
+            Ok(_copied_only) => {
+                BACKWARD_CHUNK_ERRORS.fetch_add(1, Ordering::Relaxed);
+            }
+            // No Send buffer free: the server's call times out instead.
+            Err(_) => {}
         }
     }
 

@@ -1227,6 +1227,12 @@ impl<T: ConnHandler> Live<'_, T> {
     pub(crate) fn wait_sent(&self, sent: &mut PagesInFlight) {
         self.0.wait_sent(sent)
     }
+
+    /// Sends one message from a completion handler; see
+    /// [`Connection::send`].
+    pub(crate) fn send(&self, reg: &Registration, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<PagesInFlight> {
+        self.0.send(reg, fill)
+    }
 }
 
 impl<T: ConnHandler> Connection<T> {

@@ -87,9 +87,23 @@ server)
             echo "rdma 20049" > /proc/fs/nfsd/portlist; } > "$share/res.$id.tmp" 2>&1
           echo "rc=$?" >> "$share/res.$id.tmp" ;;
         append-export\ *)
-          # A local write to an exported file: breaks NFSv4 delegations.
-          f=/srv/export/$(basename "${cmd#append-export }")
-          { s=$(date +%s%N); echo x >> "$f"; echo "rc=$? ms=$(( ($(date +%s%N) - s) / 1000000 ))"; } > "$share/res.$id.tmp" 2>&1 ;;
+          # append-export PATH: a local write to an exported file (PATH is
+          # relative to the export): breaks NFSv4 delegations.
+          f=/srv/export/${cmd#append-export }
+          case "$f" in *..*) echo "rc=1 bad path" > "$share/res.$id.tmp" ;;
+          *) { s=$(date +%s%N); echo x >> "$f"; echo "rc=$? ms=$(( ($(date +%s%N) - s) / 1000000 ))"; } > "$share/res.$id.tmp" 2>&1 ;;
+          esac ;;
+        append-all\ *)
+          # append-all DIR: a local write to each entry-* file of DIR in
+          # turn (each breaks a delegation on it); the total time and the
+          # longest single write.
+          d=/srv/export/$(basename "${cmd#append-all }")
+          { s=$(date +%s%N); rc=0 max=0
+            for f in "$d"/entry-*; do
+              t=$(date +%s%N); echo x >> "$f" || rc=1
+              t=$(( ($(date +%s%N) - t) / 1000000 )); [ $t -gt $max ] && max=$t
+            done
+            echo "rc=$rc ms=$(( ($(date +%s%N) - s) / 1000000 )) max=$max"; } > "$share/res.$id.tmp" 2>&1 ;;
         mkfiles\ *)
           # mkfiles DIR N: N empty files made directly in the export.
           set -- ${cmd#mkfiles }

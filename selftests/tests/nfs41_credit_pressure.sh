@@ -1,0 +1,72 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Credit pressure with callbacks flowing: an 8-slot transport, 200 writers
+# and readers at once (O_DIRECT, so every operation is an RPC), while the
+# server breaks 64 read delegations the client holds, each one a CB_RECALL
+# over the backchannel. Nothing may fail, stall or hit receiver-not-ready:
+# the client's rxe counters for RNR NAKs sent and received stay at zero
+# (the QP is created with rnr_retry 0, so an RNR would also be a fatal
+# Send error in dmesg), every file reads back as written, and the recalls
+# finish in far less than the lease-break time each would cost if a
+# callback were lost (each single recall well under 10 s).
+. "$(dirname "$0")/../lib.sh"
+SLOTS=8 WORKERS=200
+unload_all
+dmesg_mark
+if [ "$XPRT_MOD" = rpcrdma_rs ]; then
+  modprobe rpcrdma_rs slot_table_entries=$SLOTS || fail "cannot load rpcrdma_rs"
+else
+  load_c_client || fail "cannot load rpcrdma"
+  echo $SLOTS > /proc/sys/sunrpc/rdma_slot_table_entries || fail "cannot set the C client's slot table size"
+fi
+rnr() { cat /sys/class/infiniband/*/ports/1/hw_counters/{rcvd_rnr_err,send_rnr_err} 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
+timeout 120 mount -t nfs -o vers=4.1,proto=rdma,port=20049,retry=0 "$SERVER4:/" "$MNT" || fail "mount failed"
+out=$(server_cmd "mkfiles press 64"); printf '%s' "$out" | grep -q 'rc=0' || fail "server mkfiles: $out"
+slots=$(awk -F= '$1 == "max_num_slots" { print $2 }' /sys/kernel/sunrpc/xprt-switches/*/xprt-*/xprt_info 2>/dev/null | sort -n | head -1)
+# Hold every server-made file open for read: the server grants read
+# delegations, which its own writes below must recall.
+fds=()
+for f in "$MNT"/press/entry-*; do exec {fd}< "$f" && fds+=("$fd"); done
+src=/tmp/press; rm -rf $src; mkdir -p $src
+for i in $(seq 1 $WORKERS); do head -c 8192 /dev/urandom > $src/w.$i; done
+rnr0=$(rnr); calls0=$(cat /sys/kernel/debug/rpcrdma_rs/backward_calls 2>/dev/null || echo 0)
+pids=()
+for i in $(seq 1 $WORKERS); do
+  (
+    for r in 1 2 3; do
+      dd if=$src/w.$i of="$MNT/press/w.$i" bs=4096 oflag=direct conv=notrunc status=none &&
+        dd if="$MNT/press/w.$i" of=$src/r.$i bs=4096 iflag=direct status=none &&
+        cmp -s $src/w.$i $src/r.$i || exit 1
+    done
+  ) &
+  pids+=($!)
+done
+recall=$(server_cmd "append-all press")
+failed=0
+for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
+for fd in "${fds[@]}"; do exec {fd}<&-; done
+states=$(server_cmd nfsd-states)
+rnr1=$(rnr); calls=$(( $(cat /sys/kernel/debug/rpcrdma_rs/backward_calls 2>/dev/null || echo 0) - calls0 ))
+sizes=$(stat -c %s "$MNT"/press/entry-* | sort -u | tr '\n' ' ')
+bad=$(rdma_xprt_field 20)
+rm -rf "$MNT/press"
+umount "$MNT" || fail "umount failed"
+unload $XPRT_MOD
+ms=$(printf '%s' "$recall" | sed -n 's/.* ms=\([0-9]*\).*/\1/p')
+max=$(printf '%s' "$recall" | sed -n 's/.* max=\([0-9]*\).*/\1/p')
+diag "slots $slots, $WORKERS workers: $failed failed; 64 server writes over delegations took ${ms:-?} ms, the longest ${max:-?} ms"
+diag "backward calls $calls; RNR NAKs $rnr0 -> $rnr1; delegated file sizes after: $sizes; bad replies $bad"
+[ "$slots" = $SLOTS ] || fail "the transport has $slots slots, not $SLOTS"
+[ "$failed" = 0 ] || fail "$failed workers failed (I/O error or data mismatch)"
+printf '%s' "$recall" | grep -q 'rc=0' || fail "server writes failed: $recall"
+# A lost callback leaves the server's writer waiting for the lease-break
+# time (45 s).
+[ -n "$max" ] && [ "$max" -lt 10000 ] || fail "a recall took ${max:-?} ms: a callback was lost or stalled"
+[ "$sizes" = "2 " ] || fail "the client does not see every server write after the recalls: sizes $sizes"
+printf '%s' "$states" | grep -q 'callback state: UP' || fail "knfsd's callback channel is not up"
+[ "$rnr1" = "$rnr0" ] || fail "receiver-not-ready NAKs: $rnr0 -> $rnr1"
+[ "$bad" = 0 ] || fail "bad replies: $bad"
+if [ "$XPRT_MOD" = rpcrdma_rs ]; then
+  [ "$calls" -gt 0 ] || fail "no backward call reached the client"
+fi
+dmesg_assert_clean
