@@ -76,21 +76,31 @@ esac
 
 # Functions (F name) and the symbols each one references (E function target):
 # relocation targets and the <symbol> operands of resolved calls and jumps.
+# In a relocatable object the <symbol> objdump prints for a call or jump
+# whose target is still a relocation is only where the unrelocated
+# displacement happens to point (often the next function): when a
+# relocation line follows the instruction, it names the real target and the
+# printed operand is dropped.
 awk '
+  function flush() { if (pend != "" && pend != fn) print "E\t" fn "\t" pend; pend = "" }
   /^[0-9a-f]+ <[^>]+>:$/ {
+    flush()
     fn = $0; sub(/^[0-9a-f]+ </, "", fn); sub(/>:$/, "", fn)
     print "F\t" fn; next
   }
   fn == "" { next }
   /R_[A-Z0-9_]+[ \t]/ {
+    pend = ""
     t = $NF; sub(/[+-]0x[0-9a-fA-F]+$/, "", t)
     if (t != fn) print "E\t" fn "\t" t
     next
   }
+  { flush() }
   /<[^>]+>/ {
     t = $0; sub(/^[^<]*</, "", t); sub(/>.*$/, "", t); sub(/[+-]0x[0-9a-fA-F]+$/, "", t)
-    if (t != fn) print "E\t" fn "\t" t
+    pend = t
   }
+  END { flush() }
 ' "$tmp/dis" | sort -u > "$tmp/refs"
 
 cut -f2- "$tmp/refs" | tr '\t' '\n' | sort -u > "$tmp/syms"

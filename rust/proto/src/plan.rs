@@ -310,7 +310,7 @@ impl XdrBufDesc {
     pub fn mapped_send_sges(&self, page_size: u32) -> u32 {
         let pieces = pages_spanned(self.page_base, self.page_len, page_size);
         let tail = u64::from(self.tail.len > 0);
-        sat_u32(2 + pieces + tail)
+        sat_u32(pieces.saturating_add(2).saturating_add(tail))
     }
 }
 
@@ -424,7 +424,7 @@ fn pages_spanned(offset: u32, len: u32, page_size: u32) -> u64 {
     }
     let ps = u64::from(page_size);
     let off = u64::from(offset) % ps;
-    (off + u64::from(len)).div_ceil(ps)
+    off.saturating_add(u64::from(len)).div_ceil(ps)
 }
 
 /// Checks a region's range and counts its MRs.
@@ -709,7 +709,7 @@ impl CallPlan {
         match *self {
             CallPlan::Inline { pullup: true } => 2,
             CallPlan::Inline { pullup: false } => snd.mapped_send_sges(page_size),
-            CallPlan::ReadChunk { tail_len, .. } => 2 + u32::from(tail_len > 0),
+            CallPlan::ReadChunk { tail_len, .. } => u32::from(tail_len > 0).saturating_add(2),
             CallPlan::LongCall { .. } => 1,
         }
     }
