@@ -8,6 +8,10 @@
 //! shared with user-space tests; the C APIs are reached only through
 //! [`kapi`].
 
+// pin_init! over the connection state (one field per queue, lock and
+// counter) nests deeper than the default limit of 128.
+#![recursion_limit = "256"]
+
 use kernel::{c_str, prelude::*};
 
 pub mod proto;

@@ -410,6 +410,16 @@ fn is_backward_call(xid: u32, msg: &[u8]) -> bool {
     }
 }
 
+/// Makes the task wait for Send buffers or memory regions after a send
+/// failed for want of them, without losing a release that raced with the
+/// failure (see [`Connection::release_epoch`]).
+fn wait_for_space(x: Xprt<'_>, ep: &Endpoint, epoch: u64) {
+    x.wait_for_buffer_space();
+    if ep.conn.release_epoch() != epoch {
+        x.write_space();
+    }
+}
+
 /// Accounts an invalidation of `registered` regions of which `local`
 /// needed a LOCAL_INV (the rest the server invalidated remotely).
 fn count_invalidations(stats: &Stats, registered: usize, local: usize) {
@@ -487,6 +497,7 @@ impl RdmaXprt {
             return Err(EIO);
         }
         let xid = u32::from_be(rqst.xid_be());
+        let epoch = ep.conn.release_epoch();
         let sent = ep.conn.send(&Registration::empty(), |out| {
             out.copy(|buf| {
                 let hdr = v1::encode_msg(buf, xid, BC_SLOTS as u32, &v1::ChunkLists::NONE).map_err(|_| EINVAL)?;
@@ -501,7 +512,7 @@ impl RdmaXprt {
                 Ok(())
             }
             Err(e) if e == errno::ENOBUFS() => {
-                x.wait_for_buffer_space();
+                wait_for_space(x, &ep, epoch);
                 Err(EAGAIN)
             }
             Err(_) => {
@@ -615,6 +626,7 @@ impl rpc::Transport for RdmaXprt {
         };
         ep.conn.invalidate(&mut reg, None);
         ep.conn.wait_sent(&mut sent);
+        let epoch = ep.conn.release_epoch();
         let (reply, sent) = match self.marshal(&ep, rqst, &mut reg) {
             Ok(r) => r,
             Err(e) => {
@@ -622,7 +634,7 @@ impl rpc::Transport for RdmaXprt {
                 if e == errno::ENOBUFS() {
                     // Out of Send buffers or memory regions: wait for some.
                     self.stats.empty_sendctx_q.fetch_add(1, Ordering::Relaxed);
-                    x.wait_for_buffer_space();
+                    wait_for_space(x, &ep, epoch);
                     return Err(EAGAIN);
                 }
                 if e == errno::ENOTCONN() {

@@ -599,6 +599,9 @@ struct Inner<T: ConnHandler> {
     generation: u64,
     /// Set before draining: completions must not repost.
     dying: AtomicBool,
+    /// Bumped whenever Send buffers or memory regions are given back; see
+    /// [`Connection::release_epoch`].
+    released: AtomicU64,
 }
 
 /// Connection generations, so that a registration token can tell whether
@@ -642,6 +645,7 @@ impl<T: ConnHandler> Connection<T> {
                 inv_wait <- new_condvar!("rpcrdma_rs:inv_wait"),
                 generation: GENERATION.fetch_add(1, Ordering::Relaxed),
                 dying: AtomicBool::new(false),
+                released: AtomicU64::new(0),
             }),
             GFP_KERNEL,
         )?;
@@ -851,6 +855,19 @@ impl<T: ConnHandler> Connection<T> {
         self.inner.send(reg, fill)
     }
 
+    /// A count of resource releases (Send buffers, memory regions).
+    ///
+    /// Closes the lost-wakeup window of "no buffer, wait for space": read
+    /// it before trying to send; after a failure with `ENOBUFS`, mark the
+    /// transport as waiting (`xprt_wait_for_buffer_space`), then read it
+    /// again. If it moved, something was released after the attempt and
+    /// its wake-up may have found no waiter: retry at once. If it did not,
+    /// every later release sees the waiting mark and wakes the task.
+    pub(crate) fn release_epoch(&self) -> u64 {
+        core::sync::atomic::fence(Ordering::SeqCst);
+        self.inner.released.load(Ordering::Relaxed)
+    }
+
     /// Waits until the Send of `sent` no longer reads its pages; see
     /// [`Live::wait_sent`]. Sleeps.
     pub(crate) fn wait_sent(&self, sent: &mut PagesInFlight) {
@@ -1058,6 +1075,7 @@ impl<T: ConnHandler> Inner<T> {
             if let Some(mr) = self.mrs.get(usize::from(i)) {
                 self.unmap(mr);
                 self.free_mrs.lock().push(usize::from(i));
+                self.note_release();
             }
         }
     }
@@ -1127,9 +1145,18 @@ impl<T: ConnHandler> Inner<T> {
             // reuse it; the connection is going away and deregisters it.
             if !broken {
                 self.free_mrs.lock().push(usize::from(i));
+                self.note_release();
             }
         }
         local
+    }
+
+    /// Records that resources came back, before the caller wakes waiters.
+    fn note_release(&self) {
+        self.released.fetch_add(1, Ordering::Relaxed);
+        // Pairs with the fence in `release_epoch`: either the waiter sees
+        // this bump, or its "waiting" flag is visible to our wake-up.
+        core::sync::atomic::fence(Ordering::SeqCst);
     }
 
     /// Unmaps the pages a Send buffer carried; true if there were any.
@@ -1173,6 +1200,7 @@ impl<T: ConnHandler> Inner<T> {
         }
         st.sq.complete(n);
         drop(st);
+        self.note_release();
         if mapped {
             self.send_wait.notify_all();
         }
