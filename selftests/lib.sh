@@ -70,12 +70,13 @@ mount_rs() {
   timeout 120 mount -t nfs -o "$opts" "$addr:$RS_EXPORT" "$MNT"
 }
 
-# server_cmd CMD: runs CMD (one of the commands scripts/guest/init.sh knows,
-# e.g. restart-nfsd) in the server guest and prints its output.
+# server_cmd CMD [SECONDS]: runs CMD (one of the commands
+# scripts/guest/init.sh knows, e.g. restart-nfsd) in the server guest and
+# prints its output; gives up after SECONDS (default 120).
 server_cmd() {
   local id=$$.$RANDOM share=/run/share
   echo "$1" > "$share/cmd.$id.tmp" && mv "$share/cmd.$id.tmp" "$share/cmd.$id"
-  for _ in $(seq 1 600); do
+  for _ in $(seq 1 $(( ${2:-120} * 5 ))); do
     if [ -e "$share/res.$id" ]; then cat "$share/res.$id"; rm -f "$share/res.$id"; return 0; fi
     sleep 0.2
   done
