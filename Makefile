@@ -10,7 +10,10 @@
 #   make unit       protocol core unit tests (cargo test)
 #   make selftests  guest selftests (TAP) on the two-guest testbed
 #   make long-check the long suites: fio verify with up to 512 MiB per job
-#                   (~2.3 GiB), a 50,000-entry directory, 10 min fuzzing
+#                   (~2.3 GiB), a 50,000-entry directory, reconnects that
+#                   hit callbacks in flight, 10 min fuzzing
+#   make bench      rpcrdma_rs vs the C client, NFS/TCP and raw RDMA
+#                   (table, JSON and chart in bench-results/)
 #   make fuzz       cargo-fuzz every protocol decoder (FUZZ_SECONDS each)
 #   make clippy     clippy over the module (kernel build with CLIPPY=1)
 
@@ -23,7 +26,7 @@ KERNEL_DEP := kernel
 KDIR = $(shell bash scripts/build-kernel.sh --path)
 endif
 
-.PHONY: all demo check long-check setup kernel module unit selftests fuzz clippy clean
+.PHONY: all demo check long-check bench setup kernel module unit selftests fuzz clippy clean
 
 all: module
 
@@ -54,9 +57,13 @@ check:
 demo:
 	bash scripts/demo.sh
 
+bench:
+	bash scripts/bench.sh
+
 long-check: module
 	bash scripts/testbed.sh --timeout 7200 \
-		env RDMARS_FIO_SIZE=512M RDMARS_BIG_DIR_ENTRIES=50000 selftests/run_guest.sh nfs_fio_verify nfs_large_directory
+		env RDMARS_FIO_SIZE=512M RDMARS_BIG_DIR_ENTRIES=50000 RDMARS_RECONNECT_INFLIGHT=1 \
+		selftests/run_guest.sh nfs_fio_verify nfs_large_directory nfs41_reconnect_callbacks
 	FUZZ_SECONDS=150 bash scripts/fuzz.sh
 
 clean:

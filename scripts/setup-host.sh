@@ -18,6 +18,7 @@ APT_PKGS=(
   nfs-kernel-server nfs-common rpcbind
   rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils
   fio iproute2 procps psmisc util-linux python3
+  python3-matplotlib
 )
 
 need_apt=()

@@ -111,6 +111,19 @@ server)
           { mkdir -p "$d" && (cd "$d" && seq -f 'entry-with-a-reasonably-long-name-%g' 1 "$2" | xargs touch); echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
         rmdir-export\ *)
           rm -rf "/srv/export/$(basename "${cmd#rmdir-export }")"; echo "rc=$?" > "$share/res.$id.tmp" ;;
+        mkdata\ *)
+          # mkdata NAME MB: a file of random data in the export (benchmarks).
+          set -- ${cmd#mkdata }
+          { dd if=/dev/urandom of="/srv/export/$(basename "$1")" bs=1M count="$2" status=none; echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
+        perf-serve\ *)
+          # perf-serve TOOL ARGS: a perftest server for one run, in the
+          # background (benchmarks).
+          set -- ${cmd#perf-serve }
+          case "$1" in
+            ib_write_bw|ib_read_bw|ib_send_lat)
+              (timeout 120 "$@" > /tmp/perf-serve.log 2>&1 &); echo "rc=0" > "$share/res.$id.tmp" ;;
+            *) echo "rc=1 not a perftest tool: $1" > "$share/res.$id.tmp" ;;
+          esac ;;
         nfsd-states)
           # What knfsd holds for its clients (callback state, delegations).
           for c in /proc/fs/nfsd/clients/*; do cat "$c/info" "$c/states"; done > "$share/res.$id.tmp" 2>&1 ;;

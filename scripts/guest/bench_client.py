@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""The benchmark's client side, run in the client guest by scripts/bench.sh.
+
+Measures, against the same server guest and the same tmpfs export:
+
+* ``ours``: NFS over rpcrdma_rs,
+* ``c``:    NFS over the in-tree C rpcrdma, loaded in this guest instead,
+* ``tcp``:  NFS over TCP on the same virtual link,
+
+and the raw RDMA ceiling between the guests with perftest (ib_write_bw,
+ib_read_bw, ib_send_lat over rxe). The variants are interleaved: each
+repetition runs all of them, in an order rotated from the previous one.
+
+Every measurement is printed as one line ``BENCH <json>``; the host turns
+them into the table, the JSON file and the chart (scripts/bench_report.py).
+"""
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+SERVER = os.environ.get("RDMARS_SERVER4", "198.18.0.1")
+SHARE = "/run/share"
+MNT = "/mnt/bench"
+REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
+RUNTIME = int(os.environ.get("BENCH_RUNTIME", "10"))
+FILE_MB = int(os.environ.get("BENCH_FILE_MB", "64"))
+SMALL_FILES = int(os.environ.get("BENCH_SMALL_FILES", "200"))
+VARIANTS = os.environ.get("BENCH_VARIANTS", "ours,c,tcp").split(",")
+COMMON = "vers=3,nolock,rsize=1048576,wsize=1048576,retry=0"
+MOUNT_OPTS = {
+    "ours": "proto=rdma,port=20049," + COMMON,
+    "c": "proto=rdma,port=20049," + COMMON,
+    "tcp": "proto=tcp," + COMMON,
+}
+USER_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def log(msg):
+    print("# " + msg, flush=True)
+
+
+def emit(**sample):
+    print("BENCH " + json.dumps(sample, sort_keys=True), flush=True)
+
+
+def sh(cmd, check=True, timeout=600):
+    r = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{cmd!r} failed ({r.returncode}): {r.stderr.strip()[-400:]}")
+    return r
+
+
+def server_cmd(cmd, timeout=300):
+    """Runs a command of scripts/guest/init.sh's loop in the server guest."""
+    cid = f"{os.getpid()}.{random.randrange(1 << 30)}"
+    tmp = f"{SHARE}/cmd.{cid}.tmp"
+    with open(tmp, "w") as f:
+        f.write(cmd + "\n")
+    os.rename(tmp, f"{SHARE}/cmd.{cid}")
+    res = f"{SHARE}/res.{cid}"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if os.path.exists(res):
+            with open(res) as f:
+                out = f.read()
+            os.unlink(res)
+            return out
+        time.sleep(0.2)
+    raise RuntimeError(f"server command {cmd!r} timed out")
+
+
+def use_module(variant):
+    """Leaves exactly the client transport of `variant` loaded."""
+    sh("umount -f " + MNT, check=False)
+    for m in ("rpcrdma_rs", "rpcrdma"):
+        sh("rmmod " + m, check=False)
+    if variant == "ours":
+        sh("modprobe rpcrdma_rs")
+    elif variant == "c":
+        sh("modprobe --ignore-install rpcrdma")
+
+
+def mount(variant):
+    os.makedirs(MNT, exist_ok=True)
+    sh(f"timeout 120 mount -t nfs -o {MOUNT_OPTS[variant]} {SERVER}:/srv/export {MNT}")
+    line = xprt_line()
+    want = "tcp" if variant == "tcp" else "rdma"
+    if not line or line[1] != want:
+        raise RuntimeError(f"{variant}: the mount is not over {want}: {line}")
+
+
+def umount():
+    sh("umount " + MNT)
+
+
+def xprt_line():
+    """The fields of the mount's `xprt:` line in /proc/self/mountstats."""
+    with open("/proc/self/mountstats") as f:
+        inside = False
+        for line in f:
+            if line.startswith("device "):
+                inside = f" mounted on {MNT} " in line
+            elif inside and line.strip().startswith("xprt:"):
+                return line.split()
+    return None
+
+
+def rpcs():
+    """RPCs sent on the mount's transport (field `sends`)."""
+    line = xprt_line()
+    return int(line[7]) if line else 0
+
+
+def busy_jiffies():
+    """CPU time spent not idle, all CPUs, in USER_HZ ticks."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4]  # minus idle and iowait
+
+
+class Meter:
+    """Client CPU and RPCs across one workload."""
+
+    def __enter__(self):
+        self.cpu, self.rpcs, self.t = busy_jiffies(), rpcs(), time.time()
+        return self
+
+    def __exit__(self, *exc):
+        self.cpu = busy_jiffies() - self.cpu
+        self.rpcs = rpcs() - self.rpcs
+        self.secs = time.time() - self.t
+
+    def cpu_us_per_rpc(self):
+        return self.cpu * 1e6 / USER_HZ / self.rpcs if self.rpcs else None
+
+
+def fio(name, rw, bs, iodepth, filename):
+    cmd = (
+        f"fio --name={name} --filename={MNT}/{filename} --rw={rw} --bs={bs} "
+        f"--iodepth={iodepth} --ioengine=libaio --direct=1 --size={FILE_MB}M "
+        f"--time_based --runtime={RUNTIME} --ramp_time=1 --output-format=json "
+        f"--percentile_list=50:99"
+    )
+    out = sh(cmd, timeout=RUNTIME * 10 + 120).stdout
+    job = json.loads(out[out.index("{"):])["jobs"][0]
+    return job["write" if "write" in rw else "read"]
+
+
+def workloads(variant, rep):
+    base = dict(variant=variant, rep=rep)
+    # 4 KiB random reads at queue depth 1: latency.
+    with Meter() as m:
+        r = fio("qd1", "randread", "4k", 1, "bench.dat")
+    pct = r["clat_ns"].get("percentile", {})
+    emit(**base, workload="randread_4k_qd1", iops=r["iops"],
+         lat_p50_us=pct.get("50.000000", 0) / 1000, lat_p99_us=pct.get("99.000000", 0) / 1000,
+         cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs)
+    # 4 KiB random reads at queue depth 64: IOPS.
+    with Meter() as m:
+        r = fio("qd64", "randread", "4k", 64, "bench.dat")
+    emit(**base, workload="randread_4k_qd64", iops=r["iops"], cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs)
+    # 1 MiB sequential reads and writes: throughput.
+    with Meter() as m:
+        r = fio("seqread", "read", "1m", 4, "bench.dat")
+    emit(**base, workload="seqread_1m", mb_s=r["bw_bytes"] / 1e6, cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs)
+    with Meter() as m:
+        r = fio("seqwrite", "write", "1m", 4, f"bench.w.{variant}")
+    emit(**base, workload="seqwrite_1m", mb_s=r["bw_bytes"] / 1e6, cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs)
+    os.unlink(f"{MNT}/bench.w.{variant}")
+    # Small files: create, then (cold cache, after a remount) stat, unlink.
+    d = f"{MNT}/small.{variant}"
+    os.makedirs(d, exist_ok=True)
+    rates = {}
+    with Meter() as m:
+        t = time.time()
+        for i in range(SMALL_FILES):
+            os.close(os.open(f"{d}/f{i}", os.O_CREAT | os.O_WRONLY, 0o644))
+        rates["create_per_s"] = SMALL_FILES / (time.time() - t)
+        umount()
+        mount(variant)
+        t = time.time()
+        for i in range(SMALL_FILES):
+            os.stat(f"{d}/f{i}")
+        rates["stat_per_s"] = SMALL_FILES / (time.time() - t)
+        t = time.time()
+        for i in range(SMALL_FILES):
+            os.unlink(f"{d}/f{i}")
+        rates["unlink_per_s"] = SMALL_FILES / (time.time() - t)
+    os.rmdir(d)
+    emit(**base, workload="smallfiles", **rates)
+
+
+# Tool: (arguments on both sides, what it measures). Latency runs count
+# iterations: in duration mode ib_send_lat prints no percentiles.
+PERFTEST = {
+    "ib_write_bw": ("-s 1048576 -D 5", "mb_s"),
+    "ib_read_bw": ("-s 1048576 -D 5", "mb_s"),
+    "ib_send_lat": ("-s 4096 -n 2000", "lat_us"),
+}
+
+
+def perftest(tool, rep):
+    args, unit = PERFTEST[tool]
+    # The server side listens once and serves one run.
+    out = server_cmd(f"perf-serve {tool} -R -d rxe0 -F {args}")
+    if "rc=0" not in out:
+        raise RuntimeError(f"perf-serve {tool}: {out}")
+    time.sleep(2)
+    r = sh(f"timeout 60 {tool} -R -d rxe0 -F {args} {SERVER}", check=False)
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.strip()[:1].isdigit()]
+    if r.returncode != 0 or not rows:
+        log(f"{tool} failed: {r.stdout[-300:]} {r.stderr[-300:]}")
+        return
+    row = rows[-1]
+    if unit == "mb_s":
+        # #bytes #iterations BW-peak BW-average MsgRate (MB/s is 2^20 B/s)
+        emit(variant="raw", rep=rep, workload=tool, mb_s=float(row[3]) * 1.048576)
+    else:
+        # #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
+        # (t_typical is the median)
+        emit(variant="raw", rep=rep, workload=tool, lat_p50_us=float(row[4]), lat_p99_us=float(row[7]))
+
+
+def main():
+    log(f"variants {VARIANTS}, {REPEATS} repetitions, {RUNTIME} s per fio job, {FILE_MB} MiB file")
+    out = server_cmd(f"mkdata bench.dat {FILE_MB}")
+    if "rc=0" not in out:
+        raise RuntimeError(f"server mkdata: {out}")
+    failures = 0
+    for rep in range(REPEATS):
+        order = VARIANTS[rep % len(VARIANTS):] + VARIANTS[:rep % len(VARIANTS)]
+        for variant in order:
+            log(f"repetition {rep + 1}: {variant}")
+            try:
+                use_module(variant)
+                mount(variant)
+                workloads(variant, rep)
+                umount()
+            except Exception as e:  # one failed variant must not hide the others
+                failures += 1
+                log(f"{variant} failed: {e}")
+                sh("umount -f " + MNT, check=False)
+        for tool in PERFTEST:
+            try:
+                perftest(tool, rep)
+            except Exception as e:
+                failures += 1
+                log(f"{tool} failed: {e}")
+    use_module("none")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
