@@ -126,7 +126,7 @@ def main():
     ax.invert_yaxis()
     ax.set_xlabel("rpcrdma_rs advantage (ratio, > 1 is better; latency and CPU inverted)")
     ax.set_title(f"rpcrdma-rs benchmark ({reps} repetitions, medians)")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "chart.png"), dpi=110)
     return 0
