@@ -915,12 +915,9 @@ impl EpShared {
         let sent = conn.send(&Registration::empty(), |out| {
             out.copy(|buf| v1::encode(buf, xid, BC_SLOTS as u32, &err).map_err(|_| EINVAL))
         });
-        match sent {
-            Ok(_copied_only) => {
-                BACKWARD_CHUNK_ERRORS.fetch_add(1, Ordering::Relaxed);
-            }
-            // No Send buffer free: the server's call times out instead.
-            Err(_) => {}
+        // With no Send buffer free the server's call times out instead.
+        if let Ok(_copied_only) = sent {
+            BACKWARD_CHUNK_ERRORS.fetch_add(1, Ordering::Relaxed);
         }
     }
 

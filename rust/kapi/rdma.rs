@@ -1111,7 +1111,7 @@ impl<T: ConnHandler> Inner<T> {
                 wr.ex.invalidate_rkey = rkey;
                 // Only the last LOCAL_INV is signalled: the queue pair
                 // completes work requests in order.
-                wr.send_flags = if last.is_none() { sys::ib_send_flags_IB_SEND_SIGNALED as i32 } else { 0 };
+                wr.send_flags = if last.is_none() { sys::ib_send_flags_IB_SEND_SIGNALED } else { 0 };
                 chain = wr;
             }
             if last.is_none() {
@@ -1378,7 +1378,7 @@ impl Buf {
                 wr.sg_list = buf.sge.get().cast();
                 wr.num_sge = 1;
                 wr.opcode = sys::ib_wr_opcode_IB_WR_SEND;
-                wr.send_flags = sys::ib_send_flags_IB_SEND_SIGNALED as i32;
+                wr.send_flags = sys::ib_send_flags_IB_SEND_SIGNALED;
             } else {
                 let wr = &mut *buf.recv_wr.get();
                 wr.__bindgen_anon_1.wr_cqe = buf.cqe.get();

@@ -747,8 +747,8 @@ impl<'a> Xprt<'a> {
             sends: s.sends as u64,
             recvs: s.recvs as u64,
             bad_xids: s.bad_xids as u64,
-            req_u: s.req_u as u64,
-            bklog_u: s.bklog_u as u64,
+            req_u: s.req_u,
+            bklog_u: s.bklog_u,
         }
     }
 
@@ -836,7 +836,7 @@ fn desc(b: &sys::xdr_buf, send: bool) -> XdrBufDesc {
         page_len: b.page_len,
         tail: Kvec { page_offset: off(b.tail[0].iov_base), len: b.tail[0].iov_len as u32 },
         len: if send { b.len } else { b.buflen },
-        flags: b.flags as u32,
+        flags: b.flags,
     }
 }
 
@@ -994,9 +994,9 @@ impl PinnedRqst {
         // it (an oversize reply fails with an error instead).
         let copied = unsafe {
             let r = &*self.raw.as_ptr();
-            if len > r.rq_private_buf.buflen {
-                -(sys::EIO as c_int)
-            } else if sys::write_bytes_to_xdr_buf(&r.rq_private_buf, 0, reply.as_ptr().cast_mut().cast(), len) != 0 {
+            if len > r.rq_private_buf.buflen
+                || sys::write_bytes_to_xdr_buf(&r.rq_private_buf, 0, reply.as_ptr().cast_mut().cast(), len) != 0
+            {
                 -(sys::EIO as c_int)
             } else {
                 len as c_int
@@ -1211,6 +1211,10 @@ unsafe extern "C" fn inject_disconnect<T: Transport>(xprt: *mut sys::rpc_xprt) {
 
 /// The backchannel requests exist from transport creation on; nothing to set
 /// up.
+///
+/// # Safety
+///
+/// Called by SUNRPC; touches nothing.
 unsafe extern "C" fn bc_setup(_xprt: *mut sys::rpc_xprt, _min_reqs: ffi::c_uint) -> c_int {
     0
 }
@@ -1244,14 +1248,26 @@ unsafe extern "C" fn bc_free_rqst<T: Transport>(rqst: *mut sys::rpc_rqst) {
 }
 
 /// Backchannel requests live as long as the transport; nothing to free here.
+///
+/// # Safety
+///
+/// Called by SUNRPC; touches nothing.
 unsafe extern "C" fn bc_destroy(_xprt: *mut sys::rpc_xprt, _max_reqs: ffi::c_uint) {}
 
 /// Swap over NFS/RDMA needs nothing special from the transport.
+///
+/// # Safety
+///
+/// Called by SUNRPC; touches nothing.
 unsafe extern "C" fn enable_swap(_xprt: *mut sys::rpc_xprt) -> c_int {
     0
 }
 
 /// See [`enable_swap`].
+///
+/// # Safety
+///
+/// Called by SUNRPC; touches nothing.
 unsafe extern "C" fn disable_swap(_xprt: *mut sys::rpc_xprt) {}
 
 /// Creates a transport `XprtParams` helper: milliseconds to jiffies.

@@ -601,7 +601,7 @@ pub fn plan_reply(rcv: &XdrBufDesc, ddp_allowed: bool, limits: &Limits) -> Resul
     let total = rcv.parts_len().ok_or(PlanError::BadShape)?;
     if ddp_allowed && rcv.flags & XDRBUF_READ != 0 && rcv.page_len > 0 {
         let segments = count_mrs(&[rcv.region(RegionKind::Pages)], g)?;
-        let pad_segment = limits.write_pad_segment && !rcv.page_len.is_multiple_of(4);
+        let pad_segment = limits.write_pad_segment && rcv.page_len % 4 != 0;
         let plan = ReplyPlan::WriteChunk { len: rcv.page_len, segments, pad_segment };
         let encoded = segments.saturating_add(u32::from(pad_segment));
         let nonpayload = u64::from(rcv.head.len) + u64::from(rcv.tail.len);
@@ -733,7 +733,7 @@ pub fn plan_call(snd: &XdrBufDesc, ddp_allowed: bool, limits: &Limits, reply: &R
         return Ok(CallPlan::Inline { pullup });
     }
 
-    if ddp_allowed && snd.flags & XDRBUF_WRITE != 0 && snd.page_len > 0 && snd.head.len.is_multiple_of(4) {
+    if ddp_allowed && snd.flags & XDRBUF_WRITE != 0 && snd.page_len > 0 && snd.head.len % 4 == 0 {
         let segments = count_mrs(&[snd.region(RegionKind::Pages)], g)?;
         let tail_skip = snd.tail.len % 4;
         let tail_len = snd.tail.len - tail_skip;

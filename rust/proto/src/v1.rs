@@ -375,7 +375,9 @@ impl<'a, T: Record> Records<'a, T> {
 
     /// Removes and returns the first element (the step of every iterator).
     fn pop_front(&mut self) -> Option<T> {
-        let (first, rest) = self.bytes.split_at_checked(T::LEN)?;
+        // `get` rather than `split_at_checked`: the kernel's minimum rustc
+        // is 1.78.
+        let (first, rest) = (self.bytes.get(..T::LEN)?, self.bytes.get(T::LEN..)?);
         let element = T::parse(first)?;
         self.bytes = rest;
         Some(element)
@@ -383,7 +385,8 @@ impl<'a, T: Record> Records<'a, T> {
 
     /// The first `n` elements and the rest.
     fn split_at(&self, n: usize) -> Option<(Self, Self)> {
-        let (head, tail) = self.bytes.split_at_checked(n.checked_mul(T::LEN)?)?;
+        let at = n.checked_mul(T::LEN)?;
+        let (head, tail) = (self.bytes.get(..at)?, self.bytes.get(at..)?);
         Some((Records::new(head), Records::new(tail)))
     }
 

@@ -195,9 +195,12 @@ impl<'a> XdrWriter<'a> {
     /// Encodes fixed-length opaque data plus zero padding.
     pub fn put_opaque_fixed(&mut self, data: &[u8]) -> Result<(), XdrError> {
         let out = self.reserve(align4(data.len()))?;
-        let (body, pad) = out.split_at_mut_checked(data.len()).ok_or(XdrError::NoSpace)?;
-        copy(body, data);
-        pad.fill(0);
+        // `reserve` gave `align4(len) >= len` bytes; written as two `get`s
+        // because `split_at_mut_checked` needs rustc 1.80 (the kernel's
+        // minimum is 1.78).
+        let n = data.len();
+        copy(out.get_mut(..n).ok_or(XdrError::NoSpace)?, data);
+        out.get_mut(n..).ok_or(XdrError::NoSpace)?.fill(0);
         Ok(())
     }
 
