@@ -15,8 +15,13 @@ for t in "${tests[@]}"; do
   n=$((n + 1)); name=$(basename "$t" .sh)
   echo "# selftests: rpcrdma_rs: $name"
   start=$(date +%s)
-  timeout 600 bash "$t" 2>&1 | sed -u 's/^\([^#]\)/# \1/'
+  timeout "${RDMARS_TEST_TIMEOUT:-600}" bash "$t" 2>&1 | sed -u 's/^\([^#]\)/# \1/'
   rc=${PIPESTATUS[0]}
+  if [ "$rc" = 124 ]; then
+    # A test killed mid-way may leave its mount: clear it for the next one.
+    umount -f -l /mnt/nfs 2>/dev/null
+    rmmod rpcrdma_rs rpcrdma 2>/dev/null
+  fi
   secs=$(( $(date +%s) - start ))
   case $rc in
     0) echo "ok $n selftests: rpcrdma_rs: $name # ${secs}s" ;;
