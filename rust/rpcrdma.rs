@@ -56,6 +56,7 @@ impl kernel::Module for RpcRdma {
             (c_str!("mrs_registered"), &transport::MRS_REGISTERED),
             (c_str!("remote_invalidations"), &transport::REMOTE_INVALIDATIONS),
             (c_str!("local_invalidations"), &transport::LOCAL_INVALIDATIONS),
+            (c_str!("bad_replies"), &transport::BAD_REPLIES),
             (c_str!("backward_calls"), &transport::BACKWARD_CALLS),
             (c_str!("backward_chunk_errors"), &transport::BACKWARD_CHUNK_ERRORS),
             (c_str!("backchannel_overflows"), &transport::BACKCHANNEL_OVERFLOWS),

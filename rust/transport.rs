@@ -70,6 +70,9 @@ pub(crate) static LOCAL_INVALIDATIONS: AtomicU64 = AtomicU64::new(0);
 /// Backward calls (server to client, RFC 8167) handed to the callback
 /// service; shown in debugfs.
 pub(crate) static BACKWARD_CALLS: AtomicU64 = AtomicU64::new(0);
+/// Replies dropped or failed as malformed, unexpected or for no pending
+/// call, over all transports (debugfs; mountstats has it per mount).
+pub(crate) static BAD_REPLIES: AtomicU64 = AtomicU64::new(0);
 /// Backward calls with chunks answered with ERR_CHUNK (debugfs).
 pub(crate) static BACKWARD_CHUNK_ERRORS: AtomicU64 = AtomicU64::new(0);
 /// Connections dropped because the server exceeded our reverse credits
@@ -814,13 +817,19 @@ impl EpShared {
         }
     }
 
+    /// A reply was dropped or failed its RPC as malformed or unexpected.
+    fn count_bad_reply(&self) {
+        self.bad_reply.fetch_add(1, Ordering::Relaxed);
+        BAD_REPLIES.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn reply(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) {
         let limits = v1::Limits::DEFAULT;
         let (hdr, payload) = match v1::Header::decode_split(data, &limits) {
             Ok(h) => h,
             Err(_) => {
                 // Unparseable (short, wrong version, bad procedure): drop it.
-                self.bad_reply.fetch_add(1, Ordering::Relaxed);
+                self.count_bad_reply();
                 return;
             }
         };
@@ -852,7 +861,7 @@ impl EpShared {
         let Some(rqst) = self.xprt.lookup(hdr.xid.to_be()) else {
             // No such XID (a late reply, or a backchannel call): the counter
             // SUNRPC keeps for TCP counts it in `bad_xids`; we count it here.
-            self.bad_reply.fetch_add(1, Ordering::Relaxed);
+            self.count_bad_reply();
             return;
         };
         // Take the request's regions back before its data is used: after
@@ -897,7 +906,7 @@ impl EpShared {
                 self.force_disconnect();
             }
             Err(BcError::NoService) | Err(BcError::BadSize) => {
-                self.bad_reply.fetch_add(1, Ordering::Relaxed);
+                self.count_bad_reply();
             }
         }
     }
@@ -910,7 +919,7 @@ impl EpShared {
         if MSG.allow() {
             pr_warn!("{}: backward call with chunks refused with ERR_CHUNK\n", self.xprt.addr_str());
         }
-        self.bad_reply.fetch_add(1, Ordering::Relaxed);
+        self.count_bad_reply();
         let err = v1::Body::Error(v1::ErrorBody::Chunk);
         let sent = conn.send(&Registration::empty(), |out| {
             out.copy(|buf| v1::encode(buf, xid, BC_SLOTS as u32, &err).map_err(|_| EINVAL))
@@ -923,7 +932,7 @@ impl EpShared {
 
     fn complete(&self, rqst: PinnedRqst, hdr: &v1::Header<'_>, payload: &[u8], shape: ReplyShape) {
         let bad = || {
-            self.bad_reply.fetch_add(1, Ordering::Relaxed);
+            self.count_bad_reply();
             EIO
         };
         match (&hdr.body, shape) {
@@ -1000,7 +1009,12 @@ impl ConnHandler for EpShared {
     }
 
     fn receive_failed(&self, status: u32) {
-        pr_warn!("Receive failed (status {}): reconnecting\n", status);
+        // A peer can provoke this at will (e.g. Send With Invalidate of
+        // an rkey that is not ours): one line per 5 s at most.
+        static MSG: RateLimit = RateLimit::new();
+        if MSG.allow() {
+            pr_warn!("Receive failed (status {}): reconnecting\n", status);
+        }
         self.force_disconnect();
     }
 
@@ -1009,7 +1023,10 @@ impl ConnHandler for EpShared {
             Completion::Ok => self.xprt.write_space(),
             Completion::Flushed => {}
             Completion::Failed(status) => {
-                pr_warn!("Send failed (status {}): reconnecting\n", status);
+                static MSG: RateLimit = RateLimit::new();
+                if MSG.allow() {
+                    pr_warn!("Send failed (status {}): reconnecting\n", status);
+                }
                 self.force_disconnect();
             }
         }
