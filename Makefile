@@ -8,10 +8,12 @@
 #   make kernel     build (or reuse) the cached Rust-enabled test kernel
 #   make module     build rpcrdma_rs.ko against KDIR (default: cached kernel)
 #   make unit       protocol core unit tests (cargo test)
+#   make peer       the hostile RPC-over-RDMA peer (tools/rdma-peer)
 #   make selftests  guest selftests (TAP) on the two-guest testbed
 #   make long-check the long suites: fio verify with up to 512 MiB per job
 #                   (~2.3 GiB), a 50,000-entry directory, reconnects that
 #                   hit callbacks in flight, 10 min fuzzing
+#   make debug-check  make check on the debug kernel (RDMARS_KERNEL=debug)
 #   make bench      rpcrdma_rs vs the C client, NFS/TCP and raw RDMA
 #                   (table, JSON and chart in bench-results/)
 #   make fuzz       cargo-fuzz every protocol decoder (FUZZ_SECONDS each)
@@ -26,7 +28,7 @@ KERNEL_DEP := kernel
 KDIR = $(shell bash scripts/build-kernel.sh --path)
 endif
 
-.PHONY: all demo check long-check bench setup kernel module unit selftests fuzz clippy clean
+.PHONY: all demo check debug-check long-check bench setup kernel module peer unit selftests fuzz clippy clean
 
 all: module
 
@@ -45,6 +47,10 @@ clippy: $(KERNEL_DEP)
 unit:
 	cd rust/proto && cargo test
 
+# The hostile RPC-over-RDMA peer the selftests run in the server guest.
+peer:
+	cd tools/rdma-peer && cargo build --release --locked
+
 selftests: module
 	bash scripts/testbed.sh selftests/run_guest.sh
 
@@ -60,9 +66,13 @@ demo:
 bench:
 	bash scripts/bench.sh
 
+# The whole suite on the debug kernel (KASAN, lockdep, kmemleak, ...).
+debug-check:
+	RDMARS_KERNEL=debug bash scripts/check.sh
+
 long-check: module
 	bash scripts/testbed.sh --timeout 7200 \
-		env RDMARS_FIO_SIZE=512M RDMARS_BIG_DIR_ENTRIES=50000 RDMARS_RECONNECT_INFLIGHT=1 \
+		env RDMARS_TEST_TIMEOUT=5400 RDMARS_FIO_SIZE=512M RDMARS_BIG_DIR_ENTRIES=50000 RDMARS_RECONNECT_INFLIGHT=1 \
 		selftests/run_guest.sh nfs_fio_verify nfs_large_directory nfs41_reconnect_callbacks
 	FUZZ_SECONDS=150 bash scripts/fuzz.sh
 

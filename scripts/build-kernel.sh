@@ -4,6 +4,9 @@
 #   scripts/build-kernel.sh          build if needed; print the build directory
 #   scripts/build-kernel.sh --path   print where it is (or will be); build nothing
 #
+# RDMARS_KERNEL=debug selects the debug variant (scripts/kernel/debug.config
+# on top of the regular fragment), cached under its own key.
+#
 # The cache key covers everything that changes the result: the kernel source
 # package version, the config fragment, rustc, bindgen and clang. A finished
 # tree is reused as is (a second run costs seconds); an interrupted build is
@@ -35,13 +38,15 @@ main() {
   kmake() { make -C "$src" O="$build" LLVM=1 "$@"; }
   if [ ! -f "$build/.rpcrdma-rs-configured" ]; then
     rm -rf "$build"; mkdir -p "$build"
-    configure "$here/kernel/rpcrdma-rs.config"
+    local fragment="$build/rpcrdma-rs.fragment"
+    cat $(kernel_fragments) > "$fragment"
+    configure "$fragment"
     touch "$build/.rpcrdma-rs-configured"
   else
     log "resuming the build in $build"
   fi
 
-  log "building kernel (about 20 minutes on 2 cores from scratch)"
+  log "building the ${RDMARS_KERNEL:-regular} kernel (about 20 minutes on 2 cores from scratch; longer for debug)"
   if ! kmake -j"$(nproc)" vmlinux modules >"$build/build.log" 2>&1; then
     tail -40 "$build/build.log" >&2
     die "kernel build failed (log: $build/build.log)"

@@ -12,12 +12,25 @@ die() { log "error: $*"; exit 1; }
 # Version of the installed linux-source-6.12 package (e.g. 6.12.117-1~deb12u1).
 kernel_src_version() { dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null || echo none; }
 
+# The config fragments of the test kernel, in merge order. RDMARS_KERNEL
+# picks the variant: unset or "regular", or "debug" (KASAN, lockdep,
+# kmemleak and friends on top; see scripts/kernel/debug.config).
+kernel_fragments() {
+  local here; here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  echo "$here/kernel/rpcrdma-rs.config"
+  case "${RDMARS_KERNEL:-regular}" in
+    regular) ;;
+    debug) echo "$here/kernel/debug.config" ;;
+    *) die "RDMARS_KERNEL must be regular or debug, not '$RDMARS_KERNEL'" ;;
+  esac
+}
+
 # Everything that changes the built kernel goes into its cache key.
 kernel_cache_key() {
-  local here; here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  local f
   {
     kernel_src_version
-    cat "$here/kernel/rpcrdma-rs.config"
+    for f in $(kernel_fragments); do cat "$f"; done
     rustc --version; bindgen --version 2>&1; clang --version | head -1
   } | sha256sum | cut -c1-16
 }
