@@ -79,6 +79,13 @@ fi
 # Leave a normal build behind for the guests (clippy builds no object).
 make -s module > /dev/null 2>&1
 
+# The hostile peer the selftests run in the server guest.
+if make -s peer > "$logdir/peer.log" 2>&1; then
+  result pass "tools/rdma-peer builds"
+else
+  tail -30 "$logdir/peer.log"; result fail "tools/rdma-peer builds"
+fi
+
 # selftests TAG [testbed options]: one testbed run of every guest selftest.
 selftests() {
   local tag=$1; shift

@@ -19,6 +19,7 @@ APT_PKGS=(
   rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils
   fio iproute2 procps psmisc util-linux python3
   python3-matplotlib
+  cmake
 )
 
 need_apt=()

@@ -124,6 +124,20 @@ server)
               (timeout 120 "$@" > /tmp/perf-serve.log 2>&1 &); echo "rc=0" > "$share/res.$id.tmp" ;;
             *) echo "rc=1 not a perftest tool: $1" > "$share/res.$id.tmp" ;;
           esac ;;
+        peer-list)
+          /run/repo/tools/rdma-peer/target/release/rdma-peer --list > "$share/res.$id.tmp" 2>&1 ;;
+        peer-start\ *)
+          # peer-start SCENARIO SECONDS: the hostile peer on port 20050, in
+          # the background (tools/rdma-peer, Documentation/hostile-peer.rst).
+          set -- ${cmd#peer-start }
+          pkill -x rdma-peer; sleep 0.2
+          (/run/repo/tools/rdma-peer/target/release/rdma-peer --listen "$RDMARS_IP4:20050" \
+            --scenario "$1" --seconds "${2:-60}" > /tmp/rdma-peer.log 2>&1 &)
+          sleep 0.5
+          if pgrep -x rdma-peer > /dev/null; then echo rc=0; else echo "rc=1 $(cat /tmp/rdma-peer.log)"; fi > "$share/res.$id.tmp" ;;
+        peer-stop)
+          pkill -x rdma-peer; sleep 0.3
+          cat /tmp/rdma-peer.log > "$share/res.$id.tmp" 2>&1 ;;
         nfsd-states)
           # What knfsd holds for its clients (callback state, delegations).
           for c in /proc/fs/nfsd/clients/*; do cat "$c/info" "$c/states"; done > "$share/res.$id.tmp" 2>&1 ;;

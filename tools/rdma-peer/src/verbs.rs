@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The RDMA side of the peer: an rdma_cm listener and one accepted
+//! connection with its PD, CQ, QP and a registered buffer. All `unsafe`
+//! of the peer lives here.
+
+use std::{
+    io, mem,
+    net::SocketAddrV4,
+    ptr,
+    time::Duration,
+};
+
+use rdma_mummy_sys as sys;
+
+/// Receive slots posted (the client must never exceed our credits).
+pub const RECVS: usize = 32;
+/// Send slots (used round-robin; every Send is signalled and waited for).
+pub const SENDS: usize = 8;
+/// Bytes per slot: the largest inline message either side sends.
+pub const SLOT: usize = 8192;
+/// Bytes of the buffer the peer's RDMA Writes come from.
+pub const WRITE_AREA: usize = 1 << 20;
+
+fn os_err(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// A CM event, copied out of librdmacm's (which is acknowledged at once).
+pub struct Event {
+    /// `rdma_cm_event_type`.
+    pub kind: u32,
+    /// `RDMA_CM_EVENT_*` name, for the log.
+    pub name: &'static str,
+    /// The id the event is for (a new one for a connect request).
+    pub id: Id,
+    /// The event's status.
+    pub status: i32,
+    /// The private data that came with it.
+    pub private_data: Vec<u8>,
+    /// From a connect request: the client's responder resources.
+    pub responder_resources: u8,
+}
+
+/// An rdma_cm identifier the peer has not taken over yet.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Id(*mut sys::rdma_cm_id);
+
+impl Id {
+    /// Rejects a connect request with `private_data`, and frees the id.
+    pub fn reject(self, private_data: &[u8]) -> io::Result<()> {
+        let len = u8::try_from(private_data.len()).map_err(|_| io::Error::other("private data too long"))?;
+        // SAFETY: `self.0` is a connect request's id that nobody else
+        // owns; the private data outlives the call (rdma_cm copies it).
+        let rc = unsafe { sys::rdma_reject(self.0, private_data.as_ptr().cast(), len) };
+        // SAFETY: as above; after reject the id is ours to destroy.
+        unsafe { sys::rdma_destroy_id(self.0) };
+        if rc != 0 {
+            return Err(os_err("rdma_reject"));
+        }
+        Ok(())
+    }
+}
+
+const EVENT_NAMES: [&str; 16] = [
+    "ADDR_RESOLVED",
+    "ADDR_ERROR",
+    "ROUTE_RESOLVED",
+    "ROUTE_ERROR",
+    "CONNECT_REQUEST",
+    "CONNECT_RESPONSE",
+    "CONNECT_ERROR",
+    "UNREACHABLE",
+    "REJECTED",
+    "ESTABLISHED",
+    "DISCONNECTED",
+    "DEVICE_REMOVAL",
+    "MULTICAST_JOIN",
+    "MULTICAST_ERROR",
+    "ADDR_CHANGE",
+    "TIMEWAIT_EXIT",
+];
+/// `RDMA_CM_EVENT_CONNECT_REQUEST`.
+pub const CONNECT_REQUEST: u32 = 4;
+/// `RDMA_CM_EVENT_DISCONNECTED`.
+pub const DISCONNECTED: u32 = 10;
+
+/// A listening rdma_cm id and its event channel.
+pub struct Listener {
+    ch: *mut sys::rdma_event_channel,
+    id: *mut sys::rdma_cm_id,
+}
+
+impl Listener {
+    /// Listens on `addr` (RDMA_PS_TCP, as NFS/RDMA does).
+    pub fn bind(addr: SocketAddrV4) -> io::Result<Listener> {
+        // SAFETY: plain constructor; checked for NULL.
+        let ch = unsafe { sys::rdma_create_event_channel() };
+        if ch.is_null() {
+            return Err(os_err("rdma_create_event_channel (is rdma_rxe set up?)"));
+        }
+        let mut l = Listener { ch, id: ptr::null_mut() };
+        // SAFETY: `ch` is valid; `l.id` receives the new id.
+        if unsafe { sys::rdma_create_id(ch, &mut l.id, ptr::null_mut(), sys::rdma_port_space::RDMA_PS_TCP) } != 0 {
+            return Err(os_err("rdma_create_id"));
+        }
+        // SAFETY: all zeroes is a valid sockaddr_in.
+        let mut sin: libc::sockaddr_in = unsafe { mem::zeroed() };
+        sin.sin_family = libc::AF_INET as libc::sa_family_t;
+        sin.sin_port = addr.port().to_be();
+        sin.sin_addr.s_addr = u32::from(*addr.ip()).to_be();
+        // SAFETY: the id is valid and the address lives for the call.
+        if unsafe { sys::rdma_bind_addr(l.id, (&mut sin as *mut libc::sockaddr_in).cast()) } != 0 {
+            return Err(os_err("rdma_bind_addr"));
+        }
+        // SAFETY: the id is bound.
+        if unsafe { sys::rdma_listen(l.id, 4) } != 0 {
+            return Err(os_err("rdma_listen"));
+        }
+        Ok(l)
+    }
+
+    /// The next CM event, or `None` after `timeout`.
+    pub fn event(&self, timeout: Duration) -> io::Result<Option<Event>> {
+        // SAFETY: the channel is valid; `fd` is a plain field.
+        let fd = unsafe { (*self.ch).fd };
+        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 {
+            return Err(os_err("poll"));
+        }
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut ev: *mut sys::rdma_cm_event = ptr::null_mut();
+        // SAFETY: the channel is readable, so this does not block.
+        if unsafe { sys::rdma_get_cm_event(self.ch, &mut ev) } != 0 {
+            return Err(os_err("rdma_get_cm_event"));
+        }
+        // SAFETY: `ev` is valid until acknowledged; for connection events
+        // `param.conn` describes the private data, valid until then too.
+        let out = unsafe {
+            let e = &*ev;
+            let conn = e.param.conn;
+            let pdata = if conn.private_data.is_null() {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(conn.private_data.cast::<u8>(), conn.private_data_len.into()).to_vec()
+            };
+            Event {
+                kind: e.event,
+                name: EVENT_NAMES.get(e.event as usize).copied().unwrap_or("OTHER"),
+                id: Id(e.id),
+                status: e.status,
+                private_data: pdata,
+                responder_resources: conn.responder_resources,
+            }
+        };
+        // SAFETY: acknowledged once, after everything was copied out.
+        unsafe { sys::rdma_ack_cm_event(ev) };
+        Ok(Some(out))
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        // SAFETY: created in `bind`; destroyed once.
+        unsafe {
+            if !self.id.is_null() {
+                sys::rdma_destroy_id(self.id);
+            }
+            sys::rdma_destroy_event_channel(self.ch);
+        }
+    }
+}
+
+/// What a completion was.
+#[derive(Debug)]
+pub enum Completion {
+    /// A message arrived in Receive slot `slot` (`len` bytes).
+    Recv { slot: usize, len: usize },
+    /// A Send, RDMA Write or other work request completed.
+    Sent,
+    /// A work request failed with this `ibv_wc_status` (flushes included).
+    Failed { status: u32, recv: bool },
+}
+
+/// An accepted connection.
+pub struct Conn {
+    id: *mut sys::rdma_cm_id,
+    pd: *mut sys::ibv_pd,
+    cq: *mut sys::ibv_cq,
+    mr: *mut sys::ibv_mr,
+    buf: Box<[u8]>,
+    next_send: usize,
+    qp_created: bool,
+}
+
+const WR_RECV: u64 = 1 << 32;
+
+impl Conn {
+    /// Accepts the connect request `id` with `private_data`: creates the
+    /// QP, posts [`RECVS`] Receives, then accepts.
+    pub fn accept(id: Id, private_data: &[u8], req_initiator_depth: u8) -> io::Result<Conn> {
+        let id = id.0;
+        let total = (RECVS + SENDS) * SLOT + WRITE_AREA;
+        let mut c = Conn {
+            id,
+            pd: ptr::null_mut(),
+            cq: ptr::null_mut(),
+            mr: ptr::null_mut(),
+            buf: vec![0u8; total].into_boxed_slice(),
+            next_send: 0,
+            qp_created: false,
+        };
+        // SAFETY: `id` is a connect request's id with its device context;
+        // every object is checked and released by `Drop` in reverse order.
+        unsafe {
+            let ctx = (*id).verbs;
+            c.pd = sys::ibv_alloc_pd(ctx);
+            if c.pd.is_null() {
+                return Err(os_err("ibv_alloc_pd"));
+            }
+            c.cq = sys::ibv_create_cq(ctx, (RECVS + SENDS * 4) as i32, ptr::null_mut(), ptr::null_mut(), 0);
+            if c.cq.is_null() {
+                return Err(os_err("ibv_create_cq"));
+            }
+            let mut attr: sys::ibv_qp_init_attr = mem::zeroed();
+            attr.send_cq = c.cq;
+            attr.recv_cq = c.cq;
+            attr.qp_type = sys::ibv_qp_type::IBV_QPT_RC;
+            attr.cap.max_send_wr = (SENDS * 4) as u32;
+            attr.cap.max_recv_wr = RECVS as u32;
+            attr.cap.max_send_sge = 1;
+            attr.cap.max_recv_sge = 1;
+            if sys::rdma_create_qp(id, c.pd, &mut attr) != 0 {
+                return Err(os_err("rdma_create_qp"));
+            }
+            c.qp_created = true;
+            let access = (sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE
+                | sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ
+                | sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE)
+                .0 as i32;
+            c.mr = sys::ibv_reg_mr(c.pd, c.buf.as_mut_ptr().cast(), total, access);
+            if c.mr.is_null() {
+                return Err(os_err("ibv_reg_mr"));
+            }
+        }
+        for slot in 0..RECVS {
+            c.post_recv(slot)?;
+        }
+        let len = u8::try_from(private_data.len()).map_err(|_| io::Error::other("private data too long"))?;
+        // SAFETY: all zeroes is a valid rdma_conn_param.
+        let mut p: sys::rdma_conn_param = unsafe { mem::zeroed() };
+        p.private_data = private_data.as_ptr().cast();
+        p.private_data_len = len;
+        // The client reads nothing from us by RDMA Read.
+        p.responder_resources = 0;
+        p.initiator_depth = req_initiator_depth.max(1);
+        p.retry_count = 7;
+        p.rnr_retry_count = 7;
+        // SAFETY: the id has its QP; `p` and the private data live for the
+        // call (rdma_cm copies the private data).
+        if unsafe { sys::rdma_accept(id, &mut p) } != 0 {
+            return Err(os_err("rdma_accept"));
+        }
+        Ok(c)
+    }
+
+    fn lkey(&self) -> u32 {
+        // SAFETY: registered in `accept`.
+        unsafe { (*self.mr).lkey }
+    }
+
+    /// The rkey of the peer's own buffer (for "an rkey that is not yours").
+    pub fn own_rkey(&self) -> u32 {
+        // SAFETY: registered in `accept`.
+        unsafe { (*self.mr).rkey }
+    }
+
+    fn qp(&self) -> *mut sys::ibv_qp {
+        // SAFETY: the id owns its QP.
+        unsafe { (*self.id).qp }
+    }
+
+    /// Posts the Receive of `slot` again.
+    pub fn post_recv(&mut self, slot: usize) -> io::Result<()> {
+        let mut sge = sys::ibv_sge { addr: self.buf[slot * SLOT..].as_ptr() as u64, length: SLOT as u32, lkey: self.lkey() };
+        let mut wr = sys::ibv_recv_wr { wr_id: WR_RECV | slot as u64, next: ptr::null_mut(), sg_list: &mut sge, num_sge: 1 };
+        let mut bad = ptr::null_mut();
+        // SAFETY: the QP is valid; the WR and SGE live for the call and
+        // describe registered memory the connection owns.
+        if unsafe { sys::ibv_post_recv(self.qp(), &mut wr, &mut bad) } != 0 {
+            return Err(os_err("ibv_post_recv"));
+        }
+        Ok(())
+    }
+
+    /// The bytes of Receive slot `slot`.
+    pub fn received(&self, slot: usize, len: usize) -> &[u8] {
+        &self.buf[slot * SLOT..slot * SLOT + len.min(SLOT)]
+    }
+
+    /// The next completion, if any.
+    pub fn poll(&mut self) -> io::Result<Option<Completion>> {
+        // SAFETY: all zeroes is a valid ibv_wc.
+        let mut wc: sys::ibv_wc = unsafe { mem::zeroed() };
+        // SAFETY: the CQ is valid; room for one completion.
+        let n = unsafe { sys::ibv_poll_cq(self.cq, 1, &mut wc) };
+        if n < 0 {
+            return Err(os_err("ibv_poll_cq"));
+        }
+        if n == 0 {
+            return Ok(None);
+        }
+        let recv = wc.wr_id & WR_RECV != 0;
+        if wc.status != sys::ibv_wc_status::IBV_WC_SUCCESS {
+            return Ok(Some(Completion::Failed { status: wc.status, recv }));
+        }
+        Ok(Some(if recv {
+            Completion::Recv { slot: (wc.wr_id & 0xffff) as usize, len: wc.byte_len as usize }
+        } else {
+            Completion::Sent
+        }))
+    }
+
+    /// Sends `msg`, as Send With Invalidate of `invalidate` if given;
+    /// `write` first puts bytes into the client's memory with RDMA Write
+    /// (`(data, remote address, rkey)`), in the same chain.
+    pub fn send(&mut self, msg: &[u8], invalidate: Option<u32>, write: Option<(&[u8], u64, u32)>) -> io::Result<()> {
+        let slot = RECVS + self.next_send % SENDS;
+        self.next_send += 1;
+        let n = msg.len().min(SLOT);
+        self.buf[slot * SLOT..slot * SLOT + n].copy_from_slice(&msg[..n]);
+        let lkey = self.lkey();
+        let mut sge = sys::ibv_sge { addr: self.buf[slot * SLOT..].as_ptr() as u64, length: n as u32, lkey };
+        // SAFETY: all zeroes is a valid send WR.
+        let mut wr: sys::ibv_send_wr = unsafe { mem::zeroed() };
+        wr.wr_id = slot as u64;
+        wr.sg_list = &mut sge;
+        wr.num_sge = 1;
+        wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
+        match invalidate {
+            Some(rkey) => {
+                wr.opcode = sys::ibv_wr_opcode::IBV_WR_SEND_WITH_INV;
+                wr.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
+            }
+            None => wr.opcode = sys::ibv_wr_opcode::IBV_WR_SEND,
+        }
+        // SAFETY: all zeroes is a valid send WR.
+        let mut wwr: sys::ibv_send_wr = unsafe { mem::zeroed() };
+        let mut wsge;
+        let first: *mut sys::ibv_send_wr = match write {
+            Some((data, raddr, rkey)) => {
+                let at = (RECVS + SENDS) * SLOT;
+                let m = data.len().min(WRITE_AREA);
+                self.buf[at..at + m].copy_from_slice(&data[..m]);
+                wsge = sys::ibv_sge { addr: self.buf[at..].as_ptr() as u64, length: m as u32, lkey };
+                wwr.wr_id = u64::MAX;
+                wwr.sg_list = &mut wsge;
+                wwr.num_sge = 1;
+                wwr.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+                wwr.wr.rdma = sys::rdma_t { remote_addr: raddr, rkey };
+                wwr.next = &mut wr;
+                &mut wwr
+            }
+            None => &mut wr,
+        };
+        let mut bad = ptr::null_mut();
+        // SAFETY: the QP is valid; the chain and its SGEs live for the call
+        // and describe registered memory the connection owns.
+        if unsafe { sys::ibv_post_send(self.qp(), first, &mut bad) } != 0 {
+            return Err(os_err("ibv_post_send"));
+        }
+        Ok(())
+    }
+
+    /// Disconnects (the client sees DISCONNECTED; our QP flushes).
+    pub fn disconnect(&self) {
+        // SAFETY: the id is connected or disconnecting; harmless otherwise.
+        unsafe { sys::rdma_disconnect(self.id) };
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // SAFETY: each object was created in `accept` and is released once,
+        // QP first (it uses the CQ, PD and MR).
+        unsafe {
+            if self.qp_created {
+                sys::rdma_destroy_qp(self.id);
+            }
+            if !self.mr.is_null() {
+                sys::ibv_dereg_mr(self.mr);
+            }
+            if !self.cq.is_null() {
+                sys::ibv_destroy_cq(self.cq);
+            }
+            if !self.pd.is_null() {
+                sys::ibv_dealloc_pd(self.pd);
+            }
+            sys::rdma_destroy_id(self.id);
+        }
+    }
+}
