@@ -151,6 +151,17 @@ struct ReqState {
     reply: ReplyShape,
 }
 
+impl ReqState {
+    /// Takes the request's regions and its Send's pages token out of the
+    /// slot, for the caller to invalidate and wait for.
+    fn take(&mut self) -> (Registration, PagesInFlight) {
+        (
+            core::mem::replace(&mut self.reg, Registration::empty()),
+            core::mem::replace(&mut self.sent, PagesInFlight::none()),
+        )
+    }
+}
+
 impl Default for ReqState {
     fn default() -> Self {
         ReqState { reg: Registration::empty(), sent: PagesInFlight::none(), reply: ReplyShape::Inline }
@@ -560,11 +571,7 @@ impl rpc::Transport for RdmaXprt {
         // have regions the server could write into: invalidate them before
         // its pages go back.
         let Some(slot) = self.slots.slot_of(rqst) else { return };
-        let (mut reg, mut sent) = {
-            let mut st = slot.state().lock();
-            let reg = core::mem::replace(&mut st.reg, Registration::empty());
-            (reg, core::mem::replace(&mut st.sent, PagesInFlight::none()))
-        };
+        let (mut reg, mut sent) = slot.state().lock().take();
         if let Some(ep) = self.endpoint() {
             ep.conn.wait_sent(&mut sent);
             if !reg.is_empty() {
@@ -622,11 +629,7 @@ impl rpc::Transport for RdmaXprt {
         };
         // A request re-sent on a new connection still holds the regions of
         // the old one, which went away with it: drop the stale token.
-        let (mut reg, mut sent) = {
-            let mut st = slot.state().lock();
-            let reg = core::mem::replace(&mut st.reg, Registration::empty());
-            (reg, core::mem::replace(&mut st.sent, PagesInFlight::none()))
-        };
+        let (mut reg, mut sent) = slot.state().lock().take();
         ep.conn.invalidate(&mut reg, None);
         ep.conn.wait_sent(&mut sent);
         let epoch = ep.conn.release_epoch();
@@ -869,8 +872,8 @@ impl EpShared {
         let (mut reg, mut sent, shape) = match self.slots.slot_of_pinned(&rqst) {
             Some(slot) => {
                 let mut st = slot.state().lock();
-                let reg = core::mem::replace(&mut st.reg, Registration::empty());
-                (reg, core::mem::replace(&mut st.sent, PagesInFlight::none()), st.reply)
+                let (reg, sent) = st.take();
+                (reg, sent, st.reply)
             }
             None => (Registration::empty(), PagesInFlight::none(), ReplyShape::Inline),
         };

@@ -278,6 +278,24 @@ struct MappedPages {
     n: usize,
 }
 
+impl MappedPages {
+    /// Unmaps every page from `device`; returns how many there were.
+    ///
+    /// # Safety
+    ///
+    /// The pages were mapped on `device` by [`SendWriter::map_page`] and
+    /// the HCA is done with them (their Send completed or was never
+    /// posted).
+    unsafe fn unmap(&mut self, device: *mut sys::ib_device) -> usize {
+        let n = core::mem::replace(&mut self.n, 0);
+        for (&dma, &len) in self.dma.iter().zip(self.len.iter()).take(n) {
+            // SAFETY: per the function's contract.
+            unsafe { sys::rpcrdma_rs_dma_unmap_page(device, dma, len as usize) };
+        }
+        n
+    }
+}
+
 /// Builds the SGE list of one Send: bytes copied into the pre-mapped buffer
 /// and pages mapped in place, in message order.
 pub(crate) struct SendWriter<'a> {
@@ -788,15 +806,11 @@ impl<T: ConnHandler> Connection<T> {
         pending.top = 0;
         *inner.repost.lock() = pending;
         inner.recv_batch = cfg.recv_batch.clamp(1, cfg.recv_bufs);
-        let mut free = KVec::from_elem(0usize, cfg.mrs, GFP_KERNEL)?;
         for index in 0..cfg.mrs {
             let mr = Mr::new::<T>(pd, cfg.mr_pages, index)?;
             inner.mrs.push(mr, GFP_KERNEL)?;
-            if let Some(slot) = free.get_mut(index) {
-                *slot = index;
-            }
         }
-        *inner.free_mrs.lock() = FreeList { slots: free, top: cfg.mrs };
+        *inner.free_mrs.lock() = FreeList::full(cfg.mrs)?;
 
         // Chain every Receive into one post.
         let mut next: *mut sys::ib_recv_wr = ptr::null_mut();
@@ -965,27 +979,26 @@ impl<T: ConnHandler> Connection<T> {
 impl<T: ConnHandler> Inner<T> {
     /// See [`Connection::send`].
     fn send(&self, reg: &Registration, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<PagesInFlight> {
-        let inner = self;
-        let verbs = inner.verbs.as_ref().ok_or_else(errno::ENOTCONN)?;
-        if inner.dying.load(Ordering::Acquire) {
+        let verbs = self.verbs.as_ref().ok_or_else(errno::ENOTCONN)?;
+        if self.dying.load(Ordering::Acquire) {
             return Err(errno::ENOTCONN());
         }
-        if reg.n > 0 && reg.generation != inner.generation {
+        if reg.n > 0 && reg.generation != self.generation {
             return Err(EINVAL);
         }
         let index = {
-            let mut st = inner.send_state.lock();
+            let mut st = self.send_state.lock();
             let index = st.free.pop().ok_or_else(errno::ENOBUFS)?;
             // Cannot fail: the queue holds one slot per buffer.
             let _ = st.sq.try_reserve(1);
             index
         };
-        let Some(buf) = inner.sends.get(index) else {
+        let Some(buf) = self.sends.get(index) else {
             return Err(EINVAL);
         };
         let put_back = || {
-            inner.unmap_pages(buf);
-            let mut st = inner.send_state.lock();
+            self.unmap_pages(buf);
+            let mut st = self.send_state.lock();
             st.sq.unreserve(1);
             st.free.push(index);
         };
@@ -1004,7 +1017,7 @@ impl<T: ConnHandler> Inner<T> {
             used: 0,
             sges,
             n: 0,
-            max_sge: inner.send_sges,
+            max_sge: self.send_sges,
             last_copied: false,
             pages,
             device: verbs.device,
@@ -1028,7 +1041,7 @@ impl<T: ConnHandler> Inner<T> {
         // sees the call.
         let mut head = buf.send_wr.get();
         for &i in reg.mrs.iter().take(reg.n).rev() {
-            let Some(mr) = inner.mrs.get(usize::from(i)) else { continue };
+            let Some(mr) = self.mrs.get(usize::from(i)) else { continue };
             // SAFETY: the region belongs to `reg`, which its RPC owns; its
             // REG_MR WR is not posted (the token is only sent once).
             unsafe {
@@ -1039,7 +1052,7 @@ impl<T: ConnHandler> Inner<T> {
         }
         // Posting and entering the ring happen under one lock, so the ring
         // has the queue pair's order.
-        let mut st = inner.send_state.lock();
+        let mut st = self.send_state.lock();
         let signal = st.sq.post(1, mapped);
         // SAFETY: the WR belongs to this buffer, which is still ours.
         unsafe {
@@ -1061,7 +1074,7 @@ impl<T: ConnHandler> Inner<T> {
         SENDS.fetch_add(1, Ordering::Relaxed);
         SENDS_SIGNALLED.fetch_add(u64::from(signal.signaled), Ordering::Relaxed);
         SENDS_MAPPED.fetch_add(u64::from(mapped), Ordering::Relaxed);
-        Ok(if mapped { PagesInFlight { generation: inner.generation, index, seq } } else { PagesInFlight::none() })
+        Ok(if mapped { PagesInFlight { generation: self.generation, index, seq } } else { PagesInFlight::none() })
     }
 
     /// Gives back the regions of a token whose REG_MR requests were never
@@ -1163,18 +1176,11 @@ impl<T: ConnHandler> Inner<T> {
     /// The caller owns the buffer (a sender that did not post it, or the
     /// completion that took it off the ring).
     fn unmap_pages(&self, buf: &Buf) -> bool {
-        // SAFETY: per the caller's ownership of the buffer.
-        let pages = unsafe { &mut *buf.pages.get() };
-        let n = core::mem::replace(&mut pages.n, 0);
-        if let Some(verbs) = self.verbs.as_ref() {
-            for (&dma, &len) in pages.dma.iter().zip(pages.len.iter()).take(n) {
-                // SAFETY: mapped by `SendWriter::map_page` on this device,
-                // and the HCA is done with it (its Send completed, or was
-                // never posted).
-                unsafe { sys::rpcrdma_rs_dma_unmap_page(verbs.device, dma, len as usize) };
-            }
-        }
-        n > 0
+        let Some(verbs) = self.verbs.as_ref() else { return false };
+        // SAFETY: the caller owns the buffer, so its page records too; the
+        // pages were mapped on this device and the HCA is done with them
+        // (their Send completed, or was never posted).
+        unsafe { (*buf.pages.get()).unmap(verbs.device) > 0 }
     }
 
     /// Gives back `index` and every Send posted before it: a completion of
@@ -1428,11 +1434,7 @@ impl<T: ConnHandler> Drop for Connection<T> {
                 for buf in inner.sends.iter() {
                     // Pages of Sends no completion reclaimed (none should
                     // be left after the drain).
-                    let pages = &mut *buf.pages.get();
-                    for (&dma, &len) in pages.dma.iter().zip(pages.len.iter()).take(pages.n) {
-                        sys::rpcrdma_rs_dma_unmap_page(v.device, dma, len as usize);
-                    }
-                    pages.n = 0;
+                    (*buf.pages.get()).unmap(v.device);
                     unmap(v.device, buf.dma, buf.data.len(), true);
                 }
                 for buf in inner.recvs.iter() {
