@@ -133,13 +133,39 @@ struct Stats {
     local_inv_needed: AtomicU64,
 }
 
+/// Most segments one Write or Reply chunk is offered with.
+const MAX_CHUNK_SEGMENTS: usize = rdma::MAX_MRS / 2;
+
+/// The segments of the Write or Reply chunk a call offered: the only
+/// memory the server may say it wrote (`v1::check_returned_chunk`).
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Offered {
+    segs: [v1::Segment; MAX_CHUNK_SEGMENTS],
+    n: usize,
+}
+
+impl Offered {
+    fn new(segs: &[v1::Segment]) -> Self {
+        let mut o = Offered::default();
+        for (out, s) in o.segs.iter_mut().zip(segs) {
+            *out = *s;
+            o.n += 1;
+        }
+        o
+    }
+
+    fn as_slice(&self) -> &[v1::Segment] {
+        self.segs.get(..self.n).unwrap_or(&[])
+    }
+}
+
 /// How a request's reply will come back.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 enum ReplyShape {
     #[default]
     Inline,
-    WriteChunk,
-    ReplyChunk,
+    WriteChunk(Offered),
+    ReplyChunk(Offered),
 }
 
 /// What the transport holds for one request between sending it and its
@@ -348,7 +374,7 @@ impl RdmaXprt {
             *out = v1::ReadSegment { position, segment: segment(r) };
         }
         // Write chunk or Reply chunk (the reply's destination).
-        let mut writes = [v1::Segment::default(); rdma::MAX_MRS / 2];
+        let mut writes = [v1::Segment::default(); MAX_CHUNK_SEGMENTS];
         let regions = p.reply.chunk_regions(&rcv);
         let nw = plan::split_regions(regions.as_slice(), g, limits.max_segments, &mut exts).map_err(|_| EIO)?;
         for (ext, out) in exts.iter().zip(writes.iter_mut()).take(nw) {
@@ -358,12 +384,14 @@ impl RdmaXprt {
         let write_list: [&[v1::Segment]; 1] = [&writes[..nw]];
         let (shape, lists) = match p.reply {
             plan::ReplyPlan::Inline => (ReplyShape::Inline, v1::ChunkLists { reads: &reads[..nr], writes: &[], reply: None }),
-            plan::ReplyPlan::WriteChunk { .. } => {
-                (ReplyShape::WriteChunk, v1::ChunkLists { reads: &reads[..nr], writes: &write_list, reply: None })
-            }
-            plan::ReplyPlan::ReplyChunk { .. } => {
-                (ReplyShape::ReplyChunk, v1::ChunkLists { reads: &reads[..nr], writes: &[], reply: Some(&writes[..nw]) })
-            }
+            plan::ReplyPlan::WriteChunk { .. } => (
+                ReplyShape::WriteChunk(Offered::new(&writes[..nw])),
+                v1::ChunkLists { reads: &reads[..nr], writes: &write_list, reply: None },
+            ),
+            plan::ReplyPlan::ReplyChunk { .. } => (
+                ReplyShape::ReplyChunk(Offered::new(&writes[..nw])),
+                v1::ChunkLists { reads: &reads[..nr], writes: &[], reply: Some(&writes[..nw]) },
+            ),
         };
         let body = match p.call {
             plan::CallPlan::LongCall { .. } => v1::Body::NoMsg(lists),
@@ -406,8 +434,8 @@ impl RdmaXprt {
         }
         st.read_chunks.fetch_add(u64::from(nr > 0), Ordering::Relaxed);
         st.nomsg_calls.fetch_add(u64::from(matches!(p.call, plan::CallPlan::LongCall { .. })), Ordering::Relaxed);
-        st.write_chunks.fetch_add(u64::from(shape == ReplyShape::WriteChunk), Ordering::Relaxed);
-        st.reply_chunks.fetch_add(u64::from(shape == ReplyShape::ReplyChunk), Ordering::Relaxed);
+        st.write_chunks.fetch_add(u64::from(matches!(shape, ReplyShape::WriteChunk(_))), Ordering::Relaxed);
+        st.reply_chunks.fetch_add(u64::from(matches!(shape, ReplyShape::ReplyChunk(_))), Ordering::Relaxed);
         MRS_REGISTERED.fetch_add(reg.len() as u64, Ordering::Relaxed);
         let rdma_bytes = reads.iter().take(nr).fold(0u64, |a, r| a.saturating_add(u64::from(r.segment.length)));
         st.total_rdma_request.fetch_add(rdma_bytes, Ordering::Relaxed);
@@ -826,6 +854,18 @@ impl EpShared {
         BAD_REPLIES.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A reply's Write or Reply chunk does not match what its call offered:
+    /// the server claims bytes it had no memory to write. Fails the RPC
+    /// rather than hand stale buffer contents to the caller as data.
+    fn foreign_chunk(&self, e: &v1::ReturnedChunkError) -> Error {
+        self.count_bad_reply();
+        static MSG: RateLimit = RateLimit::new();
+        if MSG.allow() {
+            pr_warn!("{}: reply chunk does not match the one offered ({:?}): RPC failed\n", self.xprt.addr_str(), e);
+        }
+        EIO
+    }
+
     fn reply(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) {
         let limits = v1::Limits::DEFAULT;
         let (hdr, payload) = match v1::Header::decode_split(data, &limits) {
@@ -942,8 +982,14 @@ impl EpShared {
             (v1::Body::Msg(c), _) if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() => {
                 rqst.complete_with(payload)
             }
-            (v1::Body::Msg(c), ReplyShape::WriteChunk) if c.reads.is_empty() && c.writes.len() == 1 && c.reply.is_none() => {
-                let written = c.writes.iter().next().map_or(0, |w| w.total_length());
+            (v1::Body::Msg(c), ReplyShape::WriteChunk(offered))
+                if c.reads.is_empty() && c.writes.len() == 1 && c.reply.is_none() =>
+            {
+                let returned = c.writes.iter().next().unwrap_or(v1::SegmentArray::EMPTY);
+                let written = match v1::check_returned_chunk(offered.as_slice(), &returned) {
+                    Ok(n) => n,
+                    Err(e) => return rqst.fail(self.foreign_chunk(&e)),
+                };
                 let max = u64::from(rqst.reply_desc().page_len);
                 if written > max {
                     return rqst.fail(bad());
@@ -951,9 +997,12 @@ impl EpShared {
                 self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
                 rqst.complete_write_chunk(payload, written as u32)
             }
-            (v1::Body::NoMsg(c), ReplyShape::ReplyChunk) if c.reads.is_empty() && c.writes.is_empty() => {
+            (v1::Body::NoMsg(c), ReplyShape::ReplyChunk(offered)) if c.reads.is_empty() && c.writes.is_empty() => {
                 let Some(reply) = c.reply.as_ref() else { return rqst.fail(bad()) };
-                let written = reply.total_length();
+                let written = match v1::check_returned_chunk(offered.as_slice(), reply) {
+                    Ok(n) => n,
+                    Err(e) => return rqst.fail(self.foreign_chunk(&e)),
+                };
                 if written > u64::from(rqst.reply_desc().len) {
                     return rqst.fail(bad());
                 }
@@ -996,7 +1045,17 @@ impl ConnHandler for EpShared {
                 pr_info!("connection error (rdma_cm status {})\n", status);
                 self.set(CmState::Failed(errno::ENOTCONN().to_errno()))
             }
-            CmEvent::Disconnected | CmEvent::DeviceRemoval | CmEvent::AddrChange => {
+            CmEvent::DeviceRemoval => {
+                // The connection's resources must go for the removal to
+                // finish: the close the disconnect below starts frees them.
+                pr_info!("{}: RDMA device going away: disconnecting\n", self.xprt.addr_str());
+                let was = self.state.lock().0;
+                self.set(CmState::Closed);
+                if was == CmState::Established {
+                    self.force_disconnect();
+                }
+            }
+            CmEvent::Disconnected | CmEvent::AddrChange => {
                 let was = self.state.lock().0;
                 self.set(CmState::Closed);
                 if was == CmState::Established {

@@ -475,6 +475,58 @@ impl<'a> SegmentArray<'a> {
     }
 }
 
+/// Why a Write or Reply chunk returned in a reply does not match the one
+/// the requester offered in its call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReturnedChunkError {
+    /// The responder returned more segments than were offered.
+    TooManySegments {
+        /// Segments returned.
+        returned: usize,
+        /// Segments offered.
+        offered: usize,
+    },
+    /// A segment's handle or offset is not the one offered at its place:
+    /// the responder claims to have written memory it was never given.
+    ForeignSegment {
+        /// Index of the segment in the chunk.
+        index: usize,
+    },
+    /// A segment claims more bytes than its offered length.
+    TooLong {
+        /// Index of the segment in the chunk.
+        index: usize,
+    },
+}
+
+/// Checks a Write chunk or Reply chunk as a responder returned it against
+/// the segments the requester offered for it, and returns the bytes the
+/// responder says it wrote.
+///
+/// The responder hands the chunk back with each segment's length rewritten
+/// to what it wrote (RFC 8166, section 3.4.6); it cannot add segments or
+/// move them. A returned segment must therefore carry, at its place in the
+/// chunk, the handle and offset offered there and at most the length
+/// offered. Trusting anything else would let a peer claim to have written
+/// data into memory it never had access to, and the requester would hand
+/// stale bytes to the application as if they had arrived.
+pub fn check_returned_chunk(offered: &[Segment], returned: &SegmentArray<'_>) -> Result<u64, ReturnedChunkError> {
+    if returned.len() > offered.len() {
+        return Err(ReturnedChunkError::TooManySegments { returned: returned.len(), offered: offered.len() });
+    }
+    let mut total = 0u64;
+    for (index, (got, want)) in returned.iter().zip(offered.iter()).enumerate() {
+        if got.handle != want.handle || got.offset != want.offset {
+            return Err(ReturnedChunkError::ForeignSegment { index });
+        }
+        if got.length > want.length {
+            return Err(ReturnedChunkError::TooLong { index });
+        }
+        total = total.saturating_add(u64::from(got.length));
+    }
+    Ok(total)
+}
+
 /// Iterator over the segments of a [`SegmentArray`].
 #[derive(Debug, Clone)]
 pub struct SegmentIter<'a> {
@@ -1967,5 +2019,49 @@ mod tests {
         }
         // The mutations must leave a fair share decodable, or the test proves little.
         assert!(ok > 4_000, "only {ok} mutated headers decoded");
+    }
+
+    /// A reply chunk as a responder hands it back, decoded from a header.
+    fn returned(segs: &[Segment]) -> Vec<u8> {
+        let mut m = vec![0u8; 256];
+        let lists = ChunkLists { reads: &[], writes: &[], reply: Some(segs) };
+        let n = encode(&mut m, 7, 1, &Body::NoMsg(lists)).unwrap();
+        m.truncate(n);
+        m
+    }
+
+    #[test]
+    fn returned_chunk_checked_against_offer() {
+        let seg = |handle, length, offset| Segment { handle, length, offset };
+        let offered = [seg(0x1001, 8192, 0x10_0000), seg(0x2002, 4096, 0x20_0000)];
+        let check = |segs: &[Segment]| {
+            let m = returned(segs);
+            let h = Header::decode(&m, &Limits::DEFAULT).unwrap();
+            let reply = h.body.chunks().and_then(|c| c.reply).unwrap();
+            check_returned_chunk(&offered, &reply)
+        };
+        // Shorter lengths, and fewer segments, are what a responder that
+        // wrote less returns.
+        assert_eq!(check(&[seg(0x1001, 8192, 0x10_0000), seg(0x2002, 100, 0x20_0000)]), Ok(8292));
+        assert_eq!(check(&[seg(0x1001, 0, 0x10_0000), seg(0x2002, 0, 0x20_0000)]), Ok(0));
+        assert_eq!(check(&[seg(0x1001, 12, 0x10_0000)]), Ok(12));
+        assert_eq!(check(&[]), Ok(0));
+        // Longer than offered, a handle or offset never offered, segments
+        // swapped, one segment too many.
+        assert_eq!(
+            check(&[seg(0x1001, 8193, 0x10_0000)]),
+            Err(ReturnedChunkError::TooLong { index: 0 })
+        );
+        assert_eq!(
+            check(&[seg(0x1001, 8192, 0x10_0000), seg(0x3003, 10, 0x20_0000)]),
+            Err(ReturnedChunkError::ForeignSegment { index: 1 })
+        );
+        assert_eq!(check(&[seg(0x1001, 8, 0x10_0008)]), Err(ReturnedChunkError::ForeignSegment { index: 0 }));
+        assert_eq!(
+            check(&[seg(0x2002, 10, 0x20_0000), seg(0x1001, 10, 0x10_0000)]),
+            Err(ReturnedChunkError::ForeignSegment { index: 0 })
+        );
+        let three = [offered[0], offered[1], seg(0x1001, 1, 0x10_0000)];
+        assert_eq!(check(&three), Err(ReturnedChunkError::TooManySegments { returned: 3, offered: 2 }));
     }
 }
