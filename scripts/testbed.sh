@@ -10,6 +10,10 @@
 # is printed and its exit status returned. Both guests are killed when this
 # command ends, whatever the reason.
 #
+# While the script runs, the client guest may ask the host for faults only
+# QEMU can make (selftests/lib.sh host_cmd): "link server|client on|off"
+# sets that guest's virtual NIC link up or down through its QEMU monitor.
+#
 # Options:
 #   --client-module ours|c  autoload target of proto=rdma in the client:
 #                           rpcrdma_rs (default) or the in-tree C rpcrdma
@@ -84,7 +88,7 @@ boot() { # role ip4 ip6 mac netdev-args
   append+=" RDMARS_CLIENT_MODULE=$client_module"
   # The script's command line is passed through a file: it may contain spaces.
   qemu-system-x86_64 -machine q35 -accel "$accel" -cpu max -smp "$smp" -m 2G \
-    -display none -monitor none -serial "file:$run/$role.console" -no-reboot \
+    -display none -monitor "unix:$run/$role.mon,server=on,wait=off" -serial "file:$run/$role.console" -no-reboot \
     -kernel "$kdir/vmlinux" -append "$append" \
     -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=root,mount_tag=hostroot \
@@ -93,6 +97,50 @@ boot() { # role ip4 ip6 mac netdev-args
     -netdev "socket,id=n0,$5" -device "virtio-net-pci,netdev=n0,mac=$4" \
     </dev/null >"$run/$role.qemu.log" 2>&1 &
   pids+=($!)
+}
+
+# monitor ROLE COMMAND: one HMP command to ROLE's QEMU; prints its output.
+monitor() {
+  python3 - "$run/$1.mon" "$2" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+def until_prompt():
+    buf = b""
+    while not buf.rstrip().endswith(b"(qemu)"):
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        buf += chunk
+    return buf.decode(errors="replace")
+until_prompt()
+s.sendall(sys.argv[2].encode() + b"\n")
+out = until_prompt().replace("\r", "").splitlines()
+# Drop the echoed command and the closing prompt.
+print("\n".join(l for l in out[1:] if not l.startswith("(qemu)")))
+PY
+}
+
+# host_requests: runs the client guest's pending host requests (hostcmd.ID,
+# answered in hostres.ID; see selftests/lib.sh host_cmd).
+host_requests() {
+  local req id cmd out rc
+  for req in "$run/share"/hostcmd.*; do
+    case "$req" in *.tmp) continue ;; esac
+    [ -e "$req" ] || continue
+    id=${req##*/hostcmd.}; cmd=$(cat "$req"); rm -f "$req"
+    rc=0
+    case "$cmd" in
+      "link server on"|"link server off"|"link client on"|"link client off")
+        set -- $cmd
+        out=$(monitor "$2" "set_link n0 $3" 2>&1) || rc=$? ;;
+      *) out="unknown host command: $cmd"; rc=1 ;;
+    esac
+    printf '%s\nrc=%s\n' "$out" "$rc" > "$run/share/hostres.$id.tmp"
+    mv "$run/share/hostres.$id.tmp" "$run/share/hostres.$id"
+    log "host request '$cmd': rc=$rc"
+  done
 }
 
 printf '%s\n' "$script" > "$run/share/script"
@@ -112,6 +160,7 @@ while kill -0 "${pids[1]}" 2>/dev/null; do
     exit 124
   fi
   [ -e "$run/share/client.rc" ] && break
+  host_requests
   sleep 0.5
 done
 [ -e "$run/share/client.out" ] && cat "$run/share/client.out"

@@ -90,3 +90,16 @@ remote_invalidations() { cat /sys/kernel/debug/rpcrdma_rs/remote_invalidations 2
 # rs_counter NAME: a module-wide rpcrdma_rs counter from debugfs (0 when the
 # module is not loaded, or for the C baseline).
 rs_counter() { cat "/sys/kernel/debug/rpcrdma_rs/$1" 2>/dev/null || echo 0; }
+
+# host_cmd CMD [SECONDS]: asks the host running the testbed for a fault only
+# QEMU can make ("link server|client on|off", see scripts/testbed.sh) and
+# prints its answer, which ends with "rc=N"; gives up after SECONDS (30).
+host_cmd() {
+  local id=$$.$RANDOM share=/run/share
+  echo "$1" > "$share/hostcmd.$id.tmp" && mv "$share/hostcmd.$id.tmp" "$share/hostcmd.$id"
+  for _ in $(seq 1 $(( ${2:-30} * 5 ))); do
+    if [ -e "$share/hostres.$id" ]; then cat "$share/hostres.$id"; rm -f "$share/hostres.$id"; return 0; fi
+    sleep 0.2
+  done
+  echo "host command '$1' timed out"; return 1
+}
