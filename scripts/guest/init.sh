@@ -115,6 +115,9 @@ server)
           # mkdata NAME MB: a file of random data in the export (benchmarks).
           set -- ${cmd#mkdata }
           { dd if=/dev/urandom of="/srv/export/$(basename "$1")" bs=1M count="$2" status=none; echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
+        md5\ *)
+          # md5 NAME: the checksum of a file in the export.
+          { md5sum < "/srv/export/$(basename "${cmd#md5 }")" | cut -d' ' -f1; echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
         perf-serve\ *)
           # perf-serve TOOL ARGS: a perftest server for one run, in the
           # background (benchmarks).
@@ -127,12 +130,15 @@ server)
         peer-list)
           /run/repo/tools/rdma-peer/target/release/rdma-peer --list > "$share/res.$id.tmp" 2>&1 ;;
         peer-start\ *)
-          # peer-start SCENARIO SECONDS: the hostile peer on port 20050, in
-          # the background (tools/rdma-peer, Documentation/hostile-peer.rst).
+          # peer-start SCENARIO SECONDS [proxy]: the hostile peer on port
+          # 20050, in the background (tools/rdma-peer,
+          # Documentation/hostile-peer.rst); with "proxy" it serves knfsd's
+          # export, passing calls on to knfsd over TCP.
           set -- ${cmd#peer-start }
           pkill -x rdma-peer; sleep 0.2
+          proxy=(); [ "${3:-}" = proxy ] && proxy=(--proxy 127.0.0.1:2049)
           (/run/repo/tools/rdma-peer/target/release/rdma-peer --listen "$RDMARS_IP4:20050" \
-            --scenario "$1" --seconds "${2:-60}" > /tmp/rdma-peer.log 2>&1 &)
+            --scenario "$1" --seconds "${2:-60}" "${proxy[@]}" > /tmp/rdma-peer.log 2>&1 &)
           sleep 0.5
           if pgrep -x rdma-peer > /dev/null; then echo rc=0; else echo "rc=1 $(cat /tmp/rdma-peer.log)"; fi > "$share/res.$id.tmp" ;;
         peer-stop)

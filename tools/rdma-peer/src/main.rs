@@ -12,19 +12,28 @@
 //! line each, for the selftests to check.
 //!
 //!     rdma-peer --listen 198.18.0.1:20050 --scenario NAME [--seconds N]
+//!               [--proxy 127.0.0.1:2049]
+//!
+//! With `--proxy`, the peer serves real NFS instead: it passes every call on
+//! to the RPC server at that address over TCP and carries the reply back
+//! with RDMA, as an RPC-over-RDMA server does (see `proxy`). The scenarios
+//! marked "(proxy)" need it: they aim at a mounted client's data path.
 //!
 //! `rdma-peer --list` prints the catalogue.
 
+mod proxy;
 mod verbs;
 
 use std::{
-    net::SocketAddrV4,
+    io,
+    net::{SocketAddr, SocketAddrV4},
     process::ExitCode,
     time::{Duration, Instant},
 };
 
+use proxy::{CallInfo, Chunk, Upstream};
 use rpcrdma_proto::{cm, v1};
-use verbs::{Completion, Conn, Listener};
+use verbs::{Completion, Conn, Listener, Remote};
 
 /// The scenarios and what each does (Documentation/hostile-peer.rst says
 /// what the client must do about each).
@@ -54,7 +63,16 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("cm-short", "accept with 3 bytes of private data"),
     ("cm-misplaced", "accept with the RFC 8797 message at offset 4 (2 KiB / 2 KiB)"),
     ("reject", "reject every connection with garbage private data"),
+    ("write-chunk-long", "(proxy) first READ reply's Write chunk claims 4 KiB more than offered"),
+    ("write-chunk-foreign", "(proxy) first READ reply's Write chunk names a handle never offered (no data written)"),
+    ("inv-stale", "(proxy) a reply is Send With Invalidate of an earlier RPC's rkey"),
+    ("inv-other-rpc", "(proxy) a reply is Send With Invalidate of another pending RPC's rkey"),
+    ("extra-sends", "(proxy) after a reply, 360 copies of it back to back: more Sends than the client has Receives"),
 ];
+
+/// What the peer advertises in its CM private data: its send and receive
+/// sizes.
+const PEER_INLINE: u32 = 4096;
 
 const RPC_REPLY: u32 = 1;
 const PROC_UNAVAIL: u32 = 3;
@@ -134,12 +152,33 @@ struct Peer {
     conns: u32,
     /// The scenario has played its hostile part.
     done: bool,
+    /// Proxy mode: where calls are passed on to.
+    upstream: Option<Upstream>,
+    /// What the client said in its CM private data.
+    client: cm::PrivateData,
+    /// Proxy mode: the handles of the last call that offered chunks.
+    last_handles: Vec<u32>,
+    /// Proxy mode, inv-other-rpc: a call held back until another arrives.
+    held: Option<Vec<u8>>,
+    /// Proxy mode: calls answered.
+    calls: u32,
+}
+
+/// Every handle a call offered for its reply (Write chunks, Reply chunk).
+fn reply_handles(c: &v1::Chunks<'_>) -> Vec<u32> {
+    let mut h: Vec<u32> = c.writes.iter().flat_map(|a| a.iter()).chain(c.reply.iter().flat_map(|a| a.iter())).map(|s| s.handle).collect();
+    h.dedup();
+    h
+}
+
+fn remote(s: &v1::Segment, len: usize) -> Remote {
+    Remote { rkey: s.handle, len: len as u32, addr: s.offset }
 }
 
 impl Peer {
     /// The private data to accept with, or `None` to reject.
     fn accept_pdata(&self) -> Option<Vec<u8>> {
-        let ours = cm::PrivateData::new(4096, 4096, true).to_bytes().to_vec();
+        let ours = cm::PrivateData::new(PEER_INLINE, PEER_INLINE, true).to_bytes().to_vec();
         Some(match self.scenario.as_str() {
             "cm-none" => Vec::new(),
             "cm-garbage" => vec![0xde, 0xad, 0xbe, 0xef, 0x01, 0x02, 0x03, 0x04],
@@ -164,7 +203,7 @@ impl Peer {
         };
         let good = good_reply(xid, p, credits);
         if self.done {
-            return conn.send(&good, None, None);
+            return conn.send(&good, None);
         }
         self.done = true;
         let body = rpc_reply(xid, p);
@@ -189,7 +228,7 @@ impl Peer {
             "error-unknown" => words(&[xid, 1, credits, 4, 7]),
             "unknown-xid" => good_reply(xid ^ 0x5a5a_5a5a, p, credits),
             "duplicate-reply" => {
-                conn.send(&good, None, None)?;
+                conn.send(&good, None)?;
                 good
             }
             "huge-counts" => words(&[xid, 1, credits, 0, 0, 1, u32::MAX]),
@@ -198,10 +237,10 @@ impl Peer {
             "inv-foreign" => {
                 let rkey = conn.own_rkey();
                 self.log.line(&format!("send reply xid={xid:#x} with invalidate of rkey {rkey:#x} (ours)"));
-                return conn.send(&good, Some(rkey), None);
+                return conn.send(&good, Some(rkey));
             }
             "reverse-call-chunks" | "reverse-call" => {
-                conn.send(&good, None, None)?;
+                conn.send(&good, None)?;
                 let bxid = 0x7e57_0001;
                 let lists: &[u32] = if s == "reverse-call-chunks" {
                     &[1, 0, 0x4321, 512, 0, 0x2000, 0, 0, 0]
@@ -226,7 +265,176 @@ impl Peer {
             }
         };
         self.log.line(&format!("send {s} reply for xid={xid:#x} ({} bytes)", msg.len()));
-        conn.send(&msg, None, None)
+        conn.send(&msg, None)
+    }
+}
+
+impl Peer {
+    /// Proxy mode: one message from the client.
+    fn proxy(&mut self, conn: &mut Conn, msg: &[u8]) -> io::Result<()> {
+        let handles = match v1::Header::decode_split(msg, &v1::Limits::DEFAULT) {
+            Ok((h, _)) => h.body.chunks().map(reply_handles).unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        let s = self.scenario.clone();
+        let mut force_inv = None;
+        if !self.done && !handles.is_empty() {
+            match s.as_str() {
+                "inv-other-rpc" => match self.held.take() {
+                    None => {
+                        self.log.line("holding this call until another one with chunks arrives");
+                        self.held = Some(msg.to_vec());
+                        return Ok(());
+                    }
+                    Some(first) => {
+                        self.done = true;
+                        self.log.line(&format!("answering the held call with invalidate of rkey {:#x} (the next call's)", handles[0]));
+                        self.proxy_one(conn, &first, Some(handles[0]))?;
+                    }
+                },
+                // The tenth call with chunks names the previous one's rkey,
+                // long invalidated by the client.
+                "inv-stale" if self.calls >= 10 && !self.last_handles.is_empty() => {
+                    self.done = true;
+                    force_inv = self.last_handles.first().copied();
+                    self.log.line(&format!("answering with invalidate of rkey {:#x} (an earlier call's)", force_inv.unwrap_or(0)));
+                }
+                _ => {}
+            }
+        }
+        let reply = self.proxy_one(conn, msg, force_inv)?;
+        if !handles.is_empty() {
+            self.last_handles = handles;
+        }
+        if s == "extra-sends" && !self.done && self.calls >= 10 {
+            if let Some(reply) = reply {
+                self.done = true;
+                self.log.line("sending 360 copies of the last reply back to back");
+                for _ in 0..3 {
+                    for i in 0..120 {
+                        conn.send_chain(&reply, None, &[], i == 119)?;
+                    }
+                }
+                self.log.line("extra sends done");
+            }
+        }
+        Ok(())
+    }
+
+    /// Proxy mode: passes one call on and sends its reply back; returns
+    /// the RPC-over-RDMA message sent, if it was sent inline.
+    fn proxy_one(&mut self, conn: &mut Conn, msg: &[u8], force_inv: Option<u32>) -> io::Result<Option<Vec<u8>>> {
+        let (hdr, inline) = match v1::Header::decode_split(msg, &v1::Limits::DEFAULT) {
+            Ok(h) => h,
+            Err(e) => {
+                self.log.line(&format!("recv undecodable header ({} bytes): {e:?}", msg.len()));
+                return Ok(None);
+            }
+        };
+        let Some(chunks) = hdr.body.chunks() else {
+            self.log.line(&format!("recv xid={:#x} procedure {:?}", hdr.xid, hdr.body.procedure()));
+            return Ok(None);
+        };
+        let xid = hdr.xid;
+        let err_chunk = |conn: &mut Conn| conn.send_chain(&words(&[xid, 1, CREDITS, 4, 2]), None, &[], true);
+        let mut pieces = Vec::new();
+        for ch in chunks.reads.chunks() {
+            let segs: Vec<Remote> = ch.segments.iter().map(|r| remote(&r.segment, r.segment.length as usize)).collect();
+            pieces.push((ch.position, conn.read_remote(&segs)?));
+        }
+        let Some(call) = proxy::assemble(inline, &pieces) else {
+            self.log.line(&format!("xid={xid:#x}: Read chunk positions do not fit the call"));
+            return err_chunk(conn).map(|_| None);
+        };
+        let Some(info) = CallInfo::of(&call) else {
+            self.log.line(&format!("recv xid={xid:#x}: not an RPC call ({} bytes)", call.len()));
+            return Ok(None);
+        };
+        self.calls += 1;
+        let upstream = self.upstream.as_mut().ok_or_else(|| io::Error::other("no upstream"))?;
+        let reply = upstream.call(&call)?;
+        let writes: Vec<Chunk> = chunks.writes.iter().map(|a| a.iter().collect()).collect();
+        let reply_chunk: Option<Chunk> = chunks.reply.map(|a| a.iter().collect());
+        // The Write chunks go back with the bytes written in each segment.
+        let mut returned: Vec<Chunk> =
+            writes.iter().map(|c| c.iter().map(|s| v1::Segment { length: 0, ..*s }).collect()).collect();
+        let mut rdma: Vec<(Vec<u8>, Remote)> = Vec::new();
+        let mut body = reply.clone();
+        let mut ddp = false;
+        if let (Some(first), Some((at, len))) = (writes.first(), proxy::ddp_item(&info, &reply)) {
+            if let Some(parts) = proxy::spread(len, first) {
+                for (range, i) in parts {
+                    returned[0][i].length = range.len() as u32;
+                    rdma.push((reply[at + range.start..at + range.end].to_vec(), remote(&first[i], range.len())));
+                }
+                body = reply[..at].to_vec();
+                body.extend_from_slice(reply.get(at + proxy::pad4(len)..).unwrap_or(&[]));
+                ddp = true;
+            }
+        }
+        let s = self.scenario.clone();
+        if ddp && !self.done {
+            match s.as_str() {
+                "write-chunk-long" => {
+                    self.done = true;
+                    if let Some(seg) = returned[0].iter_mut().rev().find(|g| g.length > 0) {
+                        seg.length = seg.length.saturating_add(4096);
+                    }
+                    self.log.line(&format!("xid={xid:#x}: Write chunk returned 4096 bytes longer than written and offered"));
+                }
+                "write-chunk-foreign" => {
+                    self.done = true;
+                    rdma.clear();
+                    for seg in returned[0].iter_mut() {
+                        seg.handle ^= 0x5a00;
+                    }
+                    self.log.line(&format!("xid={xid:#x}: Write chunk returned with a foreign handle, nothing written"));
+                }
+                _ => {}
+            }
+        }
+        let max_inline = self.client.recv_size.min(PEER_INLINE) as usize;
+        let wrefs: Vec<&[v1::Segment]> = returned.iter().map(|c| c.as_slice()).collect();
+        let lists = v1::ChunkLists { reads: &[], writes: &wrefs, reply: None };
+        let mut out = vec![0u8; 1024];
+        let (sent_inline, how) = if v1::FIXED_HEADER_LEN + lists.encoded_len() + body.len() <= max_inline {
+            let n = v1::encode(&mut out, xid, CREDITS, &v1::Body::Msg(lists)).map_err(|e| io::Error::other(format!("{e:?}")))?;
+            out.truncate(n);
+            out.extend_from_slice(&body);
+            (true, if ddp { "Write chunk" } else { "inline" })
+        } else if let Some(rc) = &reply_chunk {
+            let Some(parts) = proxy::spread(body.len(), rc) else {
+                self.log.line(&format!("xid={xid:#x}: reply of {} bytes does not fit the Reply chunk: ERR_CHUNK", body.len()));
+                return err_chunk(conn).map(|_| None);
+            };
+            let mut rret: Chunk = rc.iter().map(|s| v1::Segment { length: 0, ..*s }).collect();
+            for (range, i) in parts {
+                rret[i].length = range.len() as u32;
+                rdma.push((body[range.clone()].to_vec(), remote(&rc[i], range.len())));
+            }
+            let lists = v1::ChunkLists { reads: &[], writes: &wrefs, reply: Some(&rret) };
+            let n = v1::encode(&mut out, xid, CREDITS, &v1::Body::NoMsg(lists)).map_err(|e| io::Error::other(format!("{e:?}")))?;
+            out.truncate(n);
+            (false, "Reply chunk")
+        } else {
+            self.log.line(&format!("xid={xid:#x}: reply of {} bytes fits neither inline nor a chunk: ERR_CHUNK", body.len()));
+            return err_chunk(conn).map(|_| None);
+        };
+        // Send With Invalidate when the client can take it and offered a
+        // single region for its reply (as knfsd does).
+        let offered = reply_handles(chunks);
+        let inv = force_inv.or(if self.client.remote_invalidate && offered.len() == 1 { offered.first().copied() } else { None });
+        self.log.line(&format!(
+            "xid={xid:#x} prog={} vers={} proc={}: {} reply bytes, {how}{}",
+            info.prog,
+            info.vers,
+            info.procedure,
+            reply.len(),
+            inv.map(|k| format!(", invalidate {k:#x}")).unwrap_or_default()
+        ));
+        let wr: Vec<(&[u8], Remote)> = rdma.iter().map(|(d, r)| (d.as_slice(), *r)).collect();
+        conn.send_chain(&out, inv, &wr, true)?;
+        Ok(sent_inline.then_some(out))
     }
 }
 
@@ -240,7 +448,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let (Some(listen), Some(scenario)) = (opt("--listen"), opt("--scenario")) else {
-        eprintln!("usage: rdma-peer --listen ADDR:PORT --scenario NAME [--seconds N] | --list");
+        eprintln!("usage: rdma-peer --listen ADDR:PORT --scenario NAME [--seconds N] [--proxy ADDR:PORT] | --list");
         return ExitCode::from(2);
     };
     let Ok(addr) = listen.parse::<SocketAddrV4>() else {
@@ -248,7 +456,25 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let seconds: u64 = opt("--seconds").and_then(|s| s.parse().ok()).unwrap_or(120);
-    let mut peer = Peer { scenario, log: Log { start: Instant::now() }, conns: 0, done: false };
+    let upstream = match opt("--proxy").map(|a| a.parse::<SocketAddr>()) {
+        None => None,
+        Some(Ok(a)) => Some(Upstream::new(a)),
+        Some(Err(_)) => {
+            eprintln!("rdma-peer: bad --proxy address");
+            return ExitCode::from(2);
+        }
+    };
+    let mut peer = Peer {
+        scenario,
+        log: Log { start: Instant::now() },
+        conns: 0,
+        done: false,
+        upstream,
+        client: cm::PrivateData::DEFAULT,
+        last_handles: Vec::new(),
+        held: None,
+        calls: 0,
+    };
     let listener = match Listener::bind(addr) {
         Ok(l) => l,
         Err(e) => {
@@ -270,6 +496,8 @@ fn main() -> ExitCode {
                         if let Some(p) = cm::PrivateData::find(&ev.private_data) {
                             peer.log.line(&format!("client private data: {p:?}"));
                         }
+                        peer.client = cm::PrivateData::find_or_default(&ev.private_data);
+                        peer.held = None;
                         // One connection at a time: a new one replaces the old.
                         conn = None;
                         match peer.accept_pdata() {
@@ -303,6 +531,16 @@ fn main() -> ExitCode {
             match c.poll() {
                 Ok(Some(Completion::Recv { slot, len })) => {
                     let msg = c.received(slot, len).to_vec();
+                    if peer.upstream.is_some() {
+                        // Repost first: the answer may take a while.
+                        if let Err(e) = c.post_recv(slot) {
+                            peer.log.line(&format!("repost failed: {e}"));
+                        }
+                        if let Err(e) = peer.proxy(c, &msg) {
+                            peer.log.line(&format!("proxy: {e}"));
+                        }
+                        continue;
+                    }
                     if let Some(call) = parse_call(&msg, &mut peer.log) {
                         if let Err(e) = peer.answer(c, &call) {
                             peer.log.line(&format!("send failed: {e}"));
@@ -312,11 +550,11 @@ fn main() -> ExitCode {
                         peer.log.line(&format!("repost failed: {e}"));
                     }
                 }
-                Ok(Some(Completion::Sent)) => {}
+                Ok(Some(Completion::Sent { .. })) => {}
                 // Flushes (status 5) come by the dozen when a connection goes:
                 // only the first of a run is logged.
                 Ok(Some(Completion::Failed { status: 5, .. })) if flushed => {}
-                Ok(Some(Completion::Failed { status, recv })) => {
+                Ok(Some(Completion::Failed { status, recv, .. })) => {
                     flushed = status == 5;
                     peer.log.line(&format!("{} completion failed: status {status}", if recv { "receive" } else { "send" }));
                 }

@@ -4,22 +4,28 @@
 //! of the peer lives here.
 
 use std::{
+    collections::VecDeque,
     io, mem,
     net::SocketAddrV4,
     ptr,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use rdma_mummy_sys as sys;
 
 /// Receive slots posted (the client must never exceed our credits).
 pub const RECVS: usize = 32;
-/// Send slots (used round-robin; every Send is signalled and waited for).
+/// Send slots (used round-robin; every Send is signalled).
 pub const SENDS: usize = 8;
 /// Bytes per slot: the largest inline message either side sends.
 pub const SLOT: usize = 8192;
-/// Bytes of the buffer the peer's RDMA Writes come from.
-pub const WRITE_AREA: usize = 1 << 20;
+/// Bytes of the buffer the peer's RDMA Writes come from (a reply's Write
+/// chunk and Reply chunk together).
+pub const WRITE_AREA: usize = 3 << 20;
+/// Bytes of the buffer the peer's RDMA Reads land in (a call's chunks).
+pub const READ_AREA: usize = 2 << 20;
+/// Work requests the send queue holds.
+const SEND_WRS: usize = 128;
 
 fn os_err(what: &str) -> io::Error {
     let e = io::Error::last_os_error();
@@ -181,10 +187,19 @@ impl Drop for Listener {
 pub enum Completion {
     /// A message arrived in Receive slot `slot` (`len` bytes).
     Recv { slot: usize, len: usize },
-    /// A Send, RDMA Write or other work request completed.
-    Sent,
+    /// A Send, RDMA Read or other work request completed.
+    Sent { wr_id: u64 },
     /// A work request failed with this `ibv_wc_status` (flushes included).
-    Failed { status: u32, recv: bool },
+    Failed { status: u32, recv: bool, wr_id: u64 },
+}
+
+/// Where in the client's memory an RDMA Read or Write goes: one segment of
+/// a chunk (handle, length, offset as the client advertised them).
+#[derive(Clone, Copy, Debug)]
+pub struct Remote {
+    pub rkey: u32,
+    pub len: u32,
+    pub addr: u64,
 }
 
 /// An accepted connection.
@@ -196,16 +211,20 @@ pub struct Conn {
     buf: Box<[u8]>,
     next_send: usize,
     qp_created: bool,
+    /// Completions polled while waiting for a particular one.
+    stash: VecDeque<Completion>,
 }
 
 const WR_RECV: u64 = 1 << 32;
+/// The work request id of the last RDMA Read of a chain.
+const WR_READ: u64 = 1 << 33;
 
 impl Conn {
     /// Accepts the connect request `id` with `private_data`: creates the
     /// QP, posts [`RECVS`] Receives, then accepts.
     pub fn accept(id: Id, private_data: &[u8], req_initiator_depth: u8) -> io::Result<Conn> {
         let id = id.0;
-        let total = (RECVS + SENDS) * SLOT + WRITE_AREA;
+        let total = (RECVS + SENDS) * SLOT + WRITE_AREA + READ_AREA;
         let mut c = Conn {
             id,
             pd: ptr::null_mut(),
@@ -214,6 +233,7 @@ impl Conn {
             buf: vec![0u8; total].into_boxed_slice(),
             next_send: 0,
             qp_created: false,
+            stash: VecDeque::new(),
         };
         // SAFETY: `id` is a connect request's id with its device context;
         // every object is checked and released by `Drop` in reverse order.
@@ -223,7 +243,7 @@ impl Conn {
             if c.pd.is_null() {
                 return Err(os_err("ibv_alloc_pd"));
             }
-            c.cq = sys::ibv_create_cq(ctx, (RECVS + SENDS * 4) as i32, ptr::null_mut(), ptr::null_mut(), 0);
+            c.cq = sys::ibv_create_cq(ctx, (RECVS + SEND_WRS) as i32, ptr::null_mut(), ptr::null_mut(), 0);
             if c.cq.is_null() {
                 return Err(os_err("ibv_create_cq"));
             }
@@ -231,7 +251,7 @@ impl Conn {
             attr.send_cq = c.cq;
             attr.recv_cq = c.cq;
             attr.qp_type = sys::ibv_qp_type::IBV_QPT_RC;
-            attr.cap.max_send_wr = (SENDS * 4) as u32;
+            attr.cap.max_send_wr = SEND_WRS as u32;
             attr.cap.max_recv_wr = RECVS as u32;
             attr.cap.max_send_sge = 1;
             attr.cap.max_recv_sge = 1;
@@ -256,7 +276,8 @@ impl Conn {
         let mut p: sys::rdma_conn_param = unsafe { mem::zeroed() };
         p.private_data = private_data.as_ptr().cast();
         p.private_data_len = len;
-        // The client reads nothing from us by RDMA Read.
+        // The client reads nothing from us by RDMA Read; we read its Read
+        // chunks with as many Reads in flight as it can answer.
         p.responder_resources = 0;
         p.initiator_depth = req_initiator_depth.max(1);
         p.retry_count = 7;
@@ -303,8 +324,33 @@ impl Conn {
         &self.buf[slot * SLOT..slot * SLOT + len.min(SLOT)]
     }
 
-    /// The next completion, if any.
+    /// The next completion, if any (those polled while waiting for a
+    /// particular one first).
     pub fn poll(&mut self) -> io::Result<Option<Completion>> {
+        if let Some(c) = self.stash.pop_front() {
+            return Ok(Some(c));
+        }
+        self.poll_cq()
+    }
+
+    /// Waits (up to 10 s) for the completion of work request `wr_id`;
+    /// keeps the others for [`Conn::poll`].
+    fn wait_for(&mut self, wr_id: u64) -> io::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            match self.poll_cq()? {
+                Some(Completion::Sent { wr_id: id }) if id == wr_id => return Ok(()),
+                Some(Completion::Failed { wr_id: id, status, .. }) if id == wr_id => {
+                    return Err(io::Error::other(format!("work request failed: status {status}")))
+                }
+                Some(c) => self.stash.push_back(c),
+                None => std::thread::sleep(Duration::from_micros(50)),
+            }
+        }
+        Err(io::Error::other("work request did not complete in 10 s"))
+    }
+
+    fn poll_cq(&mut self) -> io::Result<Option<Completion>> {
         // SAFETY: all zeroes is a valid ibv_wc.
         let mut wc: sys::ibv_wc = unsafe { mem::zeroed() };
         // SAFETY: the CQ is valid; room for one completion.
@@ -317,19 +363,69 @@ impl Conn {
         }
         let recv = wc.wr_id & WR_RECV != 0;
         if wc.status != sys::ibv_wc_status::IBV_WC_SUCCESS {
-            return Ok(Some(Completion::Failed { status: wc.status, recv }));
+            return Ok(Some(Completion::Failed { status: wc.status, recv, wr_id: wc.wr_id }));
         }
         Ok(Some(if recv {
             Completion::Recv { slot: (wc.wr_id & 0xffff) as usize, len: wc.byte_len as usize }
         } else {
-            Completion::Sent
+            Completion::Sent { wr_id: wc.wr_id }
         }))
     }
 
-    /// Sends `msg`, as Send With Invalidate of `invalidate` if given;
-    /// `write` first puts bytes into the client's memory with RDMA Write
-    /// (`(data, remote address, rkey)`), in the same chain.
-    pub fn send(&mut self, msg: &[u8], invalidate: Option<u32>, write: Option<(&[u8], u64, u32)>) -> io::Result<()> {
+    /// Pulls the bytes of `segs` (a call's Read chunk) out of the client's
+    /// memory with RDMA Reads, in order, and returns them.
+    pub fn read_remote(&mut self, segs: &[Remote]) -> io::Result<Vec<u8>> {
+        let total: usize = segs.iter().map(|s| s.len as usize).sum();
+        if total > READ_AREA {
+            return Err(io::Error::other(format!("Read chunk of {total} bytes is over {READ_AREA}")));
+        }
+        if segs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let at = (RECVS + SENDS) * SLOT + WRITE_AREA;
+        let lkey = self.lkey();
+        let base = self.buf[at..].as_ptr() as u64;
+        let mut sges = Vec::with_capacity(segs.len());
+        let mut off = 0u64;
+        for s in segs {
+            sges.push(sys::ibv_sge { addr: base + off, length: s.len, lkey });
+            off += u64::from(s.len);
+        }
+        // SAFETY: all zeroes is a valid send WR.
+        let mut wrs: Vec<sys::ibv_send_wr> = segs.iter().map(|_| unsafe { mem::zeroed() }).collect();
+        let n = wrs.len();
+        for i in 0..n {
+            let next: *mut sys::ibv_send_wr = if i + 1 < n { &mut wrs[i + 1] } else { ptr::null_mut() };
+            let w = &mut wrs[i];
+            w.wr_id = if i + 1 == n { WR_READ } else { 0 };
+            w.sg_list = &mut sges[i];
+            w.num_sge = 1;
+            w.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_READ;
+            w.send_flags = if i + 1 == n { sys::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
+            w.wr.rdma = sys::rdma_t { remote_addr: segs[i].addr, rkey: segs[i].rkey };
+            w.next = next;
+        }
+        let mut bad = ptr::null_mut();
+        // SAFETY: the QP is valid; the chain and its SGEs live until the
+        // last Read completed (waited for below) and describe registered
+        // memory the connection owns.
+        if unsafe { sys::ibv_post_send(self.qp(), wrs.as_mut_ptr(), &mut bad) } != 0 {
+            return Err(os_err("ibv_post_send (RDMA Read)"));
+        }
+        self.wait_for(WR_READ)?;
+        Ok(self.buf[at..at + total].to_vec())
+    }
+
+    /// Sends `msg`, as Send With Invalidate of `invalidate` if given.
+    pub fn send(&mut self, msg: &[u8], invalidate: Option<u32>) -> io::Result<()> {
+        self.send_chain(msg, invalidate, &[], false)
+    }
+
+    /// Sends `msg` after RDMA Writes of each `(data, destination)` in
+    /// `writes`, in one chain (the QP orders them: the data is placed
+    /// before the client sees the Send). With `wait`, returns once the
+    /// Send completed, so the buffers may be reused at once.
+    pub fn send_chain(&mut self, msg: &[u8], invalidate: Option<u32>, writes: &[(&[u8], Remote)], wait: bool) -> io::Result<()> {
         let slot = RECVS + self.next_send % SENDS;
         self.next_send += 1;
         let n = msg.len().min(SLOT);
@@ -349,30 +445,40 @@ impl Conn {
             }
             None => wr.opcode = sys::ibv_wr_opcode::IBV_WR_SEND,
         }
-        // SAFETY: all zeroes is a valid send WR.
-        let mut wwr: sys::ibv_send_wr = unsafe { mem::zeroed() };
-        let mut wsge;
-        let first: *mut sys::ibv_send_wr = match write {
-            Some((data, raddr, rkey)) => {
-                let at = (RECVS + SENDS) * SLOT;
-                let m = data.len().min(WRITE_AREA);
-                self.buf[at..at + m].copy_from_slice(&data[..m]);
-                wsge = sys::ibv_sge { addr: self.buf[at..].as_ptr() as u64, length: m as u32, lkey };
-                wwr.wr_id = u64::MAX;
-                wwr.sg_list = &mut wsge;
-                wwr.num_sge = 1;
-                wwr.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
-                wwr.wr.rdma = sys::rdma_t { remote_addr: raddr, rkey };
-                wwr.next = &mut wr;
-                &mut wwr
+        // The writes' data, one after another in the write area.
+        let at = (RECVS + SENDS) * SLOT;
+        let mut used = 0usize;
+        let mut wsges = Vec::with_capacity(writes.len());
+        for (data, _) in writes {
+            if used + data.len() > WRITE_AREA {
+                return Err(io::Error::other("RDMA Write data over the write area"));
             }
-            None => &mut wr,
-        };
+            self.buf[at + used..at + used + data.len()].copy_from_slice(data);
+            wsges.push(sys::ibv_sge { addr: self.buf[at + used..].as_ptr() as u64, length: data.len() as u32, lkey });
+            used += data.len();
+        }
+        // SAFETY: all zeroes is a valid send WR.
+        let mut wwrs: Vec<sys::ibv_send_wr> = writes.iter().map(|_| unsafe { mem::zeroed() }).collect();
+        let k = wwrs.len();
+        for i in 0..k {
+            let next: *mut sys::ibv_send_wr = if i + 1 < k { &mut wwrs[i + 1] } else { &mut wr };
+            let w = &mut wwrs[i];
+            w.wr_id = u64::MAX;
+            w.sg_list = &mut wsges[i];
+            w.num_sge = 1;
+            w.opcode = sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+            w.wr.rdma = sys::rdma_t { remote_addr: writes[i].1.addr, rkey: writes[i].1.rkey };
+            w.next = next;
+        }
+        let first: *mut sys::ibv_send_wr = if k > 0 { wwrs.as_mut_ptr() } else { &mut wr };
         let mut bad = ptr::null_mut();
         // SAFETY: the QP is valid; the chain and its SGEs live for the call
         // and describe registered memory the connection owns.
         if unsafe { sys::ibv_post_send(self.qp(), first, &mut bad) } != 0 {
             return Err(os_err("ibv_post_send"));
+        }
+        if wait {
+            self.wait_for(slot as u64)?;
         }
         Ok(())
     }
