@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# Credit pressure with callbacks flowing: an 8-slot transport, 200 writers
+# Credit pressure with callbacks flowing: an 8-slot transport, 128 writers
 # and readers at once (O_DIRECT, so every operation is an RPC), while the
 # server breaks 64 read delegations the client holds, each one a CB_RECALL
 # over the backchannel. Nothing may fail, stall or hit receiver-not-ready:
@@ -10,7 +10,7 @@
 # reaches the client as a backward call, and none takes the lease-break
 # time a lost callback would cost.
 . "$(dirname "$0")/../lib.sh"
-SLOTS=8 WORKERS=200
+SLOTS=8 WORKERS=128 ROUNDS=2
 unload_all
 dmesg_mark
 if [ "$XPRT_MOD" = rpcrdma_rs ]; then
@@ -44,7 +44,7 @@ rnr0=$(rnr); calls0=$(cat /sys/kernel/debug/rpcrdma_rs/backward_calls 2>/dev/nul
 pids=()
 for i in $(seq 1 $WORKERS); do
   (
-    for r in 1 2 3; do
+    for r in $(seq 1 $ROUNDS); do
       dd if=$src/w.$i of="$MNT/press/w.$i" bs=4096 oflag=direct conv=notrunc status=none &&
         dd if="$MNT/press/w.$i" of=$src/r.$i bs=4096 iflag=direct status=none &&
         cmp -s $src/w.$i $src/r.$i || exit 1
