@@ -99,6 +99,7 @@ void rpcrdma_rs_debugfs_u64(struct dentry *dir, const char *name, u64 *value);
 void rpcrdma_rs_debugfs_exit(struct dentry *dir);
 
 /* module parameters (params.c) */
+unsigned int rpcrdma_rs_param_versions(void);
 unsigned int rpcrdma_rs_param_slot_table_entries(void);
 unsigned int rpcrdma_rs_param_max_inline_read(void);
 unsigned int rpcrdma_rs_param_max_inline_write(void);

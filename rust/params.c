@@ -4,7 +4,9 @@
  * parameters, so they live here; rust/params.rs reads and clamps them.
  * Changes take effect for transports created (mounts made) afterwards.
  */
+#include <linux/errno.h>
 #include <linux/moduleparam.h>
+#include <linux/sysfs.h>
 #include "helpers.h"
 
 static unsigned int slot_table_entries = 128;
@@ -21,6 +23,54 @@ static unsigned int max_inline_write = 4096;
 module_param(max_inline_write, uint, 0644);
 MODULE_PARM_DESC(max_inline_write,
 		 "Largest call sent inline, in bytes (1024..65536, default 4096)");
+
+/*
+ * RPC-over-RDMA versions to use, highest first: "2,1" probes each new
+ * server with Version Two and falls back to Version One; "1" never probes;
+ * "2" insists on Version Two. Kept as a bit mask (bit n = version n) so
+ * that readers need no lock.
+ */
+static unsigned int versions_mask = (1U << 2) | (1U << 1);
+
+static int versions_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int mask = 0;
+	const char *p = val;
+
+	while (*p && *p != '\n') {
+		if (*p == '1' || *p == '2')
+			mask |= 1U << (*p - '0');
+		else if (*p != ',' && *p != ' ')
+			return -EINVAL;
+		p++;
+	}
+	if (!mask)
+		return -EINVAL;
+	WRITE_ONCE(versions_mask, mask);
+	return 0;
+}
+
+static int versions_get(char *buf, const struct kernel_param *kp)
+{
+	unsigned int mask = READ_ONCE(versions_mask);
+
+	if (mask == ((1U << 2) | (1U << 1)))
+		return sysfs_emit(buf, "2,1\n");
+	return sysfs_emit(buf, "%s\n", mask & (1U << 2) ? "2" : "1");
+}
+
+static const struct kernel_param_ops versions_ops = {
+	.set = versions_set,
+	.get = versions_get,
+};
+module_param_cb(versions, &versions_ops, NULL, 0644);
+MODULE_PARM_DESC(versions,
+		 "RPC-over-RDMA versions, highest first: 2,1 (default: probe Version Two, fall back to One), 1 or 2");
+
+unsigned int rpcrdma_rs_param_versions(void)
+{
+	return READ_ONCE(versions_mask);
+}
 
 unsigned int rpcrdma_rs_param_slot_table_entries(void)
 {

@@ -29,6 +29,25 @@ pub(crate) fn max_inline_write() -> u32 {
     unsafe { sys::rpcrdma_rs_param_max_inline_write() }.clamp(INLINE.0, INLINE.1)
 }
 
+/// RPC-over-RDMA versions allowed (`versions=`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Versions {
+    pub(crate) v1: bool,
+    pub(crate) v2: bool,
+}
+
+/// The versions the transport may use.
+pub(crate) fn versions() -> Versions {
+    // SAFETY: reads an integer parameter.
+    let mask = unsafe { sys::rpcrdma_rs_param_versions() };
+    let v = Versions { v1: mask & (1 << 1) != 0, v2: mask & (1 << 2) != 0 };
+    if v.v1 || v.v2 {
+        v
+    } else {
+        Versions { v1: true, v2: false }
+    }
+}
+
 /// How long a connection attempt may take.
 pub(crate) fn connect_timeout_ms() -> u32 {
     30_000

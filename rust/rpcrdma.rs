@@ -21,6 +21,7 @@ mod kapi;
 mod params;
 mod sys;
 mod transport;
+mod vers;
 
 module! {
     type: RpcRdma,
@@ -60,6 +61,9 @@ impl kernel::Module for RpcRdma {
             (c_str!("backward_calls"), &transport::BACKWARD_CALLS),
             (c_str!("backward_chunk_errors"), &transport::BACKWARD_CHUNK_ERRORS),
             (c_str!("backchannel_overflows"), &transport::BACKCHANNEL_OVERFLOWS),
+            (c_str!("v2_connections"), &transport::V2_CONNECTIONS),
+            (c_str!("v1_fallbacks"), &transport::V1_FALLBACKS),
+            (c_str!("xchar_messages"), &transport::XCHAR_MESSAGES),
             (c_str!("sends"), &kapi::rdma::SENDS),
             (c_str!("sends_signalled"), &kapi::rdma::SENDS_SIGNALLED),
             (c_str!("sends_mapped"), &kapi::rdma::SENDS_MAPPED),

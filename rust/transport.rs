@@ -37,8 +37,13 @@ use crate::{
         xprt,
     },
     params,
-    proto::{cm, credits, plan, stats, v1},
+    proto::{
+        cm, credits, plan, stats, v1,
+        v2::{self, ConnVersion, Decision, Version},
+        xchar::{self, Characteristics, XchOp, Xchar, XcharSpec, XcharSubset},
+    },
     sys,
+    vers,
 };
 
 /// `XPRT_TRANSPORT_RDMA`: the ident NFS asks for with `proto=rdma`.
@@ -78,6 +83,14 @@ pub(crate) static BACKWARD_CHUNK_ERRORS: AtomicU64 = AtomicU64::new(0);
 /// Connections dropped because the server exceeded our reverse credits
 /// (debugfs).
 pub(crate) static BACKCHANNEL_OVERFLOWS: AtomicU64 = AtomicU64::new(0);
+/// Connections that settled on RPC-over-RDMA Version Two (debugfs).
+pub(crate) static V2_CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+/// Version Two probes answered with ERR_VERS, after which the connection
+/// went on with Version One (debugfs).
+pub(crate) static V1_FALLBACKS: AtomicU64 = AtomicU64::new(0);
+/// Transport characteristics messages (xcharext) received and applied,
+/// answered or refused (debugfs).
+pub(crate) static XCHAR_MESSAGES: AtomicU64 = AtomicU64::new(0);
 
 /// The RPC-over-RDMA transport class.
 pub(crate) struct RdmaTransport;
@@ -245,6 +258,15 @@ impl RdmaXprt {
 
     fn disconnect(&self) {
         let ep = self.ep.lock().take();
+        if let Some(ep) = ep.as_ref() {
+            let shared = ep.shared();
+            if shared.version.lock().probing() {
+                // The probe was lost: start with Version One next time
+                // (draft section 5.2).
+                vers::remember_v1_only(shared.server_key);
+                pr_info!("{}: no answer to the Version Two probe: Version One from now on\n", self.xprt.addr_str());
+            }
+        }
         // Dropping the last reference drains and tears the connection down.
         drop(ep);
     }
@@ -342,12 +364,20 @@ impl RdmaXprt {
     /// the Send may still be reading.
     fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, reg: &mut Registration) -> Result<(ReplyShape, PagesInFlight)> {
         let shared = ep.shared();
-        let n = shared.negotiated();
+        let xid = u32::from_be(rqst.xid_be());
+        // The first call of a connection may be the Version Two probe.
+        let Some((version, _probe)) = shared.version.lock().for_call(xid) else {
+            return Err(errno::EPROTONOSUPPORT());
+        };
+        let (inline_send, inline_recv) = shared.inline();
+        // A Version Two header has one more word (the direction) than the
+        // Version One header the plan sizes.
+        let extra = if version == Version::V2 { 4 } else { 0 };
         let snd = rqst.desc(Which::Call);
         let rcv = rqst.desc(Which::Reply);
         let limits = plan::Limits {
-            inline_send: n.send_threshold,
-            inline_recv: n.recv_threshold,
+            inline_send: inline_send.saturating_sub(extra),
+            inline_recv: inline_recv.saturating_sub(extra),
             max_send_sge: shared.send_sges.load(Ordering::Relaxed),
             page_size: PAGE,
             max_pages_per_mr: shared.mr_pages.load(Ordering::Relaxed),
@@ -360,7 +390,6 @@ impl RdmaXprt {
             pr_warn_once_marshal(&self.stats, &e, &snd, &rcv);
             EIO
         })?;
-        let xid = u32::from_be(rqst.xid_be());
         let g = limits.geometry();
 
         // Read chunk (call payload, or the whole call for a Long Call).
@@ -393,10 +422,7 @@ impl RdmaXprt {
                 v1::ChunkLists { reads: &reads[..nr], writes: &[], reply: Some(&writes[..nw]) },
             ),
         };
-        let body = match p.call {
-            plan::CallPlan::LongCall { .. } => v1::Body::NoMsg(lists),
-            _ => v1::Body::Msg(lists),
-        };
+        let nomsg = matches!(p.call, plan::CallPlan::LongCall { .. });
         let credits = shared.max_requests.load(Ordering::Relaxed);
         let sent = ep.conn.send(reg, |out| {
             // The transport header and what is copied right after it.
@@ -410,7 +436,7 @@ impl RdmaXprt {
                 plan::CallPlan::LongCall { .. } => (0, None),
             };
             out.copy(|buf| {
-                let hdr = v1::encode(buf, xid, credits, &body).map_err(|_| EINVAL)?;
+                let hdr = encode_header(buf, version, xid, credits, nomsg, v2::Direction::Call, lists)?;
                 let len = copied as usize;
                 rqst.copy_call_at(0, buf.get_mut(hdr..hdr + len).ok_or(EINVAL)?)?;
                 Ok(hdr + len)
@@ -440,6 +466,31 @@ impl RdmaXprt {
         let rdma_bytes = reads.iter().take(nr).fold(0u64, |a, r| a.saturating_add(u64::from(r.segment.length)));
         st.total_rdma_request.fetch_add(rdma_bytes, Ordering::Relaxed);
         Ok((shape, sent))
+    }
+}
+
+/// Encodes an RDMA_MSG (or RDMA_NOMSG) transport header of `version` into
+/// `buf`; returns its length. `dir` is the RPC message's direction, which
+/// Version Two carries in the header.
+fn encode_header(
+    buf: &mut [u8],
+    version: Version,
+    xid: u32,
+    credits: u32,
+    nomsg: bool,
+    dir: v2::Direction,
+    lists: v1::ChunkLists<'_>,
+) -> Result<usize> {
+    match version {
+        Version::V1 => {
+            let body = if nomsg { v1::Body::NoMsg(lists) } else { v1::Body::Msg(lists) };
+            v1::encode(buf, xid, credits, &body).map_err(|_| EINVAL)
+        }
+        Version::V2 => {
+            let c = v2::Chunks { direction: dir, lists };
+            let body = if nomsg { v2::Body::NoMsg(c) } else { v2::Body::Msg(c) };
+            v2::Header { xid, credit: credits, body }.encode(buf).map_err(|_| EINVAL)
+        }
     }
 }
 
@@ -533,8 +584,9 @@ impl RdmaXprt {
             return Err(errno::ENOTCONN());
         };
         let len = rqst.send_len();
-        let threshold = ep.shared().negotiated().send_threshold as usize;
-        if v1::MIN_MSG_HEADER_LEN + len > threshold {
+        let threshold = ep.shared().inline().0 as usize;
+        let version = if ep.shared().is_v2() { Version::V2 } else { Version::V1 };
+        if v1::MIN_MSG_HEADER_LEN + 4 + len > threshold {
             pr_warn!("backchannel reply of {} bytes does not fit inline; dropped\n", len);
             return Err(EIO);
         }
@@ -542,7 +594,8 @@ impl RdmaXprt {
         let epoch = ep.conn.release_epoch();
         let sent = ep.conn.send(&Registration::empty(), |out| {
             out.copy(|buf| {
-                let hdr = v1::encode_msg(buf, xid, BC_SLOTS as u32, &v1::ChunkLists::NONE).map_err(|_| EINVAL)?;
+                let hdr =
+                    encode_header(buf, version, xid, BC_SLOTS as u32, false, v2::Direction::Reply, v1::ChunkLists::NONE)?;
                 rqst.copy_call_at(0, buf.get_mut(hdr..hdr + len).ok_or(EINVAL)?)?;
                 Ok(hdr + len)
             })
@@ -575,10 +628,10 @@ impl rpc::Transport for RdmaXprt {
         let inline = params::max_inline_read().min(params::max_inline_write()).min(PAGE);
         match self.ep.lock().as_ref() {
             Some(ep) => {
-                let n = ep.shared().negotiated();
-                n.send_threshold.min(n.recv_threshold).min(PAGE) as usize - v1::MIN_MSG_HEADER_LEN
+                let (send, recv) = ep.shared().inline();
+                send.min(recv).min(PAGE) as usize - v1::MIN_MSG_HEADER_LEN - 4
             }
-            None => inline as usize - v1::MIN_MSG_HEADER_LEN,
+            None => inline as usize - v1::MIN_MSG_HEADER_LEN - 4,
         }
     }
 
@@ -648,9 +701,15 @@ impl rpc::Transport for RdmaXprt {
         };
         // A retransmission on the same connection would spend a credit the
         // server never granted: reconnect instead (RFC 8166 section 3.3).
+        // The one exception is the Version Two probe the server refused
+        // with ERR_VERS: it goes again as Version One (draft section 5.2).
         if rqst.sent_on_this_connection(x) {
-            self.close(x);
-            return Err(errno::ENOTCONN());
+            let xid = u64::from(u32::from_be(rqst.xid_be()));
+            let again = ep.shared().resend_xid.compare_exchange(xid, NO_XID, Ordering::AcqRel, Ordering::Relaxed);
+            if again.is_err() {
+                self.close(x);
+                return Err(errno::ENOTCONN());
+            }
         }
         let Some(slot) = self.slots.slot_of(rqst) else {
             return Err(EINVAL);
@@ -780,7 +839,22 @@ struct EpShared {
     slots: Arc<SlotTable<ReqState>>,
     bc: Arc<BcPool>,
     stats: Arc<Stats>,
+    /// The protocol version of this connection.
+    #[pin]
+    version: SpinLock<ConnVersion>,
+    /// The server, for remembering which version it speaks.
+    server_key: u64,
+    /// XID of the probe refused with ERR_VERS: it is sent again, as
+    /// Version One, on this same connection (draft section 5.2).
+    resend_xid: AtomicU64,
+    /// Version Two: the server's transport characteristics, as its
+    /// ROPT_INITXCH and ROPT_UPDXCH messages told them (xcharext).
+    #[pin]
+    peer_xch: SpinLock<Characteristics>,
 }
+
+/// No XID (for [`EpShared::resend_xid`]).
+const NO_XID: u64 = u64::MAX;
 
 impl EpShared {
     fn new(
@@ -790,7 +864,13 @@ impl EpShared {
         bc: Arc<BcPool>,
         stats: Arc<Stats>,
     ) -> impl PinInit<Self, Error> {
+        let server_key = vers::server_key(xprt.peer_bytes());
+        let start = vers::start(server_key, params::max_inline_read());
         try_pin_init!(EpShared {
+            version <- new_spinlock!(start, "rpcrdma_rs:version"),
+            server_key,
+            resend_xid: AtomicU64::new(NO_XID),
+            peer_xch <- new_spinlock!(Characteristics::DEFAULT, "rpcrdma_rs:peer_xch"),
             xprt,
             state <- new_spinlock!((CmState::Idle, None), "rpcrdma_rs:cm_state"),
             changed <- new_condvar!("rpcrdma_rs:cm_changed"),
@@ -833,6 +913,35 @@ impl EpShared {
         }
     }
 
+    /// The inline thresholds in force now, `(calls, replies)`: 1024 while
+    /// the Version Two probe is out, the RFC 8797 exchange for Version One,
+    /// Version Two's 4096 default (bounded by our buffers) for Version Two.
+    fn inline(&self) -> (u32, u32) {
+        let n = self.negotiated();
+        let st = *self.version.lock();
+        match st {
+            ConnVersion::Neg(v2::Negotiation::Settled(Version::V1)) => (n.send_threshold, n.recv_threshold),
+            ConnVersion::Neg(v2::Negotiation::Settled(Version::V2)) => {
+                // Calls: as large as the server says it can receive (its
+                // Receive Buffer Size, 4096 until it says otherwise) and our
+                // Send buffers hold. Replies: the 4096 default the server
+                // assumes of us, though our buffers may be larger.
+                let d = Version::V2.default_inline_threshold();
+                let rbsiz = self.peer_xch.lock().rbsiz;
+                (rbsiz.min(params::max_inline_write()), d.min(params::max_inline_read()))
+            }
+            _ => {
+                let d = v2::NEGOTIATION_MAX_MESSAGE;
+                (d.min(n.send_threshold), d.min(n.recv_threshold))
+            }
+        }
+    }
+
+    /// True if this connection settled on Version Two.
+    fn is_v2(&self) -> bool {
+        *self.version.lock() == ConnVersion::Neg(v2::Negotiation::Settled(Version::V2))
+    }
+
     fn negotiated(&self) -> cm::Negotiated {
         self.state.lock().1.unwrap_or(cm::negotiate(
             cm::DEFAULT_INLINE_SIZE,
@@ -867,48 +976,62 @@ impl EpShared {
     }
 
     fn reply(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) {
-        let limits = v1::Limits::DEFAULT;
-        let (hdr, payload) = match v1::Header::decode_split(data, &limits) {
-            Ok(h) => h,
-            Err(_) => {
-                // Unparseable (short, wrong version, bad procedure): drop it.
-                self.count_bad_reply();
-                return;
-            }
+        if !self.settle_version(conn, data, invalidated) {
+            return;
+        }
+        let decoded = if self.is_v2() { Incoming::decode_v2(data) } else { Incoming::decode_v1(data) };
+        let Some(inc) = decoded else {
+            // Unparseable (short, wrong version, bad procedure): drop it.
+            self.count_bad_reply();
+            return;
         };
         self.xprt.clear_reestablish_timeout();
-        match &hdr.body {
-            v1::Body::Msg(c) if is_backward_call(hdr.xid, payload) => {
-                if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() {
+        match &inc.kind {
+            // Version One tells a backward call by its RPC message, Version
+            // Two also by the header's direction (they must agree).
+            Kind::Msg(c, dir) if *dir == Some(v2::Direction::Call) || (dir.is_none() && is_backward_call(inc.xid, inc.payload)) => {
+                if !is_backward_call(inc.xid, inc.payload) {
+                    self.count_bad_reply();
+                } else if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() {
                     // Its credit field asks for reverse credits; it is no
                     // grant of forward ones (RFC 8167 section 4.1).
-                    self.backward_call(payload);
+                    self.backward_call(inc.payload);
                 } else {
-                    self.refuse_backward_chunks(conn, hdr.xid);
+                    self.refuse_backward_chunks(conn, inc.xid);
                 }
                 return;
             }
             // No reply carries a Read list: this can only be a backward call
             // sent as a Long Call.
-            v1::Body::NoMsg(c) if !c.reads.is_empty() => {
-                self.refuse_backward_chunks(conn, hdr.xid);
+            Kind::NoMsg(c, dir) if *dir == Some(v2::Direction::Call) || !c.reads.is_empty() => {
+                self.refuse_backward_chunks(conn, inc.xid);
+                return;
+            }
+            Kind::Optional(o) => {
+                self.optional(conn, inc.xid, o);
                 return;
             }
             _ => {}
         }
         let max = self.max_requests.load(Ordering::Relaxed);
-        let grant = credits::sanitize_grant(hdr.credits, max);
+        let grant = credits::sanitize_grant(inc.credits, max);
         if self.credits.swap(grant, Ordering::Relaxed) != grant {
             self.xprt.set_credits(grant);
         }
-        let Some(rqst) = self.xprt.lookup(hdr.xid.to_be()) else {
+        let Some((rqst, shape)) = self.take_request(conn, inc.xid, invalidated) else {
             // No such XID (a late reply, or a backchannel call): the counter
             // SUNRPC keeps for TCP counts it in `bad_xids`; we count it here.
             self.count_bad_reply();
             return;
         };
-        // Take the request's regions back before its data is used: after
-        // this the server can no longer write into them (RFC 8166 s. 3.4.5).
+        self.complete(rqst, &inc.kind, inc.payload, shape);
+    }
+
+    /// Finds the request `xid` and takes its regions and Send back: after
+    /// this the server can no longer write into them (RFC 8166 s. 3.4.5),
+    /// and the call's pages are free. Sleeps.
+    fn take_request(&self, conn: &Live<'_, Self>, xid: u32, invalidated: Option<u32>) -> Option<(PinnedRqst, ReplyShape)> {
+        let rqst = self.xprt.lookup(xid.to_be())?;
         let (mut reg, mut sent, shape) = match self.slots.slot_of_pinned(&rqst) {
             Some(slot) => {
                 let mut st = slot.state().lock();
@@ -927,7 +1050,155 @@ impl EpShared {
         // The reply can overtake the Send's completion: the call's pages go
         // back to SUNRPC only once the HCA is done reading them.
         conn.wait_sent(&mut sent);
-        self.complete(rqst, &hdr, payload, shape);
+        Some((rqst, shape))
+    }
+
+    /// While the Version Two probe is out, its answer settles the
+    /// connection's version (draft section 5). Returns false if `data` was
+    /// consumed here.
+    fn settle_version(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) -> bool {
+        let decision = {
+            let mut g = self.version.lock();
+            match &mut *g {
+                ConnVersion::Neg(n @ v2::Negotiation::Probing { .. }) => n.on_reply(data),
+                _ => return true,
+            }
+        };
+        let addr = self.xprt.addr_str();
+        match decision {
+            Decision::NotForProbe => true,
+            Decision::UseV2 { .. } | Decision::RejectedV2(_) => {
+                V2_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+                pr_info!("{}: using RPC-over-RDMA Version Two\n", addr);
+                if let Ok(p) = v1::peek(data) {
+                    self.send_initxch(conn, p.xid);
+                }
+                true
+            }
+            Decision::FallBackToV1 { low, high } => {
+                // The same call goes again, as Version One, on this same
+                // connection; later connections start with Version One.
+                V1_FALLBACKS.fetch_add(1, Ordering::Relaxed);
+                vers::remember_v1_only(self.server_key);
+                pr_info!("{}: server speaks RPC-over-RDMA versions {}..{}, not Two: using Version One\n", addr, low, high);
+                let Ok(p) = v1::peek(data) else { return false };
+                self.resend_xid.store(u64::from(p.xid), Ordering::Release);
+                if let Some((rqst, _)) = self.take_request(conn, p.xid, invalidated) {
+                    // SUNRPC encodes and transmits it again (call_status).
+                    rqst.fail(EAGAIN);
+                }
+                false
+            }
+            Decision::NoCommonVersion { low, high } => {
+                pr_warn!("{}: server speaks RPC-over-RDMA versions {}..{} only, none of ours\n", addr, low, high);
+                if let Ok(p) = v1::peek(data) {
+                    if let Some((rqst, _)) = self.take_request(conn, p.xid, invalidated) {
+                        rqst.fail(errno::EPROTONOSUPPORT());
+                    }
+                }
+                false
+            }
+            Decision::UnexpectedVersion(_) | Decision::Malformed(_) => {
+                // Not an answer a Version Two server gives: speak Version
+                // One to it from now on.
+                self.count_bad_reply();
+                vers::remember_v1_only(self.server_key);
+                self.force_disconnect();
+                false
+            }
+        }
+    }
+
+    /// Our transport characteristics, as the first OPTIONAL message of a
+    /// Version Two connection (xcharext ROPT_INITXCH): the Receive buffer
+    /// size, that replies may use Send With Invalidate, and that backward
+    /// requests come inline. None of them changes during the connection.
+    fn send_initxch(&self, conn: &Live<'_, Self>, probe_xid: u32) {
+        let ours = Characteristics {
+            rbsiz: params::max_inline_read(),
+            req_rem_inv: true,
+            brs: xchar::BkReqSup::Inline,
+            ..Characteristics::DEFAULT
+        };
+        let vals: [Xchar<'_>; 3] = ours.as_xchars();
+        let fixed = [0b111u32];
+        let op = XchOp::InitXch { start: XcharSpec::from_slice(&vals), nochg: XcharSubset::from_words(&fixed) };
+        // An OPTIONAL message without payload takes an XID of the calls'
+        // XID space (draft 4.2.2); the server answers nothing to it.
+        let xid = probe_xid ^ 0x8000_0000;
+        let _ = conn.send(&Registration::empty(), |out| {
+            out.copy(|buf| op.encode_message(xid, BC_SLOTS as u32, v2::Direction::Call, buf).map_err(|_| EINVAL))
+        });
+    }
+
+    /// A Version Two RDMA2_OPTIONAL message. The transport characteristics
+    /// operations (xcharext) are understood; any other type is answered
+    /// with RDMA2_ERROR / ERR_INVAL_OPTION (draft section 3.1).
+    fn optional(&self, conn: &Live<'_, Self>, xid: u32, o: &v2::Optional<'_>) {
+        let err = |e: v2::ErrorBody| {
+            let h = v2::Header::error(xid, BC_SLOTS as u32, e);
+            let _ = conn.send(&Registration::empty(), |out| out.copy(|buf| h.encode(buf).map_err(|_| EINVAL)));
+        };
+        if !xchar::is_xchar_opttype(o.opttype) {
+            return err(v2::ErrorBody::InvalOption);
+        }
+        let op = match XchOp::from_optional(o) {
+            Ok(op) => op,
+            Err(e) => {
+                self.count_bad_reply();
+                return err(e.reply());
+            }
+        };
+        XCHAR_MESSAGES.fetch_add(1, Ordering::Relaxed);
+        match op {
+            XchOp::InitXch { .. } | XchOp::UpdXch { .. } => {
+                let before = self.peer_xch.lock().rbsiz;
+                let merged = self.peer_xch.lock().merge(&op, None);
+                let after = self.peer_xch.lock().rbsiz;
+                if let Ok(m) = merged {
+                    if m.inconsistent || !m.invalid.is_empty() {
+                        self.count_bad_reply();
+                    }
+                }
+                if before != after {
+                    pr_info!(
+                        "{}: server's receive buffer is {} bytes: calls up to {} bytes go inline\n",
+                        self.xprt.addr_str(),
+                        after,
+                        after.min(params::max_inline_write())
+                    );
+                }
+            }
+            XchOp::ReqXch { want } => {
+                // Our characteristics are fixed: a request for the values
+                // we already have is done, any other is rejected.
+                let rbsiz = params::max_inline_read();
+                let (mut done, mut rej, mut pend) = ([0u32; 8], [0u32; 8], [0u32; 8]);
+                let decide = |x: &Xchar<'_>| match x {
+                    Xchar::RecvBufSize(v) if *v == rbsiz => xchar::Disposition::Done,
+                    Xchar::ReqRemInv(true) => xchar::Disposition::Done,
+                    Xchar::BackwardRequest(xchar::BkReqSup::Inline) => xchar::Disposition::Done,
+                    _ => xchar::Disposition::Rejected,
+                };
+                let Ok(n) = xchar::respond_to_request(&want, decide, &mut done, &mut rej, &mut pend) else {
+                    return err(v2::ErrorBody::BadHeader);
+                };
+                let (d, r, p) = (&done[..n], &rej[..n], &pend[..n]);
+                let resp = XchOp::RespXch {
+                    done: XcharSubset::from_words(d),
+                    rej: XcharSubset::from_words(r),
+                    pend: XcharSubset::from_words(p),
+                };
+                // The answer takes the request's XID, and the direction of
+                // the side that answers.
+                let dir = if o.direction == v2::Direction::Call { v2::Direction::Reply } else { v2::Direction::Call };
+                let _ = conn.send(&Registration::empty(), |out| {
+                    out.copy(|buf| resp.encode_message(xid, BC_SLOTS as u32, dir, buf).map_err(|_| EINVAL))
+                });
+            }
+            // We never ask the server to change anything.
+            XchOp::RespXch { .. } => self.count_bad_reply(),
+        }
     }
 
     fn backward_call(&self, msg: &[u8]) {
@@ -963,9 +1234,19 @@ impl EpShared {
             pr_warn!("{}: backward call with chunks refused with ERR_CHUNK\n", self.xprt.addr_str());
         }
         self.count_bad_reply();
-        let err = v1::Body::Error(v1::ErrorBody::Chunk);
+        let v2 = self.is_v2();
         let sent = conn.send(&Registration::empty(), |out| {
-            out.copy(|buf| v1::encode(buf, xid, BC_SLOTS as u32, &err).map_err(|_| EINVAL))
+            out.copy(|buf| {
+                if v2 {
+                    // Version Two has no ERR_CHUNK: the closest is a header
+                    // we cannot process.
+                    let err = v2::Header::error(xid, BC_SLOTS as u32, v2::ErrorBody::BadHeader);
+                    err.encode(buf).map_err(|_| EINVAL)
+                } else {
+                    let err = v1::Body::Error(v1::ErrorBody::Chunk);
+                    v1::encode(buf, xid, BC_SLOTS as u32, &err).map_err(|_| EINVAL)
+                }
+            })
         });
         // With no Send buffer free the server's call times out instead.
         if let Ok(_copied_only) = sent {
@@ -973,16 +1254,16 @@ impl EpShared {
         }
     }
 
-    fn complete(&self, rqst: PinnedRqst, hdr: &v1::Header<'_>, payload: &[u8], shape: ReplyShape) {
+    fn complete(&self, rqst: PinnedRqst, kind: &Kind<'_>, payload: &[u8], shape: ReplyShape) {
         let bad = || {
             self.count_bad_reply();
             EIO
         };
-        match (&hdr.body, shape) {
-            (v1::Body::Msg(c), _) if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() => {
+        match (kind, shape) {
+            (Kind::Msg(c, _), _) if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() => {
                 rqst.complete_with(payload)
             }
-            (v1::Body::Msg(c), ReplyShape::WriteChunk(offered))
+            (Kind::Msg(c, _), ReplyShape::WriteChunk(offered))
                 if c.reads.is_empty() && c.writes.len() == 1 && c.reply.is_none() =>
             {
                 let returned = c.writes.iter().next().unwrap_or(v1::SegmentArray::EMPTY);
@@ -997,7 +1278,7 @@ impl EpShared {
                 self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
                 rqst.complete_write_chunk(payload, written as u32)
             }
-            (v1::Body::NoMsg(c), ReplyShape::ReplyChunk(offered)) if c.reads.is_empty() && c.writes.is_empty() => {
+            (Kind::NoMsg(c, _), ReplyShape::ReplyChunk(offered)) if c.reads.is_empty() && c.writes.is_empty() => {
                 let Some(reply) = c.reply.as_ref() else { return rqst.fail(bad()) };
                 let written = match v1::check_returned_chunk(offered.as_slice(), reply) {
                     Ok(n) => n,
@@ -1009,7 +1290,7 @@ impl EpShared {
                 self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
                 rqst.complete_reply_chunk(written as u32)
             }
-            (v1::Body::Error(_), _) => rqst.fail(EIO),
+            (Kind::Error, _) => rqst.fail(EIO),
             // Chunks we never offered, NOMSG without our Reply chunk, or a
             // retired procedure: fail this RPC.
             _ => rqst.fail(bad()),
@@ -1092,6 +1373,53 @@ impl ConnHandler for EpShared {
                 self.force_disconnect();
             }
         }
+    }
+}
+
+/// A received transport header, Version One or Two.
+struct Incoming<'a> {
+    xid: u32,
+    credits: u32,
+    kind: Kind<'a>,
+    /// What follows the header (the RPC message of an RDMA_MSG).
+    payload: &'a [u8],
+}
+
+/// What a received header says, whichever the version.
+enum Kind<'a> {
+    /// RDMA_MSG; Version Two also gives the direction.
+    Msg(v1::Chunks<'a>, Option<v2::Direction>),
+    /// RDMA_NOMSG; Version Two also gives the direction.
+    NoMsg(v1::Chunks<'a>, Option<v2::Direction>),
+    /// RDMA_ERROR (any code).
+    Error,
+    /// RDMA2_OPTIONAL.
+    Optional(v2::Optional<'a>),
+    /// RDMA_MSGP or RDMA_DONE, retired by RFC 8166.
+    Retired,
+}
+
+impl<'a> Incoming<'a> {
+    fn decode_v1(data: &'a [u8]) -> Option<Self> {
+        let (h, payload) = v1::Header::decode_split(data, &v1::Limits::DEFAULT).ok()?;
+        let kind = match h.body {
+            v1::Body::Msg(c) => Kind::Msg(c, None),
+            v1::Body::NoMsg(c) => Kind::NoMsg(c, None),
+            v1::Body::Error(_) => Kind::Error,
+            _ => Kind::Retired,
+        };
+        Some(Incoming { xid: h.xid, credits: h.credits, kind, payload })
+    }
+
+    fn decode_v2(data: &'a [u8]) -> Option<Self> {
+        let (h, payload) = v2::Header::decode(data).ok()?;
+        let kind = match h.body {
+            v2::Body::Msg(c) => Kind::Msg(c.lists, Some(c.direction)),
+            v2::Body::NoMsg(c) => Kind::NoMsg(c.lists, Some(c.direction)),
+            v2::Body::Error(_) => Kind::Error,
+            v2::Body::Optional(o) => Kind::Optional(o),
+        };
+        Some(Incoming { xid: h.xid, credits: h.credit, kind, payload })
     }
 }
 

@@ -505,6 +505,15 @@ impl<'a> Xprt<'a> {
         (&raw const self.get().addr).cast()
     }
 
+    /// The peer's socket address as bytes (family, port, address).
+    pub(crate) fn peer_bytes(&self) -> &[u8] {
+        let x = self.get();
+        let len = x.addrlen.min(core::mem::size_of_val(&x.addr));
+        // SAFETY: `addr` is plain data the transport owns for its whole
+        // life, at least `len` bytes long.
+        unsafe { core::slice::from_raw_parts((&raw const x.addr).cast::<u8>(), len) }
+    }
+
     /// The peer's address as text (`RPC_DISPLAY_ADDR`).
     pub(crate) fn addr_str(&self) -> &CStr {
         let p = self.get().address_strings[sys::rpc_display_format_t_RPC_DISPLAY_ADDR as usize];

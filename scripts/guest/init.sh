@@ -130,13 +130,15 @@ server)
         peer-list)
           /run/repo/tools/rdma-peer/target/release/rdma-peer --list > "$share/res.$id.tmp" 2>&1 ;;
         peer-start\ *)
-          # peer-start SCENARIO SECONDS [proxy]: the hostile peer on port
-          # 20050, in the background (tools/rdma-peer,
+          # peer-start SCENARIO SECONDS [proxy [v2]]: the hostile peer on
+          # port 20050, in the background (tools/rdma-peer,
           # Documentation/hostile-peer.rst); with "proxy" it serves knfsd's
-          # export, passing calls on to knfsd over TCP.
+          # export, passing calls on to knfsd over TCP; with "v2" it also
+          # speaks RPC-over-RDMA Version Two.
           set -- ${cmd#peer-start }
           pkill -x rdma-peer; sleep 0.2
           proxy=(); [ "${3:-}" = proxy ] && proxy=(--proxy 127.0.0.1:2049)
+          [ "${4:-}" = v2 ] && proxy+=(--v2)
           (/run/repo/tools/rdma-peer/target/release/rdma-peer --listen "$RDMARS_IP4:20050" \
             --scenario "$1" --seconds "${2:-60}" "${proxy[@]}" > /tmp/rdma-peer.log 2>&1 &)
           sleep 0.5

@@ -709,6 +709,61 @@ impl Negotiation {
     }
 }
 
+/// The Receive buffer a Version Two requester needs: the responder may
+/// send [`V2_DEFAULT_INLINE_THRESHOLD`] bytes inline as soon as it answers
+/// the probe.
+pub const V2_MIN_RECV_BUFFER: u32 = V2_DEFAULT_INLINE_THRESHOLD;
+
+/// The version state of one requester connection: before its first call,
+/// then the [`Negotiation`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnVersion {
+    /// The next call is the Version Two probe.
+    Unprobed,
+    /// Probing, or settled.
+    Neg(Negotiation),
+}
+
+impl ConnVersion {
+    /// How a new connection starts. `v1`/`v2`: the versions allowed;
+    /// `known_v1_only`: the responder refused or lost a probe before;
+    /// `recv_buffer`: our Receive buffer size. Probes unless Version Two is
+    /// not allowed, our buffers are too small for it, or the responder is
+    /// known not to speak it and Version One is allowed.
+    pub const fn start(v1: bool, v2: bool, known_v1_only: bool, recv_buffer: u32) -> ConnVersion {
+        let v2_possible = v2 && recv_buffer >= V2_MIN_RECV_BUFFER;
+        if v2_possible && !(v1 && known_v1_only) {
+            ConnVersion::Unprobed
+        } else if v1 || !v2 {
+            ConnVersion::Neg(Negotiation::settled(Version::V1))
+        } else {
+            // Version Two only, and our buffers cannot take it.
+            ConnVersion::Neg(Negotiation::Failed)
+        }
+    }
+
+    /// The version to encode the call with XID `xid` in, and whether it is
+    /// (part of) the probe, which must fit [`NEGOTIATION_MAX_MESSAGE`];
+    /// `None` if there is no version in common.
+    pub fn for_call(&mut self, xid: u32) -> Option<(Version, bool)> {
+        match *self {
+            ConnVersion::Unprobed => {
+                *self = ConnVersion::Neg(Negotiation::start(xid));
+                Some((Version::V2, true))
+            }
+            // One credit while probing: nothing else should be sent, but
+            // if it is, it goes as the probe did.
+            ConnVersion::Neg(Negotiation::Probing { .. }) => Some((Version::V2, true)),
+            ConnVersion::Neg(n) => n.version().map(|v| (v, false)),
+        }
+    }
+
+    /// True while the probe is outstanding.
+    pub const fn probing(&self) -> bool {
+        matches!(self, ConnVersion::Neg(Negotiation::Probing { .. }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testutil::{assert_encodes, mutated, Rng};
@@ -1186,5 +1241,34 @@ mod tests {
             }
         }
         assert!(ok > 1000, "mutations should still often decode: {ok}");
+    }
+
+    #[test]
+    fn connection_start_and_first_calls() {
+        let v1 = ConnVersion::Neg(Negotiation::settled(Version::V1));
+        // Default policy (2,1): probe a new responder, not a known one.
+        assert_eq!(ConnVersion::start(true, true, false, 4096), ConnVersion::Unprobed);
+        assert_eq!(ConnVersion::start(true, true, true, 4096), v1);
+        // Our Receive buffers too small for Version Two: no probe.
+        assert_eq!(ConnVersion::start(true, true, false, 1024), v1);
+        // versions=1, and versions=2 (probes even a known responder).
+        assert_eq!(ConnVersion::start(true, false, false, 4096), v1);
+        assert_eq!(ConnVersion::start(false, true, true, 4096), ConnVersion::Unprobed);
+        assert_eq!(ConnVersion::start(false, true, false, 1024), ConnVersion::Neg(Negotiation::Failed));
+        // The first call is the probe; calls while it is out go the same way.
+        let mut c = ConnVersion::Unprobed;
+        assert_eq!(c.for_call(7), Some((Version::V2, true)));
+        assert!(c.probing());
+        assert_eq!(c.for_call(8), Some((Version::V2, true)));
+        // ERR_VERS 1..1 for the probe (Linux echoes rdma_vers 2).
+        let mut err = [0u8; 28];
+        let n = encode_version_error(7, 2, 1, 1, 1, &mut err).unwrap();
+        let ConnVersion::Neg(mut neg) = c else { panic!() };
+        assert_eq!(neg.on_reply(&err[..n]), Decision::FallBackToV1 { low: 1, high: 1 });
+        let mut c = ConnVersion::Neg(neg);
+        assert!(!c.probing());
+        assert_eq!(c.for_call(7), Some((Version::V1, false)));
+        let mut failed = ConnVersion::Neg(Negotiation::Failed);
+        assert_eq!(failed.for_call(9), None);
     }
 }

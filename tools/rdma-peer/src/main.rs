@@ -12,7 +12,12 @@
 //! line each, for the selftests to check.
 //!
 //!     rdma-peer --listen 198.18.0.1:20050 --scenario NAME [--seconds N]
-//!               [--proxy 127.0.0.1:2049]
+//!               [--proxy 127.0.0.1:2049] [--v2]
+//!
+//! Without `--v2` the peer speaks RPC-over-RDMA Version One only and
+//! answers any other version with ERR_VERS 1..1, as knfsd does. With
+//! `--v2` (proxy mode) it also speaks Version Two (draft-rpcrdma-version-two)
+//! to a client that calls in it, and answers in the version of each call.
 //!
 //! With `--proxy`, the peer serves real NFS instead: it passes every call on
 //! to the RPC server at that address over TCP and carries the reply back
@@ -32,7 +37,10 @@ use std::{
 };
 
 use proxy::{CallInfo, Chunk, Upstream};
-use rpcrdma_proto::{cm, v1};
+use rpcrdma_proto::{
+    cm, v1, v2,
+    xchar::{self, XchOp, Xchar, XcharSpec, XcharSubset},
+};
 use verbs::{Completion, Conn, Listener, Remote};
 
 /// The scenarios and what each does (Documentation/hostile-peer.rst says
@@ -68,6 +76,13 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("inv-stale", "(proxy) a reply is Send With Invalidate of an earlier RPC's rkey"),
     ("inv-other-rpc", "(proxy) a reply is Send With Invalidate of another pending RPC's rkey"),
     ("extra-sends", "(proxy) after a reply, 360 copies of it back to back: more Sends than the client has Receives"),
+    ("drop-first", "(proxy) the first message of the first connection gets no answer (a lost Version Two probe)"),
+    ("vers-none", "(proxy) Version Two calls get ERR_VERS 3..3: no version in common"),
+    ("v2-malformed", "(proxy, --v2) the first Version Two reply is a header cut after its direction word"),
+    ("v2-optional", "(proxy, --v2) after the first reply, an RDMA2_OPTIONAL call of an unknown type"),
+    ("xch-big", "(proxy, --v2) ROPT_INITXCH announces an 8 KiB Receive buffer"),
+    ("xch-upd", "(proxy, --v2) ROPT_INITXCH says 4 KiB, ROPT_UPDXCH raises it to 8 KiB after 15 calls"),
+    ("xch-req", "(proxy, --v2) after the first reply, ROPT_REQXCH asks the client for a 2 KiB Receive buffer"),
 ];
 
 /// What the peer advertises in its CM private data: its send and receive
@@ -162,6 +177,38 @@ struct Peer {
     held: Option<Vec<u8>>,
     /// Proxy mode: calls answered.
     calls: u32,
+    /// Speak Version Two to clients that call in it.
+    v2: bool,
+    /// Messages received on all connections.
+    received: u32,
+    /// Version Two: the client's Receive buffer size (its ROPT_INITXCH).
+    client_rbsiz: u32,
+    /// Version Two: our ROPT_INITXCH went out on this connection.
+    sent_initxch: bool,
+    /// The last call was in Version Two.
+    last_v2: bool,
+}
+
+/// A call as the proxy reads it, in either version.
+struct Incoming<'a> {
+    xid: u32,
+    v2: bool,
+    chunks: v1::Chunks<'a>,
+    inline: &'a [u8],
+}
+
+/// Encodes a reply header of the given version: RDMA_MSG, or RDMA_NOMSG
+/// when the reply went in the Reply chunk.
+fn encode_reply(out: &mut [u8], v2: bool, xid: u32, nomsg: bool, lists: v1::ChunkLists<'_>) -> io::Result<usize> {
+    let r = if v2 {
+        let c = v2::Chunks { direction: v2::Direction::Reply, lists };
+        let body = if nomsg { v2::Body::NoMsg(c) } else { v2::Body::Msg(c) };
+        v2::Header { xid, credit: CREDITS, body }.encode(out).map_err(|e| format!("{e:?}"))
+    } else {
+        let body = if nomsg { v1::Body::NoMsg(lists) } else { v1::Body::Msg(lists) };
+        v1::encode(out, xid, CREDITS, &body).map_err(|e| format!("{e:?}"))
+    };
+    r.map_err(io::Error::other)
 }
 
 /// Every handle a call offered for its reply (Write chunks, Reply chunk).
@@ -272,9 +319,9 @@ impl Peer {
 impl Peer {
     /// Proxy mode: one message from the client.
     fn proxy(&mut self, conn: &mut Conn, msg: &[u8]) -> io::Result<()> {
-        let handles = match v1::Header::decode_split(msg, &v1::Limits::DEFAULT) {
-            Ok((h, _)) => h.body.chunks().map(reply_handles).unwrap_or_default(),
-            Err(_) => Vec::new(),
+        let handles = match self.parse(msg) {
+            Ok(Some(inc)) => reply_handles(&inc.chunks),
+            _ => Vec::new(),
         };
         let s = self.scenario.clone();
         let mut force_inv = None;
@@ -321,22 +368,103 @@ impl Peer {
         Ok(())
     }
 
+    /// Version Two: the transport characteristics messages the peer sends
+    /// (xcharext): its ROPT_INITXCH after the first reply, and what the
+    /// scenario adds.
+    fn xch(&mut self, conn: &mut Conn) -> io::Result<()> {
+        if !self.v2 || self.calls == 0 || !self.last_v2 {
+            return Ok(());
+        }
+        let mut out = [0u8; 256];
+        let reply = v2::Direction::Reply;
+        let s = self.scenario.clone();
+        if !self.sent_initxch {
+            self.sent_initxch = true;
+            let rbsiz = if s == "xch-big" { 8192 } else { 4096 };
+            let vals = [Xchar::RecvBufSize(rbsiz), Xchar::ReqRemInv(false), Xchar::BackwardRequest(xchar::BkReqSup::Inline)];
+            let op = XchOp::InitXch { start: XcharSpec::from_slice(&vals), nochg: XcharSubset::empty() };
+            let n = op.encode_message(0x7200_0001, CREDITS, reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
+            self.log.line(&format!("send ROPT_INITXCH rbsiz={rbsiz}"));
+            conn.send(&out[..n], None)?;
+            if s == "xch-req" {
+                let want = [Xchar::RecvBufSize(2048)];
+                let op = XchOp::ReqXch { want: XcharSpec::from_slice(&want) };
+                let n = op.encode_message(0x7200_0002, CREDITS, reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
+                self.log.line("send ROPT_REQXCH xid=0x72000002 rbsiz=2048");
+                conn.send(&out[..n], None)?;
+            }
+        }
+        if s == "xch-upd" && !self.done && self.calls >= 15 {
+            self.done = true;
+            let op = XchOp::UpdXch { now: Xchar::RecvBufSize(8192), pendclr: false };
+            let n = op.encode_message(0x7200_0003, CREDITS, reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
+            self.log.line("send ROPT_UPDXCH rbsiz=8192");
+            conn.send(&out[..n], None)?;
+        }
+        Ok(())
+    }
+
+    /// Reads a call in Version One or (with `--v2`) Two. `Ok(None)` for a
+    /// message that is not a call with chunk lists (logged).
+    fn parse<'m>(&mut self, msg: &'m [u8]) -> Result<Option<Incoming<'m>>, String> {
+        if self.v2 && v1::peek(msg).map(|p| p.vers) == Ok(2) {
+            let (h, inline) = v2::Header::decode(msg).map_err(|e| format!("recv undecodable Version Two header: {e:?}"))?;
+            return match h.body {
+                v2::Body::Msg(c) | v2::Body::NoMsg(c) if c.direction == v2::Direction::Call => {
+                    Ok(Some(Incoming { xid: h.xid, v2: true, chunks: c.lists, inline }))
+                }
+                v2::Body::Optional(o) if xchar::is_xchar_opttype(o.opttype) => {
+                    match XchOp::from_optional(&o) {
+                        Ok(op) => {
+                            if let XchOp::InitXch { start, .. } = &op {
+                                for x in start.iter() {
+                                    if let Xchar::RecvBufSize(n) = x {
+                                        self.client_rbsiz = n;
+                                    }
+                                }
+                            }
+                            self.log.line(&format!("recv Version Two xid={:#x}: xchar {op:?}", h.xid));
+                        }
+                        Err(e) => self.log.line(&format!("recv Version Two xid={:#x}: bad xchar message {e:?}", h.xid)),
+                    }
+                    Ok(None)
+                }
+                other => {
+                    self.log.line(&format!("recv Version Two xid={:#x}: {other:?}", h.xid));
+                    Ok(None)
+                }
+            };
+        }
+        let (hdr, inline) = v1::Header::decode_split(msg, &v1::Limits::DEFAULT)
+            .map_err(|e| format!("recv undecodable header ({} bytes): {e:?}", msg.len()))?;
+        match hdr.body.chunks() {
+            Some(c) => Ok(Some(Incoming { xid: hdr.xid, v2: false, chunks: *c, inline })),
+            None => {
+                self.log.line(&format!("recv xid={:#x} procedure {:?}", hdr.xid, hdr.body.procedure()));
+                Ok(None)
+            }
+        }
+    }
+
     /// Proxy mode: passes one call on and sends its reply back; returns
     /// the RPC-over-RDMA message sent, if it was sent inline.
     fn proxy_one(&mut self, conn: &mut Conn, msg: &[u8], force_inv: Option<u32>) -> io::Result<Option<Vec<u8>>> {
-        let (hdr, inline) = match v1::Header::decode_split(msg, &v1::Limits::DEFAULT) {
-            Ok(h) => h,
+        let inc = match self.parse(msg) {
+            Ok(Some(inc)) => inc,
+            Ok(None) => return Ok(None),
             Err(e) => {
-                self.log.line(&format!("recv undecodable header ({} bytes): {e:?}", msg.len()));
+                self.log.line(&e);
                 return Ok(None);
             }
         };
-        let Some(chunks) = hdr.body.chunks() else {
-            self.log.line(&format!("recv xid={:#x} procedure {:?}", hdr.xid, hdr.body.procedure()));
-            return Ok(None);
+        let (xid, is_v2, inline) = (inc.xid, inc.v2, inc.inline);
+        self.last_v2 = is_v2;
+        let chunks = &inc.chunks;
+        let err_chunk = |conn: &mut Conn| {
+            // Version Two has no ERR_CHUNK: BAD_HEADER is the nearest.
+            let e = if is_v2 { words(&[xid, 2, CREDITS, 4, 2]) } else { words(&[xid, 1, CREDITS, 4, 2]) };
+            conn.send_chain(&e, None, &[], true)
         };
-        let xid = hdr.xid;
-        let err_chunk = |conn: &mut Conn| conn.send_chain(&words(&[xid, 1, CREDITS, 4, 2]), None, &[], true);
         let mut pieces = Vec::new();
         for ch in chunks.reads.chunks() {
             let segs: Vec<Remote> = ch.segments.iter().map(|r| remote(&r.segment, r.segment.length as usize)).collect();
@@ -393,12 +521,15 @@ impl Peer {
                 _ => {}
             }
         }
-        let max_inline = self.client.recv_size.min(PEER_INLINE) as usize;
+        // Version Two's default inline threshold is 4096 both ways; Version
+        // One's comes from the client's CM private data (1024 without).
+        let max_inline = if is_v2 { self.client_rbsiz.min(verbs::SLOT as u32) } else { self.client.recv_size.min(PEER_INLINE) } as usize;
+        let hdr_extra = if is_v2 { 4 } else { 0 };
         let wrefs: Vec<&[v1::Segment]> = returned.iter().map(|c| c.as_slice()).collect();
         let lists = v1::ChunkLists { reads: &[], writes: &wrefs, reply: None };
         let mut out = vec![0u8; 1024];
-        let (sent_inline, how) = if v1::FIXED_HEADER_LEN + lists.encoded_len() + body.len() <= max_inline {
-            let n = v1::encode(&mut out, xid, CREDITS, &v1::Body::Msg(lists)).map_err(|e| io::Error::other(format!("{e:?}")))?;
+        let (sent_inline, how) = if v1::FIXED_HEADER_LEN + hdr_extra + lists.encoded_len() + body.len() <= max_inline {
+            let n = encode_reply(&mut out, is_v2, xid, false, lists)?;
             out.truncate(n);
             out.extend_from_slice(&body);
             (true, if ddp { "Write chunk" } else { "inline" })
@@ -413,7 +544,7 @@ impl Peer {
                 rdma.push((body[range.clone()].to_vec(), remote(&rc[i], range.len())));
             }
             let lists = v1::ChunkLists { reads: &[], writes: &wrefs, reply: Some(&rret) };
-            let n = v1::encode(&mut out, xid, CREDITS, &v1::Body::NoMsg(lists)).map_err(|e| io::Error::other(format!("{e:?}")))?;
+            let n = encode_reply(&mut out, is_v2, xid, true, lists)?;
             out.truncate(n);
             (false, "Reply chunk")
         } else {
@@ -422,10 +553,16 @@ impl Peer {
         };
         // Send With Invalidate when the client can take it and offered a
         // single region for its reply (as knfsd does).
+        if is_v2 && s == "v2-malformed" && !self.done {
+            self.done = true;
+            self.log.line(&format!("xid={xid:#x}: Version Two reply cut after its direction word"));
+            return conn.send_chain(&out[..20.min(out.len())], None, &[], true).map(|_| None);
+        }
         let offered = reply_handles(chunks);
         let inv = force_inv.or(if self.client.remote_invalidate && offered.len() == 1 { offered.first().copied() } else { None });
         self.log.line(&format!(
-            "xid={xid:#x} prog={} vers={} proc={}: {} reply bytes, {how}{}",
+            "xid={xid:#x} rpcrdma v{} prog={} vers={} proc={}: {} reply bytes, {how}{}",
+            if is_v2 { 2 } else { 1 },
             info.prog,
             info.vers,
             info.procedure,
@@ -448,7 +585,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let (Some(listen), Some(scenario)) = (opt("--listen"), opt("--scenario")) else {
-        eprintln!("usage: rdma-peer --listen ADDR:PORT --scenario NAME [--seconds N] [--proxy ADDR:PORT] | --list");
+        eprintln!("usage: rdma-peer --listen ADDR:PORT --scenario NAME [--seconds N] [--proxy ADDR:PORT] [--v2] | --list");
         return ExitCode::from(2);
     };
     let Ok(addr) = listen.parse::<SocketAddrV4>() else {
@@ -474,6 +611,11 @@ fn main() -> ExitCode {
         last_handles: Vec::new(),
         held: None,
         calls: 0,
+        v2: args.iter().any(|a| a == "--v2"),
+        received: 0,
+        client_rbsiz: xchar::DEFAULT_RBSIZ,
+        sent_initxch: false,
+        last_v2: false,
     };
     let listener = match Listener::bind(addr) {
         Ok(l) => l,
@@ -498,6 +640,8 @@ fn main() -> ExitCode {
                         }
                         peer.client = cm::PrivateData::find_or_default(&ev.private_data);
                         peer.held = None;
+                        peer.sent_initxch = false;
+                        peer.client_rbsiz = xchar::DEFAULT_RBSIZ;
                         // One connection at a time: a new one replaces the old.
                         conn = None;
                         match peer.accept_pdata() {
@@ -531,6 +675,37 @@ fn main() -> ExitCode {
             match c.poll() {
                 Ok(Some(Completion::Recv { slot, len })) => {
                     let msg = c.received(slot, len).to_vec();
+                    // A Version One server answers any other version with
+                    // ERR_VERS 1..1 (RFC 8166 section 4.5), echoing the
+                    // version asked for, as knfsd does.
+                    peer.received += 1;
+                    if peer.scenario == "drop-first" && peer.received == 1 {
+                        peer.log.line(&format!("dropping the first message ({} bytes)", msg.len()));
+                        if let Err(e) = c.post_recv(slot) {
+                            peer.log.line(&format!("repost failed: {e}"));
+                        }
+                        continue;
+                    }
+                    if let Ok(p) = v1::peek(&msg) {
+                        let (low, high) = match (peer.scenario.as_str(), peer.v2) {
+                            ("vers-none", _) => (3, 3),
+                            (_, true) => (1, 2),
+                            (_, false) => (1, 1),
+                        };
+                        let ours = p.vers == v1::VERSION || (p.vers == 2 && peer.v2);
+                        if !ours || (peer.scenario == "vers-none" && p.vers == 2) {
+                            let mut e = [0u8; 32];
+                            let n = v1::encode_err_vers_any_version(&mut e, p.xid, p.vers, CREDITS, low, high).unwrap_or(0);
+                            peer.log.line(&format!("recv xid={:#x} in version {}: ERR_VERS {low}..{high}", p.xid, p.vers));
+                            if let Err(e) = c.send(&e[..n], None) {
+                                peer.log.line(&format!("send failed: {e}"));
+                            }
+                            if let Err(e) = c.post_recv(slot) {
+                                peer.log.line(&format!("repost failed: {e}"));
+                            }
+                            continue;
+                        }
+                    }
                     if peer.upstream.is_some() {
                         // Repost first: the answer may take a while.
                         if let Err(e) = c.post_recv(slot) {
@@ -538,6 +713,19 @@ fn main() -> ExitCode {
                         }
                         if let Err(e) = peer.proxy(c, &msg) {
                             peer.log.line(&format!("proxy: {e}"));
+                        }
+                        if let Err(e) = peer.xch(c) {
+                            peer.log.line(&format!("xchar send failed: {e}"));
+                        }
+                        if peer.scenario == "v2-optional" && peer.v2 && !peer.done && peer.calls >= 1 {
+                            peer.done = true;
+                            // An OPTIONAL call with no payload, of a type
+                            // nobody defined (draft section 3.1).
+                            let m = words(&[0x7100_0001, 2, CREDITS, v2::RDMA2_OPTIONAL, 0, 0x7777, 4, 0xdead_beef]);
+                            peer.log.line("send RDMA2_OPTIONAL call xid=0x71000001 opttype 0x7777");
+                            if let Err(e) = c.send(&m, None) {
+                                peer.log.line(&format!("send failed: {e}"));
+                            }
                         }
                         continue;
                     }
