@@ -226,6 +226,12 @@ pub(crate) struct RdmaXprt {
     stats: Arc<Stats>,
     /// Receive buffers kept across connections.
     recv_cache: Arc<RecvCache>,
+    /// The connection being set up by the connect worker, so that
+    /// `shutdown` can abort it instead of waiting out its timeouts.
+    #[pin]
+    pending: SpinLock<Option<Arc<EpShared>>>,
+    /// Set by `shutdown`: no new connection may be set up.
+    dying: AtomicBool,
 }
 
 impl RdmaXprt {
@@ -245,6 +251,8 @@ impl RdmaXprt {
             bc,
             stats,
             recv_cache,
+            pending <- new_spinlock!(None, "rpcrdma_rs:pending"),
+            dying: AtomicBool::new(false),
         }))
     }
 
@@ -278,6 +286,11 @@ impl RdmaXprt {
             EpShared::new(x, self.max_requests, self.slots.clone(), self.bc.clone(), self.stats.clone()),
             GFP_KERNEL,
         )?;
+        // Visible to `shutdown` from now on; it aborts the waits below.
+        *self.pending.lock() = Some(shared.clone());
+        if self.dying.load(Ordering::SeqCst) {
+            return Err(errno::ECONNABORTED());
+        }
         // SAFETY: the transport's network namespace outlives the transport,
         // and so every connection of it.
         let mut conn = unsafe { Connection::new(x.net(), shared.clone())? };
@@ -546,6 +559,7 @@ impl DelayedWorkItem for RdmaXprt {
         self.disconnect();
         self.tried.store(true, Ordering::Relaxed);
         let result = self.establish();
+        *self.pending.lock() = None;
         let status = match result {
             Ok(ep) => {
                 let n = ep.shared().negotiated();
@@ -566,7 +580,14 @@ impl DelayedWorkItem for RdmaXprt {
             }
             Err(e) => {
                 pr_info!("cannot connect to {} port {}: error {}\n", x.addr_str(), x.port(), e.to_errno());
-                Err(e)
+                // No RDMA device for the route (one is being removed or not
+                // yet added): to SUNRPC a network that is down for now,
+                // retried after a delay, rather than an error for the RPC.
+                if e == ENODEV || e == errno::EADDRNOTAVAIL() {
+                    Err(errno::ENETUNREACH())
+                } else {
+                    Err(e)
+                }
             }
         };
         self.connecting.store(false, Ordering::Release);
@@ -805,6 +826,12 @@ impl rpc::Transport for RdmaXprt {
     }
 
     fn shutdown(&self, _x: Xprt<'_>) {
+        // A connect in progress (say, to a server that went away) gives up
+        // now rather than after its timeouts: the mount is gone.
+        self.dying.store(true, Ordering::SeqCst);
+        if let Some(shared) = self.pending.lock().clone() {
+            shared.abort();
+        }
         self.connect_work.cancel_sync();
         self.disconnect();
     }
@@ -833,6 +860,8 @@ struct EpShared {
     credits: AtomicU32,
     /// xprt_force_disconnect is asked for at most once per connection.
     disconnecting: AtomicBool,
+    /// The transport is going away: connection setup stops waiting.
+    aborted: AtomicBool,
     bad_reply: AtomicU64,
     mr_pages: AtomicU32,
     send_sges: AtomicU32,
@@ -877,6 +906,7 @@ impl EpShared {
             max_requests: AtomicU32::new(max_requests),
             credits: AtomicU32::new(1),
             disconnecting: AtomicBool::new(false),
+            aborted: AtomicBool::new(false),
             bad_reply: AtomicU64::new(0),
             mr_pages: AtomicU32::new(1),
             send_sges: AtomicU32::new(plan::MIN_SEND_SGES),
@@ -884,6 +914,12 @@ impl EpShared {
             bc,
             stats,
         })
+    }
+
+    /// Makes connection setup give up at its next wait, or now.
+    fn abort(&self) {
+        self.aborted.store(true, Ordering::Release);
+        self.set(CmState::Closed);
     }
 
     fn set(&self, s: CmState) {
@@ -896,6 +932,9 @@ impl EpShared {
         let mut left = rpc::ms_to_jiffies(ms) as i64;
         let mut g = self.state.lock();
         loop {
+            if self.aborted.load(Ordering::Acquire) {
+                return Err(errno::ECONNABORTED());
+            }
             match g.0 {
                 s if s == want => return Ok(()),
                 CmState::Failed(e) => return Err(Error::from_errno(e)),

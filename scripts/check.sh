@@ -79,9 +79,15 @@ fi
 # Leave a normal build behind for the guests (clippy builds no object).
 make -s module > /dev/null 2>&1
 
-# The hostile peer the selftests run in the server guest.
+# The hostile peer the selftests run in the server guest, and its own
+# unit tests (proxy-mode XDR helpers).
 if make -s peer > "$logdir/peer.log" 2>&1; then
   result pass "tools/rdma-peer builds"
+  (cd tools/rdma-peer && cargo test --release --color never) > "$logdir/peer-unit.log" 2>&1
+  grep -E '^test .* \.\.\. ' "$logdir/peer-unit.log" | sed 's/^/  /'
+  read -r pp pf < <(awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } } END { print p+0, f+0 }' "$logdir/peer-unit.log")
+  passed=$((passed + pp)); failed=$((failed + pf))
+  [ "$pp" -gt 0 ] || { tail -20 "$logdir/peer-unit.log"; result fail "tools/rdma-peer unit tests run"; }
 else
   tail -30 "$logdir/peer.log"; result fail "tools/rdma-peer builds"
 fi
@@ -90,7 +96,7 @@ fi
 selftests() {
   local tag=$1; shift
   log "guest selftests, $tag (two-guest testbed)"
-  # The whole suite takes about 15 minutes per pass under TCG.
+  # The suite takes about 15 minutes per pass under TCG.
   bash scripts/testbed.sh --timeout 3000 "$@" selftests/run_guest.sh 2>&1 | tee "$logdir/selftests.$tag.tap"
   local rc=${PIPESTATUS[0]} tap="$logdir/selftests.$tag.tap" sp sf ss planned
   ss=$(grep -cE '^ok [0-9]+ .*# SKIP' "$tap")

@@ -30,7 +30,7 @@ echo 0 > $state/rounds
     i=$((i + 1))
     fio --name=f --filename="$MNT/faults.$((i % 2))" --size=2M --bs=16k --rw=randwrite --direct=1 \
         --ioengine=libaio --iodepth=4 --verify=crc32c --verify_fatal=1 --do_verify=1 \
-        --rate=1m --output=$state/fio.$i > /dev/null 2>&1 ||
+        --rate=1m --output=$state/fio.$i > /dev/null 2>> $state/fio.$i ||
       { echo "$i" >> $state/failed; cp $state/fio.$i $state/fio.failed; }
     rm -f $state/fio.$i
     echo $i > $state/rounds
@@ -118,7 +118,14 @@ kill -0 $dd 2>/dev/null && fail "the stuck write survived umount -f"
 wait $dd; ddrc=$?
 diag "umount -f took $((t1 - t0)) s; the stuck write exited $ddrc: $(cat $state/dd)"
 [ $ddrc != 0 ] || fail "the stuck write reported success"
+# The transport goes with the mount, even while it was still trying to
+# reach the server: the module is free again within seconds.
+t1=$SECONDS
+while [ "$(cat /sys/module/rpcrdma_rs/refcnt 2>/dev/null || echo 0)" != 0 ] && [ $((SECONDS - t1)) -lt 60 ]; do sleep 1; done
+refs=$(cat /sys/module/rpcrdma_rs/refcnt)
+diag "rpcrdma_rs unused $((SECONDS - t1)) s after the unmount (refcnt $refs)"
 out=$(host_cmd "link server on"); printf '%s' "$out" | grep -q 'rc=0' || fail "link on: $out"
 trap - EXIT
+[ "$refs" = 0 ] || fail "rpcrdma_rs still in use 60 s after umount -f"
 unload rpcrdma_rs
 dmesg_assert_clean
