@@ -11,9 +11,8 @@
 # a normal mount to knfsd works.
 . "$(dirname "$0")/../lib.sh"
 # The C client's pass over the catalogue (its reactions, for comparison)
-# takes as long as ours; `make long-check` runs it (RDMARS_BASELINE_HOSTILE=1).
-[ "$XPRT_MOD" = rpcrdma_rs ] || [ "${RDMARS_BASELINE_HOSTILE:-0}" = 1 ] ||
-  skip "the C client's reactions are compared in make long-check"
+# takes as long as ours: only `make long-check` runs it.
+hostile_ours_only
 unload_all
 dmesg_mark
 PEER_OPTS="vers=4.0,proto=rdma,port=20050,retry=0,timeo=20,retrans=1"

@@ -20,8 +20,7 @@
 # After each, the data read through the peer matches the server's checksum
 # whenever a read succeeds, and the mount keeps working.
 . "$(dirname "$0")/../lib.sh"
-[ "$XPRT_MOD" = rpcrdma_rs ] || [ "${RDMARS_BASELINE_HOSTILE:-0}" = 1 ] ||
-  skip "the C client's reactions are compared in make long-check"
+hostile_ours_only
 unload_all
 dmesg_mark
 OPTS="vers=3,proto=rdma,port=20050,nolock,retry=0,timeo=50,retrans=3"
