@@ -21,6 +21,7 @@
 #                     (rpcrdma_rs loaded with max_inline_write=8192)
 #   xch-req (v2)      ROPT_REQXCH for a 2 KiB Receive buffer is answered
 #                     with ROPT_RESPXCH (rejected: ours are fixed)
+#   xch-resp (v2)     an ROPT_RESPXCH we never asked for: dropped, counted
 . "$(dirname "$0")/../lib.sh"
 only_ours
 unload_all
@@ -100,6 +101,19 @@ if peer xch-req v2; then
   printf '%s' "$LOG" | grep -q 'xid=0x72000002: xchar RespXch' || bad xch-req "no ROPT_RESPXCH came back"
 else
   bad xch-req "mount failed"; done_ xch-req
+fi
+[ "$fails" = "$f0" ] || show_log
+
+f0=$fails
+if peer xch-resp v2; then
+  b0=$(rs_counter bad_replies)
+  ls "$MNT" > /dev/null; sleep 2; ls "$MNT" > /dev/null || bad xch-resp "READDIR failed"
+  b1=$(rs_counter bad_replies)
+  done_ xch-resp
+  [ "$b1" -gt "$b0" ] || bad xch-resp "the unsolicited ROPT_RESPXCH was not counted as a bad reply"
+  printf '%s' "$LOG" | grep -q 'send ROPT_RESPXCH' || bad xch-resp "the peer sent no ROPT_RESPXCH"
+else
+  bad xch-resp "mount failed"; done_ xch-resp
 fi
 [ "$fails" = "$f0" ] || show_log
 

@@ -83,6 +83,7 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("xch-big", "(proxy, --v2) ROPT_INITXCH announces an 8 KiB Receive buffer"),
     ("xch-upd", "(proxy, --v2) ROPT_INITXCH says 4 KiB, ROPT_UPDXCH raises it to 8 KiB after 15 calls"),
     ("xch-req", "(proxy, --v2) after the first reply, ROPT_REQXCH asks the client for a 2 KiB Receive buffer"),
+    ("xch-resp", "(proxy, --v2) after the first reply, an ROPT_RESPXCH the client never asked for"),
 ];
 
 /// What the peer advertises in its CM private data: its send and receive
@@ -386,6 +387,13 @@ impl Peer {
             let n = op.encode_message(0x7200_0001, CREDITS, reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
             self.log.line(&format!("send ROPT_INITXCH rbsiz={rbsiz}"));
             conn.send(&out[..n], None)?;
+            if s == "xch-resp" {
+                let none = XcharSubset::empty();
+                let op = XchOp::RespXch { done: none, rej: none, pend: none };
+                let n = op.encode_message(0x7200_0004, CREDITS, reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
+                self.log.line("send ROPT_RESPXCH xid=0x72000004 (unsolicited)");
+                conn.send(&out[..n], None)?;
+            }
             if s == "xch-req" {
                 let want = [Xchar::RecvBufSize(2048)];
                 let op = XchOp::ReqXch { want: XcharSpec::from_slice(&want) };
