@@ -515,7 +515,9 @@ pub fn check_returned_chunk(offered: &[Segment], returned: &SegmentArray<'_>) ->
         return Err(ReturnedChunkError::TooManySegments { returned: returned.len(), offered: offered.len() });
     }
     let mut total = 0u64;
-    for (index, (got, want)) in returned.iter().zip(offered.iter()).enumerate() {
+    // Indexing a bounded range keeps the loop free of overflow checks.
+    for index in 0..returned.len() {
+        let (Some(got), Some(want)) = (returned.get(index), offered.get(index)) else { break };
         if got.handle != want.handle || got.offset != want.offset {
             return Err(ReturnedChunkError::ForeignSegment { index });
         }
