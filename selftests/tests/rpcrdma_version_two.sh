@@ -106,11 +106,12 @@ fi
 
 f0=$fails
 if peer xch-resp v2; then
-  b0=$(rs_counter bad_replies)
+  # The module was loaded afresh for this scenario: its counter starts at
+  # 0, and the RESPXCH comes right after the first reply, during the mount.
   ls "$MNT" > /dev/null; sleep 2; ls "$MNT" > /dev/null || bad xch-resp "READDIR failed"
   b1=$(rs_counter bad_replies)
   done_ xch-resp
-  [ "$b1" -gt "$b0" ] || bad xch-resp "the unsolicited ROPT_RESPXCH was not counted as a bad reply"
+  [ "$b1" -ge 1 ] || bad xch-resp "the unsolicited ROPT_RESPXCH was not counted as a bad reply"
   printf '%s' "$LOG" | grep -q 'send ROPT_RESPXCH' || bad xch-resp "the peer sent no ROPT_RESPXCH"
 else
   bad xch-resp "mount failed"; done_ xch-resp
