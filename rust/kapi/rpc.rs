@@ -308,10 +308,13 @@ impl BcPool {
         let Some(slot) = self.slots.iter().find(|s| core::ptr::eq(s.rqst.get(), rqst)) else {
             return;
         };
-        // SAFETY: the request was queued by `deliver`, which took a
-        // reference on its transport; this drops it, once.
-        unsafe { sys::xprt_put((*rqst).rq_xprt) };
+        // The slot goes back first: dropping the reference below may free
+        // the transport, and this pool with it.
         self.free.lock().push(slot.index);
+        // SAFETY: the request was queued by `deliver`, which took a
+        // reference on its transport; this drops it, once. Nothing of
+        // `self` is touched afterwards.
+        unsafe { sys::xprt_put((*rqst).rq_xprt) };
     }
 }
 
