@@ -115,10 +115,17 @@ check_inv-other-rpc() {
     bad inv-other-rpc "the second read returned wrong data"
 }
 check_extra-sends() {
-  # 16 READs each: the peer floods after its tenth call.
-  [ "$(read_file peer.dat)" = "$want" ] || bad extra-sends "data wrong during the extra Sends"
+  # 16 READs each: the peer floods after its tenth call. A READ may fail
+  # while the flood lasts (a hostile peer may make an RPC fail); none may
+  # return wrong data, and the mount must work afterwards.
+  local got; got=$(read_file peer.dat)
+  case "$got" in
+    "$want") ;;
+    EIO) diag "  extra-sends: a READ failed during the flood (allowed)" ;;
+    *) bad extra-sends "a READ returned wrong data during the extra Sends" ;;
+  esac
   sleep 3
-  [ "$(read_file peer.dat)" = "$want" ] || bad extra-sends "data wrong after the extra Sends"
+  [ "$(read_file peer.dat)" = "$want" ] || bad extra-sends "data wrong or READ failed after the extra Sends"
   if [ "$XPRT_MOD" = rpcrdma_rs ]; then
     [ "$(( $(rs_counter bad_replies) - b0 ))" -ge 300 ] || bad extra-sends "only $(( $(rs_counter bad_replies) - b0 )) of 360 extra replies counted"
   fi
