@@ -720,7 +720,12 @@ fn main() -> ExitCode {
                             peer.log.line(&format!("repost failed: {e}"));
                         }
                         if let Err(e) = peer.proxy(c, &msg) {
-                            peer.log.line(&format!("proxy: {e}"));
+                            // An RDMA Write may still be pending from the
+                            // write area the next reply would reuse: give up
+                            // the connection rather than risk serving the
+                            // wrong bytes.
+                            peer.log.line(&format!("proxy: {e}: disconnecting"));
+                            c.disconnect();
                         }
                         if let Err(e) = peer.xch(c) {
                             peer.log.line(&format!("xchar send failed: {e}"));

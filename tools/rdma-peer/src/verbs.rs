@@ -333,10 +333,11 @@ impl Conn {
         self.poll_cq()
     }
 
-    /// Waits (up to 10 s) for the completion of work request `wr_id`;
-    /// keeps the others for [`Conn::poll`].
+    /// Waits (up to 120 s: a Send may wait out RNR retries behind a
+    /// flood) for the completion of work request `wr_id`; keeps the others
+    /// for [`Conn::poll`].
     fn wait_for(&mut self, wr_id: u64) -> io::Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(120);
         while Instant::now() < deadline {
             match self.poll_cq()? {
                 Some(Completion::Sent { wr_id: id }) if id == wr_id => return Ok(()),
@@ -347,7 +348,7 @@ impl Conn {
                 None => std::thread::sleep(Duration::from_micros(50)),
             }
         }
-        Err(io::Error::other("work request did not complete in 10 s"))
+        Err(io::Error::other("work request did not complete in 120 s"))
     }
 
     fn poll_cq(&mut self) -> io::Result<Option<Completion>> {
