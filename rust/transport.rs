@@ -1191,9 +1191,12 @@ impl EpShared {
         XCHAR_MESSAGES.fetch_add(1, Ordering::Relaxed);
         match op {
             XchOp::InitXch { .. } | XchOp::UpdXch { .. } => {
-                let before = self.peer_xch.lock().rbsiz;
-                let merged = self.peer_xch.lock().merge(&op, None);
-                let after = self.peer_xch.lock().rbsiz;
+                let (before, merged, after) = {
+                    let mut peer = self.peer_xch.lock();
+                    let before = peer.rbsiz;
+                    let merged = peer.merge(&op, None);
+                    (before, merged, peer.rbsiz)
+                };
                 if let Ok(m) = merged {
                     if m.inconsistent || !m.invalid.is_empty() {
                         self.count_bad_reply();
