@@ -428,6 +428,9 @@ impl Conn {
     /// Send completed, so the buffers may be reused at once.
     pub fn send_chain(&mut self, msg: &[u8], invalidate: Option<u32>, writes: &[(&[u8], Remote)], wait: bool) -> io::Result<()> {
         let slot = RECVS + self.next_send % SENDS;
+        // Unique per Send: several Sends share a slot, and waiting for the
+        // slot number could match an older Send and return too early.
+        let wr_id = ((self.next_send as u64) << 34) | slot as u64;
         self.next_send += 1;
         let n = msg.len().min(SLOT);
         self.buf[slot * SLOT..slot * SLOT + n].copy_from_slice(&msg[..n]);
@@ -435,7 +438,7 @@ impl Conn {
         let mut sge = sys::ibv_sge { addr: self.buf[slot * SLOT..].as_ptr() as u64, length: n as u32, lkey };
         // SAFETY: all zeroes is a valid send WR.
         let mut wr: sys::ibv_send_wr = unsafe { mem::zeroed() };
-        wr.wr_id = slot as u64;
+        wr.wr_id = wr_id;
         wr.sg_list = &mut sge;
         wr.num_sge = 1;
         wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
@@ -479,7 +482,7 @@ impl Conn {
             return Err(os_err("ibv_post_send"));
         }
         if wait {
-            self.wait_for(slot as u64)?;
+            self.wait_for(wr_id)?;
         }
         Ok(())
     }
