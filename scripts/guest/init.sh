@@ -121,12 +121,25 @@ server)
         perf-serve\ *)
           # perf-serve TOOL ARGS: a perftest server for one run, in the
           # background (benchmarks).
+          # Answers once the server listens on port 18515 (rdma_cm with -R,
+          # else TCP), so that the client never connects early.
           set -- ${cmd#perf-serve }
           case "$1" in
             ib_write_bw|ib_read_bw|ib_send_lat)
-              (timeout 120 "$@" > /tmp/perf-serve.log 2>&1 &); echo "rc=0" > "$share/res.$id.tmp" ;;
+              pkill -x ib_write_bw; pkill -x ib_read_bw; pkill -x ib_send_lat
+              for _ in $(seq 1 50); do pgrep -x 'ib_(write|read)_bw|ib_send_lat' > /dev/null || break; sleep 0.2; done
+              (timeout 120 "$@" > /tmp/perf-serve.log 2>&1 &)
+              rc=1
+              for _ in $(seq 1 100); do
+                { rdma resource show cm_id; ss -ltn; } 2>/dev/null | grep -q 'LISTEN.*:18515' && { rc=0; break; }
+                sleep 0.2
+              done
+              echo "rc=$rc $(tail -3 /tmp/perf-serve.log)" > "$share/res.$id.tmp" ;;
             *) echo "rc=1 not a perftest tool: $1" > "$share/res.$id.tmp" ;;
           esac ;;
+        perf-log)
+          # The output of the last perf-serve's server (why a run failed).
+          cat /tmp/perf-serve.log > "$share/res.$id.tmp" 2>&1 ;;
         peer-list)
           /run/repo/tools/rdma-peer/target/release/rdma-peer --list > "$share/res.$id.tmp" 2>&1 ;;
         peer-start\ *)
