@@ -76,7 +76,9 @@ long-check: module
 		env RDMARS_TEST_TIMEOUT=5400 RDMARS_FIO_SIZE=512M RDMARS_BIG_DIR_ENTRIES=50000 RDMARS_RECONNECT_INFLIGHT=1 \
 		selftests/run_guest.sh nfs_fio_verify nfs_large_directory nfs41_reconnect_callbacks
 	bash scripts/testbed.sh --timeout 3600 --client-module c \
-		env RDMARS_BASELINE_HOSTILE=1 selftests/run_guest.sh
+		env RDMARS_BASELINE_HOSTILE=1 RDMARS_PEER_TRUNCATIONS="0 3 4 8 12 15 16 24 27" selftests/run_guest.sh
+	bash scripts/testbed.sh --timeout 1800 \
+		env RDMARS_PEER_TRUNCATIONS="0 3 4 8 12 15 16 24 27" selftests/run_guest.sh hostile_peer
 	FUZZ_SECONDS=150 bash scripts/fuzz.sh
 
 clean:
