@@ -80,7 +80,7 @@ server4=198.18.0.1 client4=198.18.0.2 server6=2001:db8::1 client6=2001:db8::2
 
 boot() { # role ip4 ip6 mac netdev-args
   local role=$1
-  local append="console=ttyS0 panic=-1 oops=panic loglevel=6 root=hostroot rootfstype=9p"
+  local append="console=ttyS0 panic=-1 oops=panic loglevel=7 root=hostroot rootfstype=9p"
   append+=" rootflags=trans=virtio,version=9p2000.L,msize=262144,cache=loose ro"
   append+=" init=$repo/scripts/guest/init.sh RDMARS_ROLE=$role RDMARS_MODROOT=$run/modroot"
   append+=" RDMARS_IP4=$2 RDMARS_IP6=$3 RDMARS_SERVER4=$server4 RDMARS_SERVER6=$server6"

@@ -36,6 +36,24 @@ dmesg_assert_clean() {
 
 module_loaded() { grep -q "^$1 " /proc/modules; }
 
+# dump_stuck: what a test that saw I/O stall prints before failing: the
+# kernel's messages since the mark, the mount's transport line, SUNRPC's
+# pending tasks, the RDMA queue pairs, and the stacks of blocked tasks.
+dump_stuck() {
+  diag "kernel messages since the mark (last 40):"
+  dmesg_since_mark | tail -40 | sed 's/^/#   /'
+  diag "transport: $(grep -m1 'xprt:' /proc/self/mountstats)"
+  diag "pending RPC tasks:"
+  cat /sys/kernel/debug/sunrpc/rpc_clnt/*/tasks 2>/dev/null | head -20 | sed 's/^/#   /'
+  diag "RDMA: $(rdma link show 2>&1 | tr '\n' ' ')"
+  rdma resource show qp 2>&1 | head -10 | sed 's/^/#   /'
+  local m; m=$(dmesg | wc -l)
+  echo w > /proc/sysrq-trigger 2>/dev/null
+  sleep 1
+  diag "blocked tasks:"
+  dmesg | tail -n +"$((m + 1))" | grep -vE '^\[ *[0-9.]+\] *(\?|R[A-Z0-9]+:)' | head -120 | sed 's/^/#   /'
+}
+
 # Unloads a module if it is loaded; fails the test if it will not go.
 unload() {
   if module_loaded "$1"; then

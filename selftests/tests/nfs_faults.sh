@@ -49,7 +49,7 @@ trap cleanup EXIT
 resumed() {
   local want=$(( $(cat $state/rounds) + 2 )) t0=$SECONDS
   while [ "$(cat $state/rounds)" -lt $want ]; do
-    [ $((SECONDS - t0)) -lt 240 ] || fail "$1: I/O did not resume within 240 s"
+    [ $((SECONDS - t0)) -lt 240 ] || { dump_stuck; fail "$1: I/O did not resume within 240 s"; }
     sleep 1
   done
   diag "$1: I/O resumed after $((SECONDS - t0)) s (connects so far: $(rdma_xprt_field 3))"
