@@ -379,7 +379,7 @@ impl RdmaXprt {
         let shared = ep.shared();
         let xid = u32::from_be(rqst.xid_be());
         // The first call of a connection may be the Version Two probe.
-        let Some((version, _probe)) = shared.version.lock().for_call(xid) else {
+        let Some(version) = shared.version.lock().for_call(xid) else {
             return Err(errno::EPROTONOSUPPORT());
         };
         let (inline_send, inline_recv) = shared.inline();

@@ -742,19 +742,19 @@ impl ConnVersion {
         }
     }
 
-    /// The version to encode the call with XID `xid` in, and whether it is
-    /// (part of) the probe, which must fit [`NEGOTIATION_MAX_MESSAGE`];
-    /// `None` if there is no version in common.
-    pub fn for_call(&mut self, xid: u32) -> Option<(Version, bool)> {
+    /// The version to encode the call with XID `xid` in; `None` if there
+    /// is no version in common. The first call of a connection becomes the
+    /// probe: while it is out, calls must fit [`NEGOTIATION_MAX_MESSAGE`].
+    pub fn for_call(&mut self, xid: u32) -> Option<Version> {
         match *self {
             ConnVersion::Unprobed => {
                 *self = ConnVersion::Neg(Negotiation::start(xid));
-                Some((Version::V2, true))
+                Some(Version::V2)
             }
             // One credit while probing: nothing else should be sent, but
             // if it is, it goes as the probe did.
-            ConnVersion::Neg(Negotiation::Probing { .. }) => Some((Version::V2, true)),
-            ConnVersion::Neg(n) => n.version().map(|v| (v, false)),
+            ConnVersion::Neg(Negotiation::Probing { .. }) => Some(Version::V2),
+            ConnVersion::Neg(n) => n.version(),
         }
     }
 
@@ -1257,9 +1257,9 @@ mod tests {
         assert_eq!(ConnVersion::start(false, true, false, 1024), ConnVersion::Neg(Negotiation::Failed));
         // The first call is the probe; calls while it is out go the same way.
         let mut c = ConnVersion::Unprobed;
-        assert_eq!(c.for_call(7), Some((Version::V2, true)));
+        assert_eq!(c.for_call(7), Some(Version::V2));
         assert!(c.probing());
-        assert_eq!(c.for_call(8), Some((Version::V2, true)));
+        assert_eq!(c.for_call(8), Some(Version::V2));
         // ERR_VERS 1..1 for the probe (Linux echoes rdma_vers 2).
         let mut err = [0u8; 28];
         let n = encode_version_error(7, 2, 1, 1, 1, &mut err).unwrap();
@@ -1267,7 +1267,7 @@ mod tests {
         assert_eq!(neg.on_reply(&err[..n]), Decision::FallBackToV1 { low: 1, high: 1 });
         let mut c = ConnVersion::Neg(neg);
         assert!(!c.probing());
-        assert_eq!(c.for_call(7), Some((Version::V1, false)));
+        assert_eq!(c.for_call(7), Some(Version::V1));
         let mut failed = ConnVersion::Neg(Negotiation::Failed);
         assert_eq!(failed.for_call(9), None);
     }
