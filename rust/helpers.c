@@ -220,7 +220,8 @@ unsigned long rpcrdma_rs_page_size(void)
 
 bool rpcrdma_rs_ddp_allowed(const struct rpc_rqst *rqst)
 {
-	return !(rqst->rq_cred->cr_auth->au_flags & RPCAUTH_AUTH_DATATOUCH);
+	/* au_flags holds bit numbers: DATATOUCH is bit 1, not the mask 1. */
+	return !test_bit(RPCAUTH_AUTH_DATATOUCH, &rqst->rq_cred->cr_auth->au_flags);
 }
 
 struct dentry *rpcrdma_rs_debugfs_dir(void)
