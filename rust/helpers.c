@@ -162,6 +162,11 @@ void rpcrdma_rs_set_cwnd(struct rpc_xprt *xprt, unsigned long cwnd)
 	spin_unlock(&xprt->transport_lock);
 }
 
+void rpcrdma_rs_stamp_xmit(struct rpc_rqst *rqst)
+{
+	rqst->rq_xtime = ktime_get();
+}
+
 void rpcrdma_rs_init_delayed_work(struct delayed_work *dwork,
 		void (*fn)(struct work_struct *))
 {

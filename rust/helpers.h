@@ -63,6 +63,7 @@ struct rpc_rqst;
 struct rpc_rqst *rpcrdma_rs_lookup_and_pin_rqst(struct rpc_xprt *xprt, __be32 xid);
 void rpcrdma_rs_complete_and_unpin_rqst(struct rpc_rqst *rqst, int copied);
 void rpcrdma_rs_set_cwnd(struct rpc_xprt *xprt, unsigned long cwnd);
+void rpcrdma_rs_stamp_xmit(struct rpc_rqst *rqst);
 
 /* delayed work on system_long_wq */
 void rpcrdma_rs_init_delayed_work(struct delayed_work *dwork,

@@ -745,6 +745,7 @@ impl rpc::Transport for RdmaXprt {
         // posted: the slot stays locked until it holds this call's regions
         // and reply shape, so the Receive handler never finds them missing.
         // Nothing in `marshal` sleeps.
+        rqst.stamp_xmit();
         let mut st = slot.state().lock();
         let marshalled = self.marshal(&ep, rqst, &mut st.reg);
         let marshalled = match marshalled {

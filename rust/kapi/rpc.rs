@@ -815,6 +815,13 @@ impl Rqst<'_> {
         unsafe { sys::rpcrdma_rs_rpc_reply_expected(self.get().rq_task) != 0 }
     }
 
+    /// Records the time of transmission, from which SUNRPC's per-operation
+    /// statistics (mountstats RTT and queue time) are measured.
+    pub(crate) fn stamp_xmit(&self) {
+        // SAFETY: the field belongs to the sending task, which is us.
+        unsafe { sys::rpcrdma_rs_stamp_xmit(self.raw.as_ptr()) }
+    }
+
     /// Accounts a transmission.
     pub(crate) fn sent(&self, bytes: usize) {
         // SAFETY: these fields belong to the sending task, which is us.
