@@ -741,39 +741,34 @@ impl rpc::Transport for RdmaXprt {
         ep.conn.invalidate(&mut stale, None);
         ep.conn.wait_sent(&mut sent);
         let epoch = ep.conn.release_epoch();
+        rqst.stamp_xmit();
         // The reply can arrive on another CPU as soon as the Send is
         // posted: the slot stays locked until it holds this call's regions
         // and reply shape, so the Receive handler never finds them missing.
         // Nothing in `marshal` sleeps.
-        rqst.stamp_xmit();
         let mut st = slot.state().lock();
-        let marshalled = self.marshal(&ep, rqst, &mut st.reg);
-        let marshalled = match marshalled {
+        match self.marshal(&ep, rqst, &mut st.reg) {
             Ok((reply, sent)) => {
                 st.sent = sent;
                 st.reply = reply;
                 drop(st);
-                Ok(())
             }
             Err(e) => {
                 ep.conn.release_unposted(&mut st.reg);
                 drop(st);
-                Err(e)
+                if e == errno::ENOBUFS() {
+                    // Out of Send buffers or memory regions: wait for some.
+                    self.stats.empty_sendctx_q.fetch_add(1, Ordering::Relaxed);
+                    wait_for_space(x, &ep, epoch);
+                    return Err(EAGAIN);
+                }
+                if e == errno::ENOTCONN() {
+                    self.close(x);
+                    return Err(e);
+                }
+                self.stats.failed_marshal.fetch_add(1, Ordering::Relaxed);
+                return Err(EIO);
             }
-        };
-        if let Err(e) = marshalled {
-            if e == errno::ENOBUFS() {
-                // Out of Send buffers or memory regions: wait for some.
-                self.stats.empty_sendctx_q.fetch_add(1, Ordering::Relaxed);
-                wait_for_space(x, &ep, epoch);
-                return Err(EAGAIN);
-            }
-            if e == errno::ENOTCONN() {
-                self.close(x);
-                return Err(e);
-            }
-            self.stats.failed_marshal.fetch_add(1, Ordering::Relaxed);
-            return Err(EIO);
         }
         let len = rqst.send_len();
         rqst.sent(len);
