@@ -36,6 +36,15 @@ dmesg_assert_clean() {
 
 module_loaded() { grep -q "^$1 " /proc/modules; }
 
+# rxe_counters: this guest's soft-RoCE counters that are not zero.
+rxe_counters() {
+  local c v
+  for c in /sys/class/infiniband/*/ports/1/hw_counters/*; do
+    read -r v < "$c" && [ "$v" != 0 ] && printf '%s=%s ' "${c##*/}" "$v"
+  done
+  echo
+}
+
 # dump_stuck: what a test that saw I/O stall prints before failing: the
 # kernel's messages since the mark, the mount's transport line, SUNRPC's
 # pending tasks, the RDMA queue pairs, and the stacks of blocked tasks.

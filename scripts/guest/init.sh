@@ -96,14 +96,24 @@ server)
         append-all\ *)
           # append-all DIR: a local write to each entry-* file of DIR in
           # turn (each breaks a delegation on it); the total time and the
-          # longest single write.
+          # longest single write. Runs in the background, so that the
+          # client can ask for the server's state meanwhile.
           d=/srv/export/$(basename "${cmd#append-all }")
-          { s=$(date +%s%N); rc=0 max=0
+          ( s=$(date +%s%N); rc=0 max=0
             for f in "$d"/entry-*; do
               t=$(date +%s%N); echo x >> "$f" || rc=1
               t=$(( ($(date +%s%N) - t) / 1000000 )); [ $t -gt $max ] && max=$t
             done
-            echo "rc=$rc ms=$(( ($(date +%s%N) - s) / 1000000 )) max=$max"; } > "$share/res.$id.tmp" 2>&1 ;;
+            echo "rc=$rc ms=$(( ($(date +%s%N) - s) / 1000000 )) max=$max" > "$share/res.$id.tmp" 2>&1
+            mv "$share/res.$id.tmp" "$share/res.$id" ) &
+          continue ;;
+        rxe-counters)
+          # The server's soft-RoCE counters that are not zero.
+          ( cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null &&
+            for c in *; do read -r v < "$c"; [ "$v" != 0 ] && printf '%s=%s ' "$c" "$v"; done; echo ) > "$share/res.$id.tmp" 2>&1 ;;
+        cb-state)
+          # The callback channel state knfsd keeps for each client.
+          { grep -h 'callback state' /proc/fs/nfsd/clients/*/info | awk '{ print $3 }' | tr '\n' ' '; echo; } > "$share/res.$id.tmp" 2>&1 ;;
         mkfiles\ *)
           # mkfiles DIR N: N empty files made directly in the export.
           set -- ${cmd#mkfiles }
@@ -159,6 +169,9 @@ server)
         peer-stop)
           pkill -x rdma-peer; sleep 0.3
           cat /tmp/rdma-peer.log > "$share/res.$id.tmp" 2>&1 ;;
+        sysrq-w)
+          # The stacks of the server's blocked tasks, to its console.
+          { echo w > /proc/sysrq-trigger; echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
         nfsd-states)
           # What knfsd holds for its clients (callback state, delegations).
           for c in /proc/fs/nfsd/clients/*; do cat "$c/info" "$c/states"; done > "$share/res.$id.tmp" 2>&1 ;;

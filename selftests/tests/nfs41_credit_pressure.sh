@@ -52,9 +52,49 @@ for i in $(seq 1 $WORKERS); do
   ) &
   pids+=($!)
 done
+# A timeline, every 2 s: seconds since the start, workers alive, backward
+# calls so far, the transport's connects, sends and receives, the
+# DELEGRETURNs and session operations the client sent, and knfsd's
+# callback channel state. Printed when the run stalls or fails, so that a
+# flake shows when callbacks or traffic stopped.
+timeline=/tmp/press.timeline
+{ echo "client rxe at start: $(rxe_counters)"; echo "server rxe at start: $(server_cmd rxe-counters 10)"; } > $timeline
+(
+  t0=$SECONDS
+  while :; do
+    alive=0; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=$((alive + 1)); done
+    [ "$alive" = 0 ] && break
+    ops=$(awk '$1 == "xprt:" && $2 == "rdma" { x = "conn=" $5 " sends=" $8 " recvs=" $9 }
+      $1 ~ /^(DELEGRETURN|CREATE_SESSION|DESTROY_SESSION|BIND_CONN_TO_SESSION):$/ { o = o " " substr($1, 1, 6) "=" $2 }
+      END { print x o }' /proc/self/mountstats)
+    read -r up _ < /proc/uptime
+    echo "$((SECONDS - t0))s up=$up alive=$alive bc=$(( $(rs_counter backward_calls) - calls0 )) $ops cb=$(server_cmd cb-state 10)" >> $timeline
+    sleep 2
+  done
+) &
+sampler=$!
 recall=$(server_cmd "append-all press")
+# Every worker should be done within minutes; if not, record what the
+# client and the server are blocked on before waiting on.
+stalled=
+for _ in $(seq 1 300); do
+  alive=0; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=$((alive + 1)); done
+  [ "$alive" = 0 ] && break
+  sleep 1
+done
+if [ "$alive" != 0 ]; then
+  stalled="$alive workers still running 300 s after the recalls"
+  diag "$stalled: client and server state follow"
+  dump_stuck
+  server_cmd sysrq-w > /dev/null
+  server_cmd nfsd-states | grep -E 'callback|type' | sort | uniq -c | sed 's/^/#   server: /'
+fi
 failed=0
 for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
+kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
+{ echo "client rxe at end: $(rxe_counters)"; echo "server rxe at end: $(server_cmd rxe-counters 10)"; } >> $timeline
+# A copy in the testbed's share: kept with the run directory (--keep).
+cp $timeline "/run/share/press.timeline.$$" 2>/dev/null
 for fd in "${fds[@]}"; do exec {fd}<&-; done
 states=$(server_cmd nfsd-states)
 rnr1=$(rnr); calls=$(( $(cat /sys/kernel/debug/rpcrdma_rs/backward_calls 2>/dev/null || echo 0) - calls0 ))
@@ -67,6 +107,13 @@ ms=$(printf '%s' "$recall" | sed -n 's/.* ms=\([0-9]*\).*/\1/p')
 max=$(printf '%s' "$recall" | sed -n 's/.* max=\([0-9]*\).*/\1/p')
 diag "slots $slots, $WORKERS workers: $failed failed; 64 server writes over delegations took ${ms:-?} ms, the longest ${max:-?} ms"
 diag "delegations held $delegs; backward calls $calls; RNR NAKs $rnr0 -> $rnr1; delegated file sizes after: $sizes; bad replies $bad"
+# The timeline and both sides' soft-RoCE counters, when anything looks wrong.
+if [ -n "$stalled" ] || [ -z "$max" ] || [ "$max" -ge 40000 ] || [ "$failed" != 0 ] ||
+   { [ "$XPRT_MOD" = rpcrdma_rs ] && [ "$calls" -lt "$delegs" ]; }; then
+  diag "timeline:"
+  sed 's/^/#   /' $timeline
+fi
+[ -z "$stalled" ] || fail "$stalled"
 [ "$delegs" -ge 32 ] || fail "knfsd granted only $delegs of 64 delegations: too few recalls to test"
 [ "$slots" = $SLOTS ] || fail "the transport has $slots slots, not $SLOTS"
 [ "$failed" = 0 ] || fail "$failed workers failed (I/O error or data mismatch)"
