@@ -322,8 +322,12 @@ impl RdmaXprt {
         // Every outstanding call needs a Send and, with the backchannel, a
         // Receive; the device bounds both queues.
         // Each request may chain a REG_MR per region before its Send and a
-        // LOCAL_INV per region after its reply.
-        let per_request = 1 + 2 * rdma::MAX_MRS;
+        // LOCAL_INV per region after its reply. It has two Send buffers:
+        // a reply often arrives before the completion that gives its
+        // call's Send buffer back, and the next call on that slot must
+        // not wait for it (nor stall every other call, the backchannel's
+        // replies included, behind it).
+        let per_request = 2 + 2 * rdma::MAX_MRS;
         let recv_batch = credits::recv_batch(self.max_requests) as usize;
         let limit = (caps.max_qp_wr as usize).saturating_sub(BC_RECEIVES + recv_batch + 1) / per_request;
         let max_requests = (self.max_requests as usize).min(limit);
@@ -343,7 +347,7 @@ impl RdmaXprt {
             return Err(errno::EPROTONOSUPPORT());
         }
         conn.create_qp(QpConfig {
-            send_bufs: max_requests,
+            send_bufs: 2 * max_requests + BC_SLOTS,
             send_buf_size: inline_send as usize,
             send_sges,
             signal_interval: credits::default_signal_interval(max_requests as u32),
@@ -352,7 +356,7 @@ impl RdmaXprt {
             recv_batch,
             mrs: max_requests * 2,
             mr_pages,
-            send_wrs: max_requests * per_request,
+            send_wrs: max_requests * per_request + BC_SLOTS,
         }, &self.recv_cache)?;
         shared.max_requests.store(max_requests as u32, Ordering::Relaxed);
         shared.mr_pages.store(mr_pages, Ordering::Relaxed);

@@ -100,6 +100,9 @@ states=$(server_cmd nfsd-states)
 rnr1=$(rnr); calls=$(( $(cat /sys/kernel/debug/rpcrdma_rs/backward_calls 2>/dev/null || echo 0) - calls0 ))
 sizes=$(stat -c %s "$MNT"/press/entry-* | sort -u | tr '\n' ' ')
 bad=$(rdma_xprt_field 20)
+# Calls that found no free Send buffer (field 26, empty_sendctx_q) and
+# the RPCs sent: a call should almost never wait for one.
+nobuf=$(rdma_xprt_field 26); sent=$(rdma_xprt_field 6)
 rm -rf "$MNT/press"
 umount "$MNT" || fail "umount failed"
 unload $XPRT_MOD
@@ -107,6 +110,7 @@ ms=$(printf '%s' "$recall" | sed -n 's/.* ms=\([0-9]*\).*/\1/p')
 max=$(printf '%s' "$recall" | sed -n 's/.* max=\([0-9]*\).*/\1/p')
 diag "slots $slots, $WORKERS workers: $failed failed; 64 server writes over delegations took ${ms:-?} ms, the longest ${max:-?} ms"
 diag "delegations held $delegs; backward calls $calls; RNR NAKs $rnr0 -> $rnr1; delegated file sizes after: $sizes; bad replies $bad"
+diag "RPCs sent $sent; calls that waited for a Send buffer $nobuf"
 # The timeline and both sides' soft-RoCE counters, when anything looks wrong.
 if [ -n "$stalled" ] || [ -z "$max" ] || [ "$max" -ge 40000 ] || [ "$failed" != 0 ] ||
    { [ "$XPRT_MOD" = rpcrdma_rs ] && [ "$calls" -lt "$delegs" ]; }; then
@@ -127,6 +131,9 @@ printf '%s' "$recall" | grep -q 'rc=0' || fail "server writes failed: $recall"
 printf '%s' "$states" | grep -q 'callback state: UP' || fail "knfsd's callback channel is not up"
 [ "$rnr1" = "$rnr0" ] || fail "receiver-not-ready NAKs: $rnr0 -> $rnr1"
 [ "$bad" = 0 ] || fail "bad replies: $bad"
+# One wait per hundred RPCs at most (there were 2.5 per RPC with one Send
+# buffer per slot).
+[ "$((nobuf * 100))" -le "$sent" ] || fail "$nobuf of $sent calls waited for a Send buffer"
 if [ "$XPRT_MOD" = rpcrdma_rs ]; then
   [ "$calls" -ge "$delegs" ] || fail "$delegs delegations recalled but only $calls backward calls reached the client"
 fi
