@@ -162,6 +162,21 @@ void rpcrdma_rs_set_cwnd(struct rpc_xprt *xprt, unsigned long cwnd)
 	spin_unlock(&xprt->transport_lock);
 }
 
+void rpcrdma_rs_clear_rq_cong(struct rpc_xprt *xprt, struct rpc_rqst *rqst)
+{
+	spin_lock(&xprt->transport_lock);
+	rqst->rq_cong = 0;
+	spin_unlock(&xprt->transport_lock);
+}
+
+void rpcrdma_rs_reset_cong(struct rpc_xprt *xprt, unsigned long cwnd)
+{
+	spin_lock(&xprt->transport_lock);
+	xprt->cong = 0;
+	xprt->cwnd = cwnd;
+	spin_unlock(&xprt->transport_lock);
+}
+
 void rpcrdma_rs_stamp_xmit(struct rpc_rqst *rqst)
 {
 	rqst->rq_xtime = ktime_get();

@@ -575,8 +575,10 @@ impl DelayedWorkItem for RdmaXprt {
                     n.send_threshold,
                     n.recv_threshold
                 );
-                // RFC 8166 section 3.3.3: one credit until the peer says more.
-                x.set_credits(1);
+                // RFC 8166 section 3.3.3: credits do not outlive their
+                // connection; one credit until the peer says more.
+                self.slots.forget_cong(x);
+                x.reset_credits(1);
                 *self.ep.lock() = Some(ep);
                 x.count_connect();
                 x.set_connected();

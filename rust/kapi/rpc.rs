@@ -186,6 +186,19 @@ impl<D: Default> SlotTable<D> {
         self.put(slot);
     }
 
+    /// Credits are granted per connection (RFC 8166 section 3.3.3): a
+    /// request that held a congestion window slot on the old connection
+    /// must claim one again on the new. Call while connecting, when no
+    /// request is being sent, before [`Xprt::reset_credits`].
+    pub(crate) fn forget_cong(&self, x: Xprt<'_>) {
+        for slot in self.slots.iter() {
+            // SAFETY: valid transport; the request is this table's and
+            // stays allocated; the helper takes transport_lock, under
+            // which SUNRPC reads and changes `rq_cong`.
+            unsafe { sys::rpcrdma_rs_clear_rq_cong(x.as_ptr(), slot.rqst.get()) };
+        }
+    }
+
     /// The slot holding `rqst`, if it is one of this table's.
     pub(crate) fn slot_of(&self, rqst: &Rqst<'_>) -> Option<&Slot<D>> {
         self.slot_at(rqst.raw.as_ptr())
@@ -717,6 +730,15 @@ impl<'a> Xprt<'a> {
         let cwnd = crate::proto::credits::cwnd_from_credits(credits);
         // SAFETY: valid transport; the helper takes transport_lock.
         unsafe { sys::rpcrdma_rs_set_cwnd(self.raw.as_ptr(), cwnd as c_ulong) }
+    }
+
+    /// Starts a connection's credit accounting afresh: `credits` requests
+    /// in the congestion window and none counted in it. Clear every
+    /// request's own mark first ([`SlotTable::forget_cong`]).
+    pub(crate) fn reset_credits(&self, credits: u32) {
+        let cwnd = crate::proto::credits::cwnd_from_credits(credits);
+        // SAFETY: valid transport; the helper takes transport_lock.
+        unsafe { sys::rpcrdma_rs_reset_cong(self.raw.as_ptr(), cwnd as c_ulong) }
     }
 
     /// Wakes tasks waiting for Send buffers.
