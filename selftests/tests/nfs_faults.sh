@@ -45,11 +45,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# resumed WHAT: waits (up to 240 s) for two more fio jobs to finish.
+# resumed WHAT: waits (up to 240 s) for two more fio jobs to finish. A
+# recovery slower than 30 s leaves a snapshot of the pending RPCs and the
+# transport in the output (C recovers in under 10 s).
 resumed() {
-  local want=$(( $(cat $state/rounds) + 2 )) t0=$SECONDS
+  local want=$(( $(cat $state/rounds) + 2 )) t0=$SECONDS noted=
   while [ "$(cat $state/rounds)" -lt $want ]; do
     [ $((SECONDS - t0)) -lt 240 ] || { dump_stuck; fail "$1: I/O did not resume within 240 s"; }
+    if [ -z "$noted" ] && [ $((SECONDS - t0)) -ge 30 ]; then
+      noted=1
+      diag "$1: no I/O for 30 s; transport: $(grep -m1 'xprt:' /proc/self/mountstats)"
+      diag "pending RPC tasks:"
+      cat /sys/kernel/debug/sunrpc/rpc_clnt/*/tasks 2>/dev/null | head -12 | sed 's/^/#   /'
+      dmesg_since_mark | tail -6 | sed 's/^/#   /'
+    fi
     sleep 1
   done
   diag "$1: I/O resumed after $((SECONDS - t0)) s (connects so far: $(rdma_xprt_field 3))"
