@@ -164,6 +164,9 @@ def workloads(variant, rep):
     with Meter() as m:
         r = fio("qd64", "randread", "4k", 64, "bench.dat")
     emit(**base, workload="randread_4k_qd64", iops=r["iops"], cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs)
+    # The transport's counters so far (connects, backlog, Send buffer and
+    # LOCAL_INV waits...): what to look at first when QD64 falls short.
+    log(f"{variant} after qd64: {' '.join(xprt_line() or ['no xprt line'])}")
     # 1 MiB sequential reads and writes: throughput.
     with Meter() as m:
         r = fio("seqread", "read", "1m", 4, "bench.dat")
