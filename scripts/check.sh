@@ -101,7 +101,7 @@ selftests() {
   while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
   [ $# -gt 0 ] && { shift; names=("$@"); }
   log "guest selftests, $tag (two-guest testbed)"
-  # About 23 minutes over rpcrdma_rs under TCG, 4 for the baseline subset.
+  # 17-23 minutes over rpcrdma_rs under TCG, 2-4 for the baseline subset.
   bash scripts/testbed.sh --timeout 3000 "${opts[@]}" selftests/run_guest.sh "${names[@]}" 2>&1 | tee "$logdir/selftests.$tag.tap"
   local rc=${PIPESTATUS[0]} tap="$logdir/selftests.$tag.tap" sp sf ss planned
   ss=$(grep -cE '^ok [0-9]+ .*# SKIP' "$tap")
