@@ -45,15 +45,20 @@ rxe_counters() {
   echo
 }
 
-# dump_stuck: what a test that saw I/O stall prints before failing: the
-# kernel's messages since the mark, the mount's transport line, SUNRPC's
-# pending tasks, the RDMA queue pairs, and the stacks of blocked tasks.
-dump_stuck() {
-  diag "kernel messages since the mark (last 40):"
-  dmesg_since_mark | tail -40 | sed 's/^/#   /'
+# rpc_snapshot M T: the last M kernel messages since the mark, the mount's
+# transport line and the first T of SUNRPC's pending tasks.
+rpc_snapshot() {
+  diag "kernel messages since the mark (last $1):"
+  dmesg_since_mark | tail -"$1" | sed 's/^/#   /'
   diag "transport: $(grep -m1 'xprt:' /proc/self/mountstats)"
   diag "pending RPC tasks:"
-  cat /sys/kernel/debug/sunrpc/rpc_clnt/*/tasks 2>/dev/null | head -20 | sed 's/^/#   /'
+  cat /sys/kernel/debug/sunrpc/rpc_clnt/*/tasks 2>/dev/null | head -"$2" | sed 's/^/#   /'
+}
+
+# dump_stuck: what a test that saw I/O stall prints before failing: an
+# rpc_snapshot, the RDMA queue pairs, and the stacks of blocked tasks.
+dump_stuck() {
+  rpc_snapshot 40 20
   diag "RDMA: $(rdma link show 2>&1 | tr '\n' ' ')"
   rdma resource show qp 2>&1 | head -10 | sed 's/^/#   /'
   local m; m=$(dmesg | wc -l)

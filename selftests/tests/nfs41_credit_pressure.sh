@@ -38,7 +38,7 @@ done
 fds=()
 for f in "$MNT"/press/entry-*; do exec {fd}< "$f" && fds+=("$fd"); done
 delegs=$(server_cmd nfsd-states | grep -c 'type: deleg')
-rnr0=$(rnr); calls0=$(cat /sys/kernel/debug/rpcrdma_rs/backward_calls 2>/dev/null || echo 0)
+rnr0=$(rnr); calls0=$(rs_counter backward_calls)
 # The workers: fio threads, each writing its own 8 KiB file in 4 KiB
 # O_DIRECT blocks and reading it back to verify, $ROUNDS times. Threads,
 # not a process per worker: a fork storm starves the TCG guest's CPU, and
@@ -46,7 +46,7 @@ rnr0=$(rnr); calls0=$(cat /sys/kernel/debug/rpcrdma_rs/backward_calls 2>/dev/nul
 fio --name=press --directory="$MNT/press" --filename_format='w.$jobnum' --thread --numjobs=$WORKERS \
     --rw=write --bs=4k --size=8k --loops=$ROUNDS --direct=1 --ioengine=sync \
     --verify=crc32c --do_verify=1 --verify_fatal=1 --output=/tmp/press.fio > /dev/null 2>> /tmp/press.fio &
-pids=($!)
+fio_pid=$!
 # A timeline, every 2 s while fio runs: seconds since the start, backward
 # calls so far, the transport's connects, sends and receives, the
 # DELEGRETURNs and session operations the client sent, and knfsd's
@@ -57,7 +57,7 @@ timeline=/tmp/press.timeline
 (
   t0=$SECONDS
   while :; do
-    kill -0 "${pids[0]}" 2>/dev/null || break
+    kill -0 "$fio_pid" 2>/dev/null || break
     ops=$(awk '$1 == "xprt:" && $2 == "rdma" { x = "conn=" $5 " sends=" $8 " recvs=" $9 }
       $1 ~ /^(DELEGRETURN|CREATE_SESSION|DESTROY_SESSION|BIND_CONN_TO_SESSION):$/ { o = o " " substr($1, 1, 6) "=" $2 }
       END { print x o }' /proc/self/mountstats)
@@ -72,10 +72,10 @@ recall=$(server_cmd "append-all press")
 # client and the server are blocked on before waiting on.
 stalled=
 for _ in $(seq 1 300); do
-  kill -0 "${pids[0]}" 2>/dev/null || break
+  kill -0 "$fio_pid" 2>/dev/null || break
   sleep 1
 done
-if kill -0 "${pids[0]}" 2>/dev/null; then
+if kill -0 "$fio_pid" 2>/dev/null; then
   stalled="workers still running 300 s after the recalls"
   diag "$stalled: client and server state follow"
   dump_stuck
@@ -83,14 +83,14 @@ if kill -0 "${pids[0]}" 2>/dev/null; then
   server_cmd nfsd-states | grep -E 'callback|type' | sort | uniq -c | sed 's/^/#   server: /'
 fi
 failed=0
-wait "${pids[0]}" || failed=1
+wait "$fio_pid" || failed=1
 kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
 { echo "client rxe at end: $(rxe_counters)"; echo "server rxe at end: $(server_cmd rxe-counters 10)"; } >> $timeline
 # A copy in the testbed's share: kept with the run directory (--keep).
 cp $timeline "/run/share/press.timeline.$$" 2>/dev/null
 for fd in "${fds[@]}"; do exec {fd}<&-; done
 states=$(server_cmd nfsd-states)
-rnr1=$(rnr); calls=$(( $(cat /sys/kernel/debug/rpcrdma_rs/backward_calls 2>/dev/null || echo 0) - calls0 ))
+rnr1=$(rnr); calls=$(( $(rs_counter backward_calls) - calls0 ))
 sizes=$(stat -c %s "$MNT"/press/entry-* | sort -u | tr '\n' ' ')
 bad=$(rdma_xprt_field 20)
 # Calls that found no free Send buffer (field 26, empty_sendctx_q) and

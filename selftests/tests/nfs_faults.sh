@@ -54,10 +54,8 @@ resumed() {
     [ $((SECONDS - t0)) -lt 240 ] || { dump_stuck; fail "$1: I/O did not resume within 240 s"; }
     if [ -z "$noted" ] && [ $((SECONDS - t0)) -ge 30 ]; then
       noted=1
-      diag "$1: no I/O for 30 s; transport: $(grep -m1 'xprt:' /proc/self/mountstats)"
-      diag "pending RPC tasks:"
-      cat /sys/kernel/debug/sunrpc/rpc_clnt/*/tasks 2>/dev/null | head -12 | sed 's/^/#   /'
-      dmesg_since_mark | tail -6 | sed 's/^/#   /'
+      diag "$1: no I/O for 30 s"
+      rpc_snapshot 6 12
     fi
     sleep 1
   done
