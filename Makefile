@@ -15,6 +15,9 @@
 #                   hit callbacks in flight, every selftest over the C
 #                   client (the hostile peer included), fuzzing
 #   make debug-check  make check on the debug kernel (RDMARS_KERNEL=debug)
+#   make soak       an hour (SOAK_SECONDS) of mixed load, then umount and
+#                   rmmod: slab back where it started (RDMARS_KERNEL=debug
+#                   runs it on the debug kernel)
 #   make bench      rpcrdma_rs vs the C client, NFS/TCP and raw RDMA
 #                   (table, JSON and chart in bench-results/)
 #   make fuzz       cargo-fuzz every protocol decoder (FUZZ_SECONDS each)
@@ -29,7 +32,7 @@ KERNEL_DEP := kernel
 KDIR = $(shell bash scripts/build-kernel.sh --path)
 endif
 
-.PHONY: all demo check debug-check long-check bench setup kernel module peer unit selftests fuzz clippy clean
+.PHONY: all demo check debug-check soak long-check bench setup kernel module peer unit selftests fuzz clippy clean
 
 all: module
 
@@ -70,6 +73,12 @@ bench:
 # The whole suite on the debug kernel (KASAN, lockdep, kmemleak, ...).
 debug-check:
 	RDMARS_KERNEL=debug bash scripts/check.sh
+
+SOAK_SECONDS ?= 3600
+soak: module
+	bash scripts/testbed.sh --timeout $$(( $(SOAK_SECONDS) + 1800 )) \
+		env RDMARS_SOAK_SECONDS=$(SOAK_SECONDS) RDMARS_TEST_TIMEOUT=$$(( $(SOAK_SECONDS) + 1200 )) \
+		selftests/run_guest.sh long/soak
 
 long-check: module
 	bash scripts/testbed.sh --timeout 7200 \

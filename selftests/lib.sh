@@ -24,10 +24,11 @@ skip() { diag "SKIP: $*"; exit $KSFT_SKIP; }
 dmesg_mark() { DMESG_MARK=$(dmesg | wc -l); }
 dmesg_since_mark() { dmesg | tail -n +"$((DMESG_MARK + 1))"; }
 
-# Fails the test if the kernel warned, oopsed or reported a leak since the mark.
+# Fails the test if the kernel warned, oopsed, reported a leak or a hung
+# task since the mark.
 dmesg_assert_clean() {
   local bad
-  bad=$(dmesg_since_mark | grep -E 'WARNING:|BUG:|Oops|Call Trace|general protection|refcount_t:|kernel BUG|UBSAN|KASAN|leak' || true)
+  bad=$(dmesg_since_mark | grep -E 'WARNING:|BUG:|Oops|Call Trace|general protection|refcount_t:|kernel BUG|UBSAN|KASAN|leak|blocked for more than' || true)
   if [ -n "$bad" ]; then
     diag "kernel complained:"; printf '%s\n' "$bad" | sed 's/^/#   /'
     fail "dmesg is not clean"
@@ -90,8 +91,9 @@ nfs_mounted() { findmnt -n -t nfs,nfs4 "$MNT" > /dev/null; }
 # number, 1 = local port), or nothing if the mount is not over RDMA.
 rdma_xprt_field() { awk -v f="$1" '$1 == "xprt:" && $2 == "rdma" { print $(f + 2); exit }' /proc/self/mountstats; }
 
-# Mount options for rpcrdma_rs: NFSv3 (NFSv4.1 and later need the
-# backchannel, not implemented yet).
+# Mount options for the data tests: NFSv3, the simplest protocol to carry
+# (the nfs41_* tests and the soak mount NFSv4.1 and later, which need the
+# backchannel).
 RS_OPTS=${RS_OPTS:-vers=3,proto=rdma,port=20049,nolock,retry=0}
 RS_EXPORT=/srv/export
 

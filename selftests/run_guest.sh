@@ -2,14 +2,26 @@
 # SPDX-License-Identifier: GPL-2.0
 # kselftest-style runner: runs each selftests/tests/*.sh in the client guest
 # and reports TAP. Usage: run_guest.sh [TEST-NAME...]
+# A name with a slash is a path under selftests/ without ".sh": the long
+# suites (make soak) live in long/, out of the default run.
 cd "$(dirname "$0")" || exit 1
 if [ $# -gt 0 ]; then
-  tests=(); for t in "$@"; do tests+=("tests/$t.sh"); done
+  tests=()
+  for t in "$@"; do
+    case "$t" in */*) tests+=("$t.sh") ;; *) tests+=("tests/$t.sh") ;; esac
+  done
 else
   tests=(tests/*.sh)
 fi
+# On a kernel with kmemleak (the debug kernel), what leaked during the run
+# is one more test at the end; what leaked while booting is cleared first.
+kmemleak=/sys/kernel/debug/kmemleak
+extra=0
+if [ -w $kmemleak ]; then
+  extra=1; echo scan > $kmemleak; echo clear > $kmemleak
+fi
 echo "TAP version 13"
-echo "1..${#tests[@]}"
+echo "1..$(( ${#tests[@]} + extra ))"
 n=0 failed=0
 for t in "${tests[@]}"; do
   n=$((n + 1)); name=$(basename "$t" .sh)
@@ -30,4 +42,19 @@ for t in "${tests[@]}"; do
     *) echo "not ok $n selftests: rpcrdma_rs: $name # exit=$rc"; failed=1 ;;
   esac
 done
+if [ $extra = 1 ]; then
+  n=$((n + 1))
+  echo "# selftests: rpcrdma_rs: kmemleak"
+  # An object is reported once it is older than 5 s and unreferenced in
+  # two scans in a row.
+  sleep 6; echo scan > $kmemleak; sleep 6; echo scan > $kmemleak
+  leaks=$(cat $kmemleak)
+  if [ -z "$leaks" ]; then
+    echo "ok $n selftests: rpcrdma_rs: kmemleak"
+  else
+    printf '%s\n' "$leaks" | head -80 | sed 's/^/# /'
+    echo "not ok $n selftests: rpcrdma_rs: kmemleak # $(printf '%s\n' "$leaks" | grep -c '^unreferenced object') objects"
+    failed=1
+  fi
+fi
 exit $failed
