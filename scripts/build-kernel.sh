@@ -22,7 +22,8 @@ main() {
   key=$(kernel_cache_key)
   build="$CACHE_DIR/kernel-$key"
   if [ "${1:-}" = --path ]; then echo "$build"; return 0; fi
-  if [ -f "$build/.rpcrdma-rs-complete" ]; then echo "$build"; return 0; fi
+  local image; image=$(kernel_boot_image)
+  if [ -f "$build/.rpcrdma-rs-complete" ] && [ -f "$build/$image" ]; then echo "$build"; return 0; fi
 
   local tarball=/usr/src/linux-source-6.12.tar.xz
   [ -f "$tarball" ] || die "$tarball missing: run scripts/setup-host.sh"
@@ -47,10 +48,11 @@ main() {
   fi
 
   log "building the ${RDMARS_KERNEL:-regular} kernel (about 20 minutes on 2 cores from scratch; longer for debug)"
-  if ! kmake -j"$(nproc)" vmlinux modules >"$build/build.log" 2>&1; then
+  if ! kmake -j"$(nproc)" vmlinux modules "$(basename "$image")" >"$build/build.log" 2>&1; then
     tail -40 "$build/build.log" >&2
     die "kernel build failed (log: $build/build.log)"
   fi
+  [ -f "$build/$image" ] || die "the build left no $image"
   log "installing modules into $build/modroot"
   rm -rf "$build/modroot"
   kmake INSTALL_MOD_PATH="$build/modroot" modules_install >/dev/null

@@ -35,6 +35,18 @@ kernel_cache_key() {
   } | sha256sum | cut -c1-16
 }
 
+# The image QEMU boots, relative to the build directory. The regular kernel
+# boots its vmlinux directly through the PVH entry (no decompression). The
+# debug kernel cannot: its PVH entry calls instrumented library code
+# (memcmp, from hypervisor_cpuid_base) before KASAN's shadow memory exists
+# and triple-faults, so it boots a bzImage through the normal boot protocol.
+kernel_boot_image() {
+  case "${RDMARS_KERNEL:-regular}" in
+    debug) echo arch/x86/boot/bzImage ;;
+    *) echo vmlinux ;;
+  esac
+}
+
 # Build directory of the cached kernel, or nothing if it is not built yet.
 cached_kernel() {
   local d="$CACHE_DIR/kernel-$(kernel_cache_key)"

@@ -43,6 +43,8 @@ script=$(printf '%q ' "$@")
 
 kdir=$(cached_kernel) || true
 [ -n "$kdir" ] || die "no cached kernel: run 'make kernel' first"
+image="$kdir/$(kernel_boot_image)"
+[ -f "$image" ] || die "$image missing: run 'make kernel' (RDMARS_KERNEL=${RDMARS_KERNEL:-regular})"
 kver=$(cat "$kdir/include/config/kernel.release")
 ko="$repo/rpcrdma_rs.ko"
 [ -f "$ko" ] || die "$ko not built: run 'make module' first"
@@ -89,7 +91,7 @@ boot() { # role ip4 ip6 mac netdev-args
   # The script's command line is passed through a file: it may contain spaces.
   qemu-system-x86_64 -machine q35 -accel "$accel" -cpu max -smp "$smp" -m 2G \
     -display none -monitor "unix:$run/$role.mon,server=on,wait=off" -serial "file:$run/$role.console" -no-reboot \
-    -kernel "$kdir/vmlinux" -append "$append" \
+    -kernel "$image" -append "$append" \
     -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=root,mount_tag=hostroot \
     -fsdev "local,id=share,path=$run/share,security_model=none" \
