@@ -203,10 +203,21 @@ int rpcrdma_rs_dereg_mr(struct ib_mr *mr)
 	return ib_dereg_mr(mr);
 }
 
+/*
+ * A region's table is initialised once; each registration sets the entries
+ * it uses, clearing the end mark an earlier, shorter one may have left,
+ * and marks its own last entry.
+ */
 void rpcrdma_rs_sg_set_page(struct scatterlist *sg, struct page *page,
 		unsigned int len, unsigned int offset)
 {
 	sg_set_page(sg, page, len, offset);
+	sg_unmark_end(sg);
+}
+
+void rpcrdma_rs_sg_mark_end(struct scatterlist *sg)
+{
+	sg_mark_end(sg);
 }
 
 struct page *rpcrdma_rs_virt_to_page(const void *addr)

@@ -80,6 +80,7 @@ struct rpc_rqst;
 int rpcrdma_rs_dereg_mr(struct ib_mr *mr);
 void rpcrdma_rs_sg_set_page(struct scatterlist *sg, struct page *page,
 		unsigned int len, unsigned int offset);
+void rpcrdma_rs_sg_mark_end(struct scatterlist *sg);
 struct page *rpcrdma_rs_virt_to_page(const void *addr);
 int rpcrdma_rs_dma_map_sg(struct ib_device *device, struct scatterlist *sg,
 		int nents, bool to_device);

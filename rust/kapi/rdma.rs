@@ -917,19 +917,21 @@ impl<T: ConnHandler> Connection<T> {
         // SAFETY: the region was on the free list, so it is ours alone and
         // not in use by the HCA.
         let sg = unsafe { &mut *mr.sg.get() };
-        let cap = u32::try_from(sg.len()).unwrap_or(0);
-        // SAFETY: `sg` has `cap` entries.
-        unsafe { sys::sg_init_table(sg.as_mut_ptr(), cap) };
+        // The table was initialised when the region was made; `push` sets
+        // only the entries this registration uses (a one-page chunk does
+        // not rewrite the whole table).
         let mut w = SgWriter { sg: sg.as_mut_slice(), n: 0 };
         if let Err(e) = fill(&mut w) {
             give_back(mr);
             return Err(e);
         }
         let n = w.n;
-        if n == 0 {
+        let Some(last) = n.checked_sub(1).and_then(|i| sg.get_mut(i)) else {
             give_back(mr);
             return Err(EINVAL);
-        }
+        };
+        // SAFETY: an initialised entry of this region's table.
+        unsafe { sys::rpcrdma_rs_sg_mark_end(last) };
         // SAFETY: the entries were just set; the device is valid.
         let nents = unsafe { sys::rpcrdma_rs_dma_map_sg(verbs.device, sg.as_mut_ptr(), n as i32, to_device) };
         if nents <= 0 {
@@ -1287,7 +1289,7 @@ impl Mr {
     fn new<T: ConnHandler>(pd: *mut sys::ib_pd, pages: u32, index: usize) -> Result<Pin<KBox<Mr>>> {
         // SAFETY: `pd` is valid.
         let ibmr = from_err_ptr(unsafe { sys::ib_alloc_mr(pd, sys::ib_mr_type_IB_MR_TYPE_MEM_REG, pages) })?;
-        let sg = match KVec::from_elem(sys::scatterlist::default(), pages as usize, GFP_KERNEL) {
+        let mut sg = match KVec::from_elem(sys::scatterlist::default(), pages as usize, GFP_KERNEL) {
             Ok(sg) => sg,
             Err(e) => {
                 // SAFETY: allocated above, never used.
@@ -1295,6 +1297,8 @@ impl Mr {
                 return Err(e.into());
             }
         };
+        // SAFETY: `sg` has `pages` entries.
+        unsafe { sys::sg_init_table(sg.as_mut_ptr(), pages) };
         let mr = KBox::pin(
             Mr {
                 reg_cqe: Opaque::new(sys::ib_cqe { done: Some(reg_done::<T>) }),
