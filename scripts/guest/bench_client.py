@@ -16,6 +16,7 @@ Every measurement is printed as one line ``BENCH <json>``; the host turns
 them into the table, the JSON file and the chart (scripts/bench_report.py).
 """
 
+import glob
 import json
 import os
 import random
@@ -116,6 +117,22 @@ def rpcs():
     return int(line[7]) if line else 0
 
 
+def rxe_counters():
+    """This guest's soft-RoCE counters (retries, duplicates, NAKs...)."""
+    out = {}
+    for dev in glob.glob("/sys/class/infiniband/*/ports/1/hw_counters"):
+        for name in os.listdir(dev):
+            with open(f"{dev}/{name}") as f:
+                out[name] = out.get(name, 0) + int(f.read().split()[0])
+    return out
+
+
+def counters_moved(before, after):
+    """The counters that moved between two rxe_counters() readings."""
+    moved = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    return " ".join(f"{k}=+{v}" for k, v in sorted(moved.items())) or "none"
+
+
 def busy_jiffies():
     """CPU time spent not idle, all CPUs, in USER_HZ ticks."""
     with open("/proc/stat") as f:
@@ -161,12 +178,16 @@ def workloads(variant, rep):
          lat_p50_us=pct.get("50.000000", 0) / 1000, lat_p99_us=pct.get("99.000000", 0) / 1000,
          cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs)
     # 4 KiB random reads at queue depth 64: IOPS.
+    rxe0 = rxe_counters()
     with Meter() as m:
         r = fio("qd64", "randread", "4k", 64, "bench.dat")
     emit(**base, workload="randread_4k_qd64", iops=r["iops"], cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs)
     # The transport's counters so far (connects, backlog, Send buffer and
-    # LOCAL_INV waits...): what to look at first when QD64 falls short.
+    # LOCAL_INV waits...) and what soft-RoCE counted during the job
+    # (retransmissions, duplicates, NAKs): what to look at first when QD64
+    # falls short.
     log(f"{variant} after qd64: {' '.join(xprt_line() or ['no xprt line'])}")
+    log(f"{variant} rxe during qd64: {counters_moved(rxe0, rxe_counters())}")
     # 1 MiB sequential reads and writes: throughput.
     with Meter() as m:
         r = fio("seqread", "read", "1m", 4, "bench.dat")
