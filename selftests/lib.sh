@@ -37,6 +37,16 @@ dmesg_assert_clean() {
 
 module_loaded() { grep -q "^$1 " /proc/modules; }
 
+# True on the debug variant of the test kernel (kmemleak, KASAN, lockdep),
+# where everything runs several times slower. Tests that pick short RPC
+# timeouts to make the client give up or retry quickly stretch them there
+# (slow_timeo), so that a reconnect still fits before the RPC times out;
+# what they check stays the same.
+debug_kernel() { [ -e /sys/kernel/debug/kmemleak ]; }
+# slow_timeo DECISECONDS: a mount's timeo= value, five times longer on the
+# debug kernel.
+slow_timeo() { if debug_kernel; then echo $(( $1 * 5 )); else echo "$1"; fi; }
+
 # rxe_counters: this guest's soft-RoCE counters that are not zero.
 rxe_counters() {
   local c v
