@@ -244,11 +244,6 @@ void rpcrdma_rs_update_fast_reg_key(struct ib_mr *mr, u8 key)
 	ib_update_fast_reg_key(mr, key);
 }
 
-unsigned long rpcrdma_rs_page_size(void)
-{
-	return PAGE_SIZE;
-}
-
 bool rpcrdma_rs_ddp_allowed(const struct rpc_rqst *rqst)
 {
 	/* au_flags holds bit numbers: DATATOUCH is bit 1, not the mask 1. */

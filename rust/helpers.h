@@ -87,7 +87,6 @@ int rpcrdma_rs_dma_map_sg(struct ib_device *device, struct scatterlist *sg,
 void rpcrdma_rs_dma_unmap_sg(struct ib_device *device, struct scatterlist *sg,
 		int nents, bool to_device);
 void rpcrdma_rs_update_fast_reg_key(struct ib_mr *mr, u8 key);
-unsigned long rpcrdma_rs_page_size(void);
 bool rpcrdma_rs_ddp_allowed(const struct rpc_rqst *rqst);
 
 /* NFSv4.1 backchannel (RFC 8167): the generic helpers are not exported */

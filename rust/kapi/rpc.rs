@@ -875,8 +875,8 @@ pub(crate) enum Which {
 }
 
 fn page_size() -> u32 {
-    // SAFETY: returns a constant.
-    unsafe { sys::rpcrdma_rs_page_size() as u32 }
+    // A constant of the kernel build (4096 on the platforms we build for).
+    kernel::page::PAGE_SIZE as u32
 }
 
 fn desc(b: &sys::xdr_buf, send: bool) -> XdrBufDesc {

@@ -178,13 +178,21 @@ impl<'a> XdrWriter<'a> {
     }
 
     /// Encodes an unsigned 32-bit integer.
+    #[inline]
     pub fn put_u32(&mut self, v: u32) -> Result<(), XdrError> {
-        self.put_bytes(&v.to_be_bytes())
+        // A fixed-size store: headers are mostly 32-bit words, written on
+        // every call.
+        let out: &mut [u8; 4] = self.reserve(4)?.try_into().map_err(|_| XdrError::NoSpace)?;
+        *out = v.to_be_bytes();
+        Ok(())
     }
 
     /// Encodes an unsigned 64-bit hyper integer.
+    #[inline]
     pub fn put_u64(&mut self, v: u64) -> Result<(), XdrError> {
-        self.put_bytes(&v.to_be_bytes())
+        let out: &mut [u8; 8] = self.reserve(8)?.try_into().map_err(|_| XdrError::NoSpace)?;
+        *out = v.to_be_bytes();
+        Ok(())
     }
 
     /// Encodes a boolean.
@@ -217,11 +225,13 @@ impl<'a> XdrWriter<'a> {
 
 /// Copies `src` into `dst`, whose callers make both the same length.
 ///
-/// A zip rather than `copy_from_slice`, which would keep a length-mismatch
-/// panic wherever the optimizer cannot see the lengths agree.
+/// `copy_from_slice` (one `memcpy`) behind an explicit length test, so
+/// that no length-mismatch panic is left where the optimizer cannot see
+/// the lengths agree; a mismatch copies nothing.
+#[inline]
 fn copy(dst: &mut [u8], src: &[u8]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = *s;
+    if dst.len() == src.len() {
+        dst.copy_from_slice(src);
     }
 }
 
