@@ -101,8 +101,8 @@ selftests() {
   while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
   [ $# -gt 0 ] && { shift; names=("$@"); }
   log "guest selftests, $tag (two-guest testbed)"
-  # 17-23 minutes over rpcrdma_rs under TCG, 2-4 for the baseline subset;
-  # KASAN and lockdep make the debug kernel several times slower.
+  # 14-18 minutes over rpcrdma_rs under TCG, 2-3 for the baseline subset;
+  # KASAN, lockdep and kmemleak make the debug kernel many times slower.
   local budget=3000 per_test=600
   [ "${RDMARS_KERNEL:-regular}" = debug ] && budget=14400 per_test=2400
   bash scripts/testbed.sh --timeout $budget "${opts[@]}" env RDMARS_TEST_TIMEOUT=$per_test \
