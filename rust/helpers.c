@@ -108,6 +108,20 @@ void rpcrdma_rs_xprt_set_connected(struct rpc_xprt *xprt)
 	xprt_set_connected(xprt);
 }
 
+/*
+ * The display address can be replaced at any time (sysfs dstaddr), the old
+ * string freed after an RCU grace period: copy it out under RCU.
+ */
+void rpcrdma_rs_xprt_addr_copy(struct rpc_xprt *xprt, char *buf, size_t len)
+{
+	const char *s;
+
+	rcu_read_lock();
+	s = rcu_dereference(xprt->address_strings[RPC_DISPLAY_ADDR]);
+	strscpy(buf, s ? s : "?", len);
+	rcu_read_unlock();
+}
+
 int rpcrdma_rs_xprt_connected(struct rpc_xprt *xprt)
 {
 	return xprt_connected(xprt);

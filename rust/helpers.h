@@ -51,6 +51,7 @@ u32 rpcrdma_rs_local_dma_lkey(const struct ib_pd *pd);
 
 /* SUNRPC transport state bits */
 void rpcrdma_rs_xprt_set_connected(struct rpc_xprt *xprt);
+void rpcrdma_rs_xprt_addr_copy(struct rpc_xprt *xprt, char *buf, size_t len);
 int rpcrdma_rs_xprt_connected(struct rpc_xprt *xprt);
 void rpcrdma_rs_xprt_clear_connecting(struct rpc_xprt *xprt);
 void rpcrdma_rs_xprt_set_bound(struct rpc_xprt *xprt);

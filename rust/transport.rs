@@ -696,8 +696,12 @@ impl rpc::Transport for RdmaXprt {
     }
 
     fn connect(&self, x: Xprt<'_>, task: &Task<'_>) {
+        // SUNRPC calls this with the task holding the send lock, so the
+        // connect lock is ours. Were it not, SUNRPC has already marked the
+        // transport CONNECTING, and only the connect worker clears that:
+        // it runs all the same, or the transport would never connect again.
         if !x.lock_connect(task, self.cookie()) {
-            return;
+            pr_warn!("{}: connect without the transport's send lock\n", x.addr_str());
         }
         self.connecting.store(true, Ordering::Release);
         let delay = if self.tried.load(Ordering::Relaxed) {
@@ -741,18 +745,23 @@ impl rpc::Transport for RdmaXprt {
         let Some(slot) = self.slots.slot_of(rqst) else {
             return Err(EINVAL);
         };
-        // A request re-sent on a new connection still holds the regions of
-        // the old one, which went away with it: drop the stale token.
-        let (mut stale, mut sent) = slot.state().lock().take();
-        ep.conn.invalidate(&mut stale, None);
-        ep.conn.wait_sent(&mut sent);
-        let epoch = ep.conn.release_epoch();
-        rqst.stamp_xmit();
         // The reply can arrive on another CPU as soon as the Send is
         // posted: the slot stays locked until it holds this call's regions
         // and reply shape, so the Receive handler never finds them missing.
         // Nothing in `marshal` sleeps.
         let mut st = slot.state().lock();
+        if !st.reg.is_empty() || !st.sent.is_none() {
+            // A request re-sent on a new connection still holds the regions
+            // of the old one, which went away with it: drop the stale token
+            // (this sleeps, so not under the lock).
+            let (mut stale, mut sent) = st.take();
+            drop(st);
+            ep.conn.invalidate(&mut stale, None);
+            ep.conn.wait_sent(&mut sent);
+            st = slot.state().lock();
+        }
+        let epoch = ep.conn.release_epoch();
+        rqst.stamp_xmit();
         match self.marshal(&ep, rqst, &mut st.reg) {
             Ok((reply, sent)) => {
                 st.sent = sent;
@@ -1085,6 +1094,12 @@ impl EpShared {
         let (mut reg, mut sent, shape) = match self.slots.slot_of_pinned(&rqst) {
             Some(slot) => {
                 let mut st = slot.state().lock();
+                if !conn.owns(&st.reg, &st.sent) {
+                    // A late reply from a connection being torn down: the
+                    // call went out again on the next one, whose reply it
+                    // waits for (and whose regions it holds).
+                    return None;
+                }
                 let (reg, sent) = st.take();
                 (reg, sent, st.reply)
             }

@@ -187,6 +187,11 @@ impl PagesInFlight {
     pub(crate) const fn none() -> Self {
         PagesInFlight { generation: 0, index: usize::MAX, seq: 0 }
     }
+
+    /// True for a token that holds nothing to wait for.
+    pub(crate) fn is_none(&self) -> bool {
+        self.index == usize::MAX
+    }
 }
 
 /// The memory regions an RPC registered on one connection. It owns them
@@ -1219,7 +1224,7 @@ impl<T: ConnHandler> Inner<T> {
     /// retry limit (a dead connection flushes every Send).
     fn wait_sent(&self, sent: &mut PagesInFlight) {
         let t = core::mem::replace(sent, PagesInFlight::none());
-        if t.index == usize::MAX || t.generation != self.generation {
+        if t.is_none() || t.generation != self.generation {
             return;
         }
         let mut st = self.send_state.lock();
@@ -1253,6 +1258,16 @@ impl<T: ConnHandler> Inner<T> {
 pub(crate) struct Live<'a, T: ConnHandler>(&'a Inner<T>);
 
 impl<T: ConnHandler> Live<'_, T> {
+    /// True if what `reg` and `sent` hold (if anything) was registered or
+    /// sent on this connection. A reply that arrives on a connection being
+    /// torn down, for a call already sent again on its successor, finds
+    /// the successor's tokens in the slot: they are not this connection's
+    /// to invalidate or wait for.
+    pub(crate) fn owns(&self, reg: &Registration, sent: &PagesInFlight) -> bool {
+        let g = self.0.generation;
+        (reg.is_empty() || reg.generation == g) && (sent.is_none() || sent.generation == g)
+    }
+
     /// See [`Connection::invalidate`].
     pub(crate) fn invalidate(&self, reg: &mut Registration, remotely_invalidated: Option<u32>) -> usize {
         self.0.invalidate(reg, remotely_invalidated)
@@ -1416,13 +1431,18 @@ unsafe fn unmap(device: *mut sys::ib_device, dma: u64, len: usize, send: bool) {
 
 impl<T: ConnHandler> Drop for Connection<T> {
     fn drop(&mut self) {
-        // SAFETY: nothing is moved out of the pinned allocation.
-        let inner = unsafe { self.inner.as_mut().get_unchecked_mut() };
+        // First the queue pair goes, while completion handlers may still
+        // run: they see the connection as it was (`verbs` in place), so a
+        // Send reclaimed by the drain unmaps its pages and wakes the RPC
+        // waiting for them. That RPC may be a reply being processed on the
+        // receive CQ, which the drain of the Receive queue waits for.
+        let inner: &Inner<T> = &self.inner;
         inner.dying.store(true, Ordering::Release);
-        if let Some(v) = inner.verbs.take() {
-            // SAFETY: each object is released once, in dependency order. The
-            // drain makes every posted WR complete, so after it the HCA holds
-            // no buffer; freeing a CQ waits for its running handlers.
+        if let Some(v) = inner.verbs.as_ref() {
+            // SAFETY: the id and the verbs objects are valid until freed
+            // below. The drain makes every posted WR complete, so after it
+            // the HCA holds no buffer; freeing a CQ waits for its running
+            // handlers, and none starts afterwards.
             unsafe {
                 if !v.qp.is_null() {
                     let _ = sys::rdma_disconnect(inner.id);
@@ -1435,6 +1455,17 @@ impl<T: ConnHandler> Drop for Connection<T> {
                 if !v.recv_cq.is_null() {
                     sys::ib_free_cq(v.recv_cq);
                 }
+            }
+        }
+        // No completion handler runs any more: the rest is ours alone (the
+        // CM event handler, until the id goes, touches neither the buffers
+        // nor the regions).
+        // SAFETY: nothing is moved out of the pinned allocation.
+        let inner = unsafe { self.inner.as_mut().get_unchecked_mut() };
+        if let Some(v) = inner.verbs.take() {
+            // SAFETY: each object is released once, after the queue pair
+            // and CQs that used it.
+            unsafe {
                 for buf in inner.sends.iter() {
                     // Pages of Sends no completion reclaimed (none should
                     // be left after the drain).

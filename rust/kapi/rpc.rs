@@ -541,15 +541,14 @@ impl<'a> Xprt<'a> {
         unsafe { core::slice::from_raw_parts((&raw const x.addr).cast::<u8>(), len) }
     }
 
-    /// The peer's address as text (`RPC_DISPLAY_ADDR`).
-    pub(crate) fn addr_str(&self) -> &CStr {
-        let p = self.get().address_strings[sys::rpc_display_format_t_RPC_DISPLAY_ADDR as usize];
-        if p.is_null() {
-            return kernel::c_str!("?");
-        }
-        // SAFETY: set by `format_addresses` to a NUL-terminated kstrdup'ed
-        // string, freed only in `destroy`.
-        unsafe { CStr::from_char_ptr(p) }
+    /// The peer's address as text (`RPC_DISPLAY_ADDR`), copied: writing
+    /// the transport's sysfs `dstaddr` replaces the string at any time.
+    pub(crate) fn addr_str(&self) -> AddrText {
+        let mut t = AddrText { buf: [0; ADDR_TEXT_LEN] };
+        // SAFETY: valid transport; the helper writes at most `buf.len()`
+        // bytes, NUL included.
+        unsafe { sys::rpcrdma_rs_xprt_addr_copy(self.raw.as_ptr(), t.buf.as_mut_ptr().cast(), t.buf.len()) };
+        t
     }
 
     /// The peer's port, host order.
@@ -1332,4 +1331,20 @@ pub(crate) fn ms_to_jiffies(ms: u32) -> u64 {
 pub(crate) fn jiffies() -> u64 {
     // SAFETY: `jiffies` is always readable; a volatile read sees updates.
     unsafe { core::ptr::read_volatile(&raw const sys::jiffies) as u64 }
+}
+
+/// Room for an IPv6 address with a scope and the NUL.
+const ADDR_TEXT_LEN: usize = 64;
+
+/// A transport's peer address as text, copied out of the transport (see
+/// [`Xprt::addr_str`]); prints as the address.
+pub(crate) struct AddrText {
+    buf: [u8; ADDR_TEXT_LEN],
+}
+
+impl core::fmt::Display for AddrText {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let len = self.buf.iter().position(|&b| b == 0).unwrap_or(self.buf.len());
+        f.write_str(core::str::from_utf8(&self.buf[..len]).unwrap_or("?"))
+    }
 }
