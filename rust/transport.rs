@@ -470,18 +470,22 @@ impl RdmaXprt {
             Ok(())
         })?;
 
+        // A counter moves only when there is something to add: an atomic
+        // add of zero still costs a locked instruction per RPC.
+        let add = |c: &AtomicU64, n: u64| {
+            if n > 0 {
+                c.fetch_add(n, Ordering::Relaxed);
+            }
+        };
         let st = &self.stats;
-        // Bytes pulled up past the head, as the C client counts them.
-        if p.call == (plan::CallPlan::Inline { pullup: true }) {
-            st.pullup_copy.fetch_add(u64::from(snd.page_len) + u64::from(snd.tail.len), Ordering::Relaxed);
-        }
-        st.read_chunks.fetch_add(u64::from(nr > 0), Ordering::Relaxed);
-        st.nomsg_calls.fetch_add(u64::from(matches!(p.call, plan::CallPlan::LongCall { .. })), Ordering::Relaxed);
-        st.write_chunks.fetch_add(u64::from(matches!(shape, ReplyShape::WriteChunk(_))), Ordering::Relaxed);
-        st.reply_chunks.fetch_add(u64::from(matches!(shape, ReplyShape::ReplyChunk(_))), Ordering::Relaxed);
-        MRS_REGISTERED.fetch_add(reg.len() as u64, Ordering::Relaxed);
-        let rdma_bytes = reads.iter().take(nr).fold(0u64, |a, r| a.saturating_add(u64::from(r.segment.length)));
-        st.total_rdma_request.fetch_add(rdma_bytes, Ordering::Relaxed);
+        let n = stats::MarshalCounts::of(&p, &snd);
+        add(&st.read_chunks, n.read_segments);
+        add(&st.write_chunks, n.write_segments);
+        add(&st.reply_chunks, n.reply_segments);
+        add(&st.total_rdma_request, n.rdma_request_bytes);
+        add(&st.pullup_copy, n.pullup_bytes);
+        add(&st.nomsg_calls, n.nomsg_calls);
+        add(&MRS_REGISTERED, reg.len() as u64);
         Ok((shape, sent))
     }
 }

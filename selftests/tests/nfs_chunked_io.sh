@@ -5,7 +5,9 @@
 # chunks) and read back after a remount (Write chunks), and a directory of
 # 48 entries with 200-character names listed (about 16 KiB of READDIR
 # reply: Reply chunks). Data must match, and the mount's
-# counters must show every kind of chunk and no bad reply; over rpcrdma_rs
+# counters must show every kind of chunk, at least the 2 MiB read back as
+# bytes offered for RDMA Write (total_rdma_request, counted as the C
+# client counts it), and no bad reply; over rpcrdma_rs
 # its debugfs counters must show remote invalidation too.
 . "$(dirname "$0")/../lib.sh"
 unload_all
@@ -30,17 +32,18 @@ for v in 3 4.0; do
   umount "$MNT" && m || fail "vers=$v: remount failed"
   got=$(dd if="$MNT/big" bs=1M iflag=direct status=none | sha256sum | cut -c1-64)
   n=$(ls "$MNT/dir" | wc -l)
-  writes=$(rdma_xprt_field 12) replies=$(rdma_xprt_field 13)
+  writes=$(rdma_xprt_field 12) replies=$(rdma_xprt_field 13) offered=$(rdma_xprt_field 14)
   linv=$(rdma_xprt_field 25) bad=$(rdma_xprt_field 20)
   remote=$(( $(remote_invalidations) - remote0 ))
   rm -rf "$MNT/dir" "$MNT/big"
   umount "$MNT" || fail "vers=$v: umount failed"
-  diag "vers=$v rsize=$size: read chunks $w_reads (write mount); write chunks $writes, reply chunks $replies, regions invalidated locally $linv, remotely $remote, bad replies $bad (read mount)"
+  diag "vers=$v rsize=$size: read chunks $w_reads (write mount); write chunks $writes, reply chunks $replies, $offered bytes offered, regions invalidated locally $linv, remotely $remote, bad replies $bad (read mount)"
   [ "$got" = "$want" ] || fail "vers=$v: data mismatch"
   [ "$n" = "$entries" ] || fail "vers=$v: listed $n of $entries entries"
   [ "${w_reads:-0}" -gt 0 ] || fail "vers=$v: no Read chunk used for WRITE"
   [ "${writes:-0}" -gt 0 ] || fail "vers=$v: no Write chunk used for READ"
   [ "${replies:-0}" -gt 0 ] || fail "vers=$v: no Reply chunk used for READDIR"
+  [ "${offered:-0}" -ge $((2 << 20)) ] || fail "vers=$v: $offered bytes offered for RDMA Write, less than the 2 MiB read"
   if [ "$XPRT_MOD" = rpcrdma_rs ]; then
     [ "$remote" -gt 0 ] || fail "vers=$v: the server never invalidated a region remotely"
   fi

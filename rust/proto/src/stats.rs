@@ -113,38 +113,64 @@ pub struct Counters {
     pub empty_sendctx_q: u64,
 }
 
-impl Counters {
-    /// Counts a marshalled RPC the way the in-tree client does: one
-    /// Read/Write/Reply chunk count per segment (the Write pad segment
-    /// included), the bytes offered for RDMA Write in `total_rdma_request`
-    /// (chunk length, plus the pad), a Long Call in `nomsg_call_count`, and
-    /// for a pulled-up inline Call the page list and tail bytes copied in
-    /// `pullup_copy_count` (the head is assumed to be in the send buffer
-    /// already). Counters wrap like the C `unsigned long`s.
-    pub fn record_marshal(&mut self, plan: &RpcPlan, snd: &XdrBufDesc) {
-        let reads = u64::from(plan.call.read_segments());
-        self.read_chunk_count = self.read_chunk_count.wrapping_add(reads);
+/// What one marshalled RPC adds to the counters, the way the in-tree client
+/// counts: one Read/Write/Reply chunk count per segment (the Write pad
+/// segment included), the bytes offered for RDMA Write in
+/// `total_rdma_request` (chunk length, plus the pad), a Long Call in
+/// `nomsg_call_count`, and for a pulled-up inline Call the page list and
+/// tail bytes copied in `pullup_copy_count` (the head is assumed to be in
+/// the send buffer already).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MarshalCounts {
+    /// Read chunk segments.
+    pub read_segments: u64,
+    /// Write chunk segments, the pad segment included.
+    pub write_segments: u64,
+    /// Reply chunk segments.
+    pub reply_segments: u64,
+    /// Bytes offered for the server to RDMA Write into.
+    pub rdma_request_bytes: u64,
+    /// Bytes copied past the head of a pulled-up inline Call.
+    pub pullup_bytes: u64,
+    /// 1 for a Long Call (RDMA_NOMSG), else 0.
+    pub nomsg_calls: u64,
+}
+
+impl MarshalCounts {
+    /// The counts for an RPC marshalled as `plan` says, `snd` being its Call.
+    pub fn of(plan: &RpcPlan, snd: &XdrBufDesc) -> MarshalCounts {
+        let mut c = MarshalCounts { read_segments: u64::from(plan.call.read_segments()), ..MarshalCounts::default() };
         match plan.call {
-            CallPlan::LongCall { .. } => self.nomsg_call_count = self.nomsg_call_count.wrapping_add(1),
-            CallPlan::Inline { pullup: true } => {
-                let copied = u64::from(snd.page_len) + u64::from(snd.tail.len);
-                self.pullup_copy_count = self.pullup_copy_count.wrapping_add(copied);
-            }
+            CallPlan::LongCall { .. } => c.nomsg_calls = 1,
+            CallPlan::Inline { pullup: true } => c.pullup_bytes = u64::from(snd.page_len) + u64::from(snd.tail.len),
             _ => {}
         }
         match plan.reply {
             ReplyPlan::Inline => {}
             ReplyPlan::WriteChunk { len, pad_segment, .. } => {
-                let segs = u64::from(plan.reply.write_chunk_segments().unwrap_or(0));
-                let bytes = u64::from(len) + if pad_segment { u64::from(WRITE_PAD_LEN) } else { 0 };
-                self.write_chunk_count = self.write_chunk_count.wrapping_add(segs);
-                self.total_rdma_request = self.total_rdma_request.wrapping_add(bytes);
+                c.write_segments = u64::from(plan.reply.write_chunk_segments().unwrap_or(0));
+                c.rdma_request_bytes = u64::from(len) + if pad_segment { u64::from(WRITE_PAD_LEN) } else { 0 };
             }
             ReplyPlan::ReplyChunk { len, segments } => {
-                self.reply_chunk_count = self.reply_chunk_count.wrapping_add(u64::from(segments));
-                self.total_rdma_request = self.total_rdma_request.wrapping_add(u64::from(len));
+                c.reply_segments = u64::from(segments);
+                c.rdma_request_bytes = u64::from(len);
             }
         }
+        c
+    }
+}
+
+impl Counters {
+    /// Counts a marshalled RPC ([`MarshalCounts`]). Counters wrap like the
+    /// C `unsigned long`s.
+    pub fn record_marshal(&mut self, plan: &RpcPlan, snd: &XdrBufDesc) {
+        let c = MarshalCounts::of(plan, snd);
+        self.read_chunk_count = self.read_chunk_count.wrapping_add(c.read_segments);
+        self.write_chunk_count = self.write_chunk_count.wrapping_add(c.write_segments);
+        self.reply_chunk_count = self.reply_chunk_count.wrapping_add(c.reply_segments);
+        self.total_rdma_request = self.total_rdma_request.wrapping_add(c.rdma_request_bytes);
+        self.pullup_copy_count = self.pullup_copy_count.wrapping_add(c.pullup_bytes);
+        self.nomsg_call_count = self.nomsg_call_count.wrapping_add(c.nomsg_calls);
     }
 }
 
