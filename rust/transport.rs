@@ -383,8 +383,9 @@ impl RdmaXprt {
         let shared = ep.shared();
         let xid = u32::from_be(rqst.xid_be());
         // The first call of a connection may be the Version Two probe.
-        let Some(version) = shared.version.lock().for_call(xid) else {
-            return Err(errno::EPROTONOSUPPORT());
+        let version = match shared.settled() {
+            Some(v) => v,
+            None => shared.version.lock().for_call(xid).ok_or_else(errno::EPROTONOSUPPORT)?,
         };
         let (inline_send, inline_recv) = shared.inline();
         // A Version Two header has one more word (the direction) than the
@@ -895,6 +896,15 @@ struct EpShared {
     /// The protocol version of this connection.
     #[pin]
     version: SpinLock<ConnVersion>,
+    /// [`Self::version`] once settled, for the paths every RPC takes
+    /// without the lock: 0 while unsettled, else the version number. A
+    /// settled version never changes for the connection's life.
+    settled: AtomicU32,
+    /// The inline thresholds [`Self::inline`] computes, `calls << 32 |
+    /// replies`, once nothing they depend on can change but the server's
+    /// characteristics; 0 until then, and again whenever those change.
+    /// Stored only with [`Self::peer_xch`] locked.
+    inline_cache: AtomicU64,
     /// The server, for remembering which version it speaks.
     server_key: u64,
     /// XID of the probe refused with ERR_VERS: it is sent again, as
@@ -904,6 +914,14 @@ struct EpShared {
     /// ROPT_INITXCH and ROPT_UPDXCH messages told them (xcharext).
     #[pin]
     peer_xch: SpinLock<Characteristics>,
+}
+
+/// The version number `v` has settled on, or 0 (for [`EpShared::settled`]).
+fn settled_number(v: &ConnVersion) -> u32 {
+    match v {
+        ConnVersion::Neg(v2::Negotiation::Settled(v)) => v.number(),
+        _ => 0,
+    }
 }
 
 /// No XID (for [`EpShared::resend_xid`]).
@@ -920,6 +938,8 @@ impl EpShared {
         let server_key = vers::server_key(xprt.peer_bytes());
         let start = vers::start(server_key, params::max_inline_read());
         try_pin_init!(EpShared {
+            settled: AtomicU32::new(settled_number(&start)),
+            inline_cache: AtomicU64::new(0),
             version <- new_spinlock!(start, "rpcrdma_rs:version"),
             server_key,
             resend_xid: AtomicU64::new(NO_XID),
@@ -980,9 +1000,16 @@ impl EpShared {
     /// the Version Two probe is out, the RFC 8797 exchange for Version One,
     /// Version Two's 4096 default (bounded by our buffers) for Version Two.
     fn inline(&self) -> (u32, u32) {
-        let n = self.negotiated();
+        let cached = self.inline_cache.load(Ordering::Acquire);
+        if cached != 0 {
+            return ((cached >> 32) as u32, cached as u32);
+        }
+        let established = self.state.lock().1;
+        let n = established.unwrap_or(cm::Negotiated::BEFORE_EXCHANGE);
         let st = *self.version.lock();
-        match st {
+        let settled = matches!(st, ConnVersion::Neg(v2::Negotiation::Settled(_)));
+        let peer = self.peer_xch.lock();
+        let t = match st {
             ConnVersion::Neg(v2::Negotiation::Settled(Version::V1)) => (n.send_threshold, n.recv_threshold),
             ConnVersion::Neg(v2::Negotiation::Settled(Version::V2)) => {
                 // Calls: as large as the server says it can receive (its
@@ -990,28 +1017,39 @@ impl EpShared {
                 // Send buffers hold. Replies: the 4096 default the server
                 // assumes of us, though our buffers may be larger.
                 let d = Version::V2.default_inline_threshold();
-                let rbsiz = self.peer_xch.lock().rbsiz;
-                (rbsiz.min(params::max_inline_write()), d.min(params::max_inline_read()))
+                (peer.rbsiz.min(params::max_inline_write()), d.min(params::max_inline_read()))
             }
             _ => {
                 let d = v2::NEGOTIATION_MAX_MESSAGE;
                 (d.min(n.send_threshold), d.min(n.recv_threshold))
             }
+        };
+        // The CM exchange is done and the version settled: only the
+        // server's characteristics can still change the thresholds, and
+        // they clear the cache under the lock held here.
+        if established.is_some() && settled {
+            self.inline_cache.store(u64::from(t.0) << 32 | u64::from(t.1), Ordering::Release);
+        }
+        drop(peer);
+        t
+    }
+
+    /// The version this connection settled on, if it has.
+    fn settled(&self) -> Option<Version> {
+        match self.settled.load(Ordering::Acquire) {
+            0 => None,
+            n if n == Version::V2.number() => Some(Version::V2),
+            _ => Some(Version::V1),
         }
     }
 
     /// True if this connection settled on Version Two.
     fn is_v2(&self) -> bool {
-        *self.version.lock() == ConnVersion::Neg(v2::Negotiation::Settled(Version::V2))
+        self.settled() == Some(Version::V2)
     }
 
     fn negotiated(&self) -> cm::Negotiated {
-        self.state.lock().1.unwrap_or(cm::negotiate(
-            cm::DEFAULT_INLINE_SIZE,
-            cm::DEFAULT_INLINE_SIZE,
-            false,
-            None,
-        ))
+        self.state.lock().1.unwrap_or(cm::Negotiated::BEFORE_EXCHANGE)
     }
 
     fn force_disconnect(&self) {
@@ -1126,12 +1164,17 @@ impl EpShared {
     /// connection's version (draft section 5). Returns false if `data` was
     /// consumed here.
     fn settle_version(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) -> bool {
+        if self.settled().is_some() {
+            return true;
+        }
         let decision = {
             let mut g = self.version.lock();
-            match &mut *g {
+            let d = match &mut *g {
                 ConnVersion::Neg(n @ v2::Negotiation::Probing { .. }) => n.on_reply(data),
                 _ => return true,
-            }
+            };
+            self.settled.store(settled_number(&g), Ordering::Release);
+            d
         };
         let addr = self.xprt.addr_str();
         match decision {
@@ -1225,6 +1268,7 @@ impl EpShared {
                     let mut peer = self.peer_xch.lock();
                     let before = peer.rbsiz;
                     let merged = peer.merge(&op, None);
+                    self.inline_cache.store(0, Ordering::Release);
                     (before, merged, peer.rbsiz)
                 };
                 if let Ok(m) = merged {

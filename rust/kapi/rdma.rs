@@ -1079,8 +1079,13 @@ impl<T: ConnHandler> Inner<T> {
         let seq = st.push_posted(index);
         drop(st);
         SENDS.fetch_add(1, Ordering::Relaxed);
-        SENDS_SIGNALLED.fetch_add(u64::from(signal.signaled), Ordering::Relaxed);
-        SENDS_MAPPED.fetch_add(u64::from(mapped), Ordering::Relaxed);
+        // Most Sends are neither: skip the locked adds of zero.
+        if signal.signaled {
+            SENDS_SIGNALLED.fetch_add(1, Ordering::Relaxed);
+        }
+        if mapped {
+            SENDS_MAPPED.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(if mapped { PagesInFlight { generation: self.generation, index, seq } } else { PagesInFlight::none() })
     }
 

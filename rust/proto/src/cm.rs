@@ -177,6 +177,17 @@ pub struct Negotiated {
     pub remote_invalidate: bool,
 }
 
+impl Negotiated {
+    /// What holds before (or without) any exchange: the 1 KiB thresholds
+    /// every Version One peer supports, and no remote invalidation. The
+    /// same as [`negotiate`] of the minimum sizes with no peer message.
+    pub const BEFORE_EXCHANGE: Negotiated = Negotiated {
+        send_threshold: DEFAULT_INLINE_SIZE,
+        recv_threshold: DEFAULT_INLINE_SIZE,
+        remote_invalidate: false,
+    };
+}
+
 /// Computes the inline thresholds and remote invalidation from this side's
 /// own capabilities and the peer's message (`None` if it sent none, in which
 /// case [`PrivateData::DEFAULT`] applies).
@@ -206,6 +217,12 @@ mod tests {
     const MSG_MIN: [u8; 8] = [0xf6, 0xab, 0x0e, 0x18, 0x01, 0x00, 0x00, 0x00];
     /// R clear, send 256 KiB (code 255), receive 4 KiB (code 3).
     const MSG_MAX: [u8; 8] = [0xf6, 0xab, 0x0e, 0x18, 0x01, 0x00, 0xff, 0x03];
+
+    #[test]
+    fn before_exchange_is_negotiating_the_minimum_with_nobody() {
+        assert_eq!(negotiate(DEFAULT_INLINE_SIZE, DEFAULT_INLINE_SIZE, false, None), Negotiated::BEFORE_EXCHANGE);
+        assert_eq!(negotiate(DEFAULT_INLINE_SIZE, DEFAULT_INLINE_SIZE, true, None), Negotiated::BEFORE_EXCHANGE);
+    }
 
     #[test]
     fn vectors_decode_and_encode() {
