@@ -46,6 +46,9 @@ debug_kernel() { [ -e /sys/kernel/debug/kmemleak ]; }
 # slow_timeo DECISECONDS: a mount's timeo= value, five times longer on the
 # debug kernel.
 slow_timeo() { if debug_kernel; then echo $(( $1 * 5 )); else echo "$1"; fi; }
+# slow_secs SECONDS: a time limit that has to cover such timeouts (a
+# scripted peer's lifetime, a command's `timeout`), stretched the same way.
+slow_secs() { slow_timeo "$1"; }
 
 # rxe_counters: this guest's soft-RoCE counters that are not zero.
 rxe_counters() {

@@ -18,6 +18,9 @@ dmesg_mark
 # A 2 s timeout (10 s on the debug kernel) with one retransmission: a
 # dropped reply costs a timeout and a reconnect, not a minute.
 PEER_OPTS="vers=4.0,proto=rdma,port=20050,retry=0,timeo=$(slow_timeo 20),retrans=1"
+# How long the peer plays a scenario, and how long a mount attempt may
+# take before it counts as hung.
+PEER_SECS=$(slow_secs 45) MOUNT_SECS=$(slow_secs 100)
 # Headers cut short: make check tries three lengths (nothing, inside the
 # fixed fields, inside the chunk lists); make long-check all nine.
 TRUNCATIONS=${RDMARS_PEER_TRUNCATIONS:-"0 12 24"}
@@ -33,19 +36,19 @@ fails=0
 case_() {
   local s=$1; shift
   local r b0 b1 e0 e1 t0 ms log ok=1 chk
-  r=$(server_cmd "peer-start $s 45")
+  r=$(server_cmd "peer-start $s $PEER_SECS")
   printf '%s' "$r" | grep -q 'rc=0' || { diag "$s: peer did not start: $r"; fails=$((fails + 1)); return; }
   sleep 1
   b0=$(rs_counter bad_replies); e0=$(rs_counter backward_chunk_errors)
   dmesg_mark
   t0=$(date +%s%N)
-  timeout 100 mount -t nfs -o "$PEER_OPTS" "$SERVER4:/" "$MNT" > /dev/null 2>&1
+  timeout "$MOUNT_SECS" mount -t nfs -o "$PEER_OPTS" "$SERVER4:/" "$MNT" > /dev/null 2>&1
   local rc=$?
   ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   nfs_mounted && umount -f "$MNT"
   log=$(server_cmd "peer-stop")
   b1=$(rs_counter bad_replies); e1=$(rs_counter backward_chunk_errors)
-  [ "$rc" = 124 ] && { diag "$s: mount hung (killed after 100 s)"; ok=0; }
+  [ "$rc" = 124 ] && { diag "$s: mount hung (killed after $MOUNT_SECS s)"; ok=0; }
   if dmesg_since_mark | grep -qE 'WARNING:|BUG:|Oops|Call Trace|general protection|refcount_t:|UBSAN|KASAN'; then
     diag "$s: the kernel complained:"; dmesg_since_mark | grep -E -A3 'WARNING:|BUG:|Oops' | head -20 | sed 's/^/#     /'; ok=0
   fi

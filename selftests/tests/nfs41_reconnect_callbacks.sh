@@ -32,7 +32,22 @@ for x in /sys/kernel/sunrpc/xprt-switches/*/xprt-*; do
   grep -qx 'dst_port=20049' "$x/xprt_info" 2>/dev/null && xprt=$x
 done
 [ -n "$xprt" ] || fail "no RDMA transport in /sys/kernel/sunrpc"
-disconnect() { addr=$(cat "$xprt/dstaddr") && echo "$addr" > "$xprt/dstaddr" || fail "cannot force a disconnect through $xprt/dstaddr"; }
+# The write takes the transport's send lock (XPRT_LOCKED) with
+# wait_on_bit_lock(), but an RPC task releasing that lock does not wake bit
+# waiters (net/sunrpc/xprt.c xprt_clear_locked, 6.12): a write that finds an
+# RPC in transmission can sleep until the next close or connect, which
+# never comes while I/O flows. That is SUNRPC's, for every transport: the
+# write is killed after a few seconds and tried again.
+WRITE_SECS=$(slow_secs 5)
+disconnect() {
+  local addr try
+  addr=$(cat "$xprt/dstaddr") || fail "cannot read $xprt/dstaddr"
+  for try in 1 2 3 4 5; do
+    timeout -s KILL "$WRITE_SECS" sh -c 'echo "$1" > "$2"' sh "$addr" "$xprt/dstaddr" && return
+    diag "writing $xprt/dstaddr did not finish in $WRITE_SECS s (try $try)"
+  done
+  fail "cannot force a disconnect through $xprt/dstaddr"
+}
 recall_ms() { printf '%s' "$1" | sed -n 's/.* ms=\([0-9]*\).*/\1/p'; }
 entry() { echo "rcb/entry-with-a-reasonably-long-name-$1"; }
 connects0=$(rdma_xprt_field 3)
