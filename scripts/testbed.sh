@@ -48,6 +48,11 @@ image="$kdir/$(kernel_boot_image)"
 kver=$(cat "$kdir/include/config/kernel.release")
 ko="$repo/rpcrdma_rs.ko"
 [ -f "$ko" ] || die "$ko not built: run 'make module' first"
+# Both test kernels are the same release, but a module built for one does
+# not load into the other; the debug kernel's KASAN is what tells them apart.
+if nm -u "$ko" 2>/dev/null | grep -q ' __asan_'; then built_for=debug; else built_for=regular; fi
+[ "$built_for" = "${RDMARS_KERNEL:-regular}" ] ||
+  die "$ko was built for the $built_for kernel: run 'RDMARS_KERNEL=${RDMARS_KERNEL:-regular} make module' first"
 
 mkdir -p "$CACHE_DIR/runs"
 # Keep the ten most recent run directories for post-mortems.
