@@ -16,13 +16,19 @@ repo=$(cd "$here/.." && pwd)
 . "$here/lib.sh"
 cd "$repo"
 
-passed=0 failed=0 skipped=0
+passed=0 failed=0 skipped=0 failures=()
 logdir=$(mktemp -d /tmp/rpcrdma-rs-check.XXXX)
 result() { # pass|fail name
-  if [ "$1" = pass ]; then passed=$((passed + 1)); echo "PASS: $2"; else failed=$((failed + 1)); echo "FAIL: $2"; fi
+  if [ "$1" = pass ]; then
+    passed=$((passed + 1)); echo "PASS: $2"
+  else
+    failed=$((failed + 1)); failures+=("$2"); echo "FAIL: $2"
+  fi
 }
 finish() {
   echo
+  # What failed, again at the end, where a CI log's tail shows it.
+  [ ${#failures[@]} = 0 ] || printf 'failed: %s\n' "${failures[@]}"
   echo "$passed passed, $failed failed, $skipped skipped"
   [ "$failed" = 0 ]
   exit $?
@@ -113,6 +119,7 @@ selftests() {
   sp=$(( $(grep -cE '^ok [0-9]+ ' "$tap") - ss ))
   sf=$(grep -cE '^not ok [0-9]+ ' "$tap")
   passed=$((passed + sp)); failed=$((failed + sf)); skipped=$((skipped + ss))
+  mapfile -t -O ${#failures[@]} failures < <(sed -n "s/^not ok [0-9]* selftests: rpcrdma_rs: /$tag: /p" "$tap")
   planned=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$tap" | head -1)
   if [ -z "$planned" ] || [ $((sp + sf + ss)) -lt "$planned" ]; then
     result fail "guest selftests ($tag) ran to completion (testbed exit $rc)"

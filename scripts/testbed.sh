@@ -169,6 +169,11 @@ deadline=$((start + timeout))
 while kill -0 "${pids[1]}" 2>/dev/null; do
   if [ "$(date +%s)" -ge $deadline ]; then
     log "timeout after ${timeout}s; client console tail:"; tail -30 "$run/client.console" >&2 || true
+    # What the client's script printed so far (the selftests' TAP: which
+    # test was running).
+    if [ -s "$run/share/client.out" ]; then
+      log "client output so far:"; cat "$run/share/client.out"
+    fi
     exit 124
   fi
   [ -e "$run/share/client.rc" ] && break

@@ -73,8 +73,9 @@ rpc_snapshot() {
 # rpc_snapshot, the RDMA queue pairs, and the stacks of blocked tasks.
 dump_stuck() {
   rpc_snapshot 40 20
-  diag "RDMA: $(rdma link show 2>&1 | tr '\n' ' ')"
-  rdma resource show qp 2>&1 | head -10 | sed 's/^/#   /'
+  # rdma(8) waits for a device that is being removed: not for ever here.
+  diag "RDMA: $(timeout 10 rdma link show 2>&1 | tr '\n' ' ')"
+  timeout 10 rdma resource show qp 2>&1 | head -10 | sed 's/^/#   /'
   local m; m=$(dmesg | wc -l)
   echo w > /proc/sysrq-trigger 2>/dev/null
   sleep 1
@@ -148,6 +149,19 @@ rs_counter() { cat "/sys/kernel/debug/rpcrdma_rs/$1" 2>/dev/null || echo 0; }
 # QEMU can make ("link server|client on|off", see scripts/testbed.sh) and
 # prints its answer, which ends with "rc=N"; gives up after SECONDS (30).
 host_cmd() { share_request hostcmd hostres "$1" "${2:-30}"; }
+
+# restore_testbed: undoes what the fault tests do to the testbed, for the
+# tests that follow one that failed or was killed half-way: both guests'
+# links up, the client's soft-RoCE device present, fail_sunrpc quiet, the
+# hostile peer stopped. Cheap when nothing needs undoing.
+restore_testbed() {
+  local fs=/sys/kernel/debug/fail_sunrpc
+  [ -w $fs/probability ] && echo 0 > $fs/probability
+  host_cmd "link server on" > /dev/null
+  host_cmd "link client on" > /dev/null
+  [ -n "$(rdma link show 2>/dev/null)" ] || rdma link add rxe0 type rxe netdev eth0
+  server_cmd "peer-stop" 10 > /dev/null
+}
 
 # The C client's reactions to the hostile peer are compared in make
 # long-check only (RDMARS_BASELINE_HOSTILE=1): the catalogue takes minutes.

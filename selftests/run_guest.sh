@@ -25,27 +25,107 @@ if [ -w $kmemleak ]; then
 fi
 echo "TAP version 13"
 echo "1..$(( ${#tests[@]} + extra ))"
-n=0 failed=0
+# Each test runs in a session of its own (setsid), so that what it started
+# ends with it, the process groups of its own timeout(1) calls included.
+# When a test runs out of time, what lib.sh's dump_stuck shows at that
+# moment (kernel messages since the test began, pending RPC tasks, the
+# queue pairs, blocked tasks' stacks) goes into the TAP output; then the
+# session is killed and the testbed restored (lib.sh restore_testbed: a
+# fault test killed with the link down must not leave it down for the rest
+# of the run). A test still not gone after that is stuck in the kernel: the
+# tests after it are not run, as the guest can no longer be trusted to
+# finish them.
+limit=${RDMARS_TEST_TIMEOUT:-600}
+# bounded SECS CMD...: CMD, given SECS seconds. What is still running then
+# (a command blocked in the kernel, where no signal reaches it) is left
+# behind, reported, and the status is 124: the runner itself never waits
+# without a limit.
+bounded() {
+  local secs=$1 p; shift
+  "$@" & p=$!
+  for _ in $(seq "$secs"); do
+    kill -0 "$p" 2>/dev/null || { wait "$p"; return; }
+    sleep 1
+  done
+  echo "# '$*' still running after ${secs}s"
+  pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null
+  return 124
+}
+restore_() { ( . ./lib.sh && restore_testbed ) 2>&1 | sed 's/^/# restore: /'; }
+restore() { bounded 120 restore_; }
+clear_mount() { umount -f -l /mnt/nfs 2>/dev/null; rmmod rpcrdma_rs rpcrdma 2>/dev/null; true; }
+n=0 failed=0 wedged=
+fifo=$(mktemp -u /tmp/run_guest.XXXXXX); mkfifo "$fifo"
+trap 'rm -f "$fifo"' EXIT
 for t in "${tests[@]}"; do
   n=$((n + 1)); name=$(basename "$t" .sh)
-  echo "# selftests: rpcrdma_rs: $name"
-  start=$(date +%s)
-  timeout "${RDMARS_TEST_TIMEOUT:-600}" bash "$t" 2>&1 | sed -u 's/^\([^#]\)/# \1/'
-  rc=${PIPESTATUS[0]}
-  if [ "$rc" = 124 ]; then
-    # A test killed mid-way may leave its mount: clear it for the next one.
-    umount -f -l /mnt/nfs 2>/dev/null
-    rmmod rpcrdma_rs rpcrdma 2>/dev/null
+  if [ -n "$wedged" ]; then
+    echo "not ok $n selftests: rpcrdma_rs: $name # not run: $wedged"; continue
   fi
-  secs=$(( $(date +%s) - start ))
+  echo "# selftests: rpcrdma_rs: $name"
+  start=$SECONDS
+  mark=$(dmesg | wc -l)
+  ( sleep "$limit" 2>/dev/null && echo "# out of time after ${limit}s:" &&
+      . ./lib.sh && DMESG_MARK=$mark dump_stuck ) 2>/dev/null &
+  watcher=$!
+  # The test's output reaches TAP through a FIFO, so that the runner waits
+  # for the test, not for the end of its output: a background process the
+  # test left behind must not turn a failure into a timeout.
+  sed -u 's/^\([^#]\)/# \1/' < "$fifo" &
+  filter=$!
+  # The background child is no process group leader: setsid(1) does not
+  # fork, so the session's id is $pid.
+  setsid timeout -k 5 "$((limit + 2))" bash "$t" > "$fifo" 2>&1 &
+  pid=$!
+  wait "$pid"; rc=$?
+  [ "$rc" = 137 ] && rc=124
+  # A test that ended in time takes its watcher along; a timed-out one's
+  # finishes its report first, within a minute (rdma(8) can block behind
+  # a device stuck in removal).
+  if [ "$rc" = 124 ]; then
+    for _ in $(seq 60); do kill -0 "$watcher" 2>/dev/null || break; sleep 1; done
+    if kill -0 "$watcher" 2>/dev/null; then
+      echo "# (the report did not finish within 60 s)"
+      pkill -KILL -P "$watcher" 2>/dev/null; kill -KILL "$watcher" 2>/dev/null
+    fi
+  else
+    pkill -P "$watcher" sleep
+  fi
+  wait "$watcher" 2>/dev/null
+  # What the test left running goes now: timeout(1) kills only its own
+  # process group, and only the test's shell when that dies of SIGTERM.
+  if pgrep -s "$pid" > /dev/null; then
+    [ "$rc" = 124 ] || echo "# left running by the test: $(pgrep -s "$pid" -d ' ' -l)"
+    pkill -KILL -s "$pid"
+  fi
+  case $rc in 0|4) ;; *) restore ;; esac
+  for _ in $(seq 30); do pgrep -s "$pid" > /dev/null || break; pkill -KILL -s "$pid"; sleep 1; done
+  if pgrep -s "$pid" > /dev/null; then
+    wedged="$name is stuck in the kernel"
+    echo "# still there after SIGKILL:"
+    for p in $(pgrep -s "$pid"); do
+      echo "# $p $(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null)"
+      sed 's/^/#   /' /proc/$p/stack 2>/dev/null
+    done
+  elif [ "$rc" = 124 ] && ! bounded 120 clear_mount; then
+    # A test killed mid-way may leave its mount: it goes here, or the
+    # guest is as good as wedged.
+    wedged="the unmount after $name is stuck in the kernel"
+  fi
+  # The filter ends with the last writer; one stuck in the kernel keeps it.
+  for _ in $(seq 10); do kill -0 "$filter" 2>/dev/null || break; sleep 0.5; done
+  kill "$filter" 2>/dev/null; wait "$filter" 2>/dev/null
+  secs=$((SECONDS - start))
   case $rc in
     0) echo "ok $n selftests: rpcrdma_rs: $name # ${secs}s" ;;
     4) echo "ok $n selftests: rpcrdma_rs: $name # SKIP" ;;
-    124) echo "not ok $n selftests: rpcrdma_rs: $name # TIMEOUT"; failed=1 ;;
-    *) echo "not ok $n selftests: rpcrdma_rs: $name # exit=$rc"; failed=1 ;;
+    124) echo "not ok $n selftests: rpcrdma_rs: $name # TIMEOUT after ${secs}s${wedged:+ (stuck in the kernel)}"; failed=1 ;;
+    *) echo "not ok $n selftests: rpcrdma_rs: $name # exit=$rc${wedged:+ (stuck in the kernel)}"; failed=1 ;;
   esac
 done
-if [ $extra = 1 ]; then
+if [ $extra = 1 ] && [ -n "$wedged" ]; then
+  echo "not ok $((n + 1)) selftests: rpcrdma_rs: kmemleak # not run: $wedged"
+elif [ $extra = 1 ]; then
   n=$((n + 1))
   echo "# selftests: rpcrdma_rs: kmemleak"
   # An object is reported once it is older than 5 s and unreferenced in

@@ -40,8 +40,7 @@ load=$!
 # On a failure, leave the testbed as later tests expect it.
 cleanup() {
   touch $state/stop; kill $load 2>/dev/null
-  host_cmd "link server on" > /dev/null
-  [ -n "$(rdma link show)" ] || rdma link add rxe0 type rxe netdev eth0
+  restore_testbed
 }
 trap cleanup EXIT
 
