@@ -63,8 +63,8 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("write-chunk-unoffered", "first reply carries a Write chunk the client never offered"),
     ("reply-chunk-unoffered", "first reply is RDMA_NOMSG with a Reply chunk never offered"),
     ("inv-foreign", "first reply is Send With Invalidate of an rkey that is not the client's"),
-    ("reverse-call-chunks", "after the first reply, a backward call with a Read chunk"),
-    ("reverse-call", "after the first reply, a backward call (no chunks)"),
+    ("reverse-call-chunks", "before the first reply, a backward call with a Read chunk"),
+    ("reverse-call", "before the first reply, a backward call (no chunks)"),
     ("disconnect-mid", "disconnect instead of answering the first call"),
     ("cm-none", "accept with no private data"),
     ("cm-garbage", "accept with 8 bytes of garbage private data"),
@@ -288,7 +288,10 @@ impl Peer {
                 return conn.send(&good, Some(rkey));
             }
             "reverse-call-chunks" | "reverse-call" => {
-                conn.send(&good, None)?;
+                // The backward call goes first, so that the client has
+                // answered it before the reply lets its mount go on: else
+                // a mount that fails fast can close the connection while
+                // the answer is still queued.
                 let bxid = 0x7e57_0001;
                 let lists: &[u32] = if s == "reverse-call-chunks" {
                     &[1, 0, 0x4321, 512, 0, 0x2000, 0, 0, 0]
@@ -300,7 +303,8 @@ impl Peer {
                 // CB_NULL of the NFSv4 callback program.
                 m.extend(words(&[bxid, 0, 2, 0x4000_0000, 1, 0, 0, 0, 0, 0]));
                 self.log.line(&format!("send backward call xid={bxid:#x} ({s})"));
-                m
+                conn.send(&m, None)?;
+                good
             }
             "disconnect-mid" => {
                 self.log.line("disconnect instead of replying");
