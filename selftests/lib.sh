@@ -73,7 +73,8 @@ rpc_snapshot() {
 # rpc_snapshot, the RDMA queue pairs, and the stacks of blocked tasks.
 dump_stuck() {
   rpc_snapshot 40 20
-  # rdma(8) waits for a device that is being removed: not for ever here.
+  # rdma(8) can wait for a device that is being removed. timeout(1) ends
+  # a wait that signals reach; run_guest.sh bounds the whole report too.
   diag "RDMA: $(timeout 10 rdma link show 2>&1 | tr '\n' ' ')"
   timeout 10 rdma resource show qp 2>&1 | head -10 | sed 's/^/#   /'
   local m; m=$(dmesg | wc -l)

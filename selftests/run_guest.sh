@@ -43,13 +43,20 @@ limit=${RDMARS_TEST_TIMEOUT:-600}
 bounded() {
   local secs=$1 p; shift
   "$@" & p=$!
-  for _ in $(seq "$secs"); do
-    kill -0 "$p" 2>/dev/null || { wait "$p"; return; }
+  if gone_within "$secs" "$p"; then wait "$p"; return; fi
+  echo "# '$*' still running after ${secs}s"
+  return 124
+}
+# gone_within SECS PID: true once PID (a child of this shell) has ended; if
+# it is still there after SECS seconds, it and its children are sent
+# SIGKILL and the answer is false.
+gone_within() {
+  for _ in $(seq "$1"); do
+    kill -0 "$2" 2>/dev/null || return 0
     sleep 1
   done
-  echo "# '$*' still running after ${secs}s"
-  pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null
-  return 124
+  pkill -KILL -P "$2" 2>/dev/null; kill -KILL "$2" 2>/dev/null
+  return 1
 }
 restore_() { ( . ./lib.sh && restore_testbed ) 2>&1 | sed 's/^/# restore: /'; }
 restore() { bounded 120 restore_; }
@@ -84,11 +91,7 @@ for t in "${tests[@]}"; do
   # stacks go through the serial console, slowly; rdma(8) can block behind
   # a device stuck in removal).
   if [ "$rc" = 124 ]; then
-    for _ in $(seq 180); do kill -0 "$watcher" 2>/dev/null || break; sleep 1; done
-    if kill -0 "$watcher" 2>/dev/null; then
-      echo "# (the report did not finish within 180 s)"
-      pkill -KILL -P "$watcher" 2>/dev/null; kill -KILL "$watcher" 2>/dev/null
-    fi
+    gone_within 180 "$watcher" || echo "# (the report did not finish within 180 s)"
   else
     pkill -P "$watcher" sleep
   fi
@@ -114,8 +117,7 @@ for t in "${tests[@]}"; do
     wedged="the unmount after $name is stuck in the kernel"
   fi
   # The filter ends with the last writer; one stuck in the kernel keeps it.
-  for _ in $(seq 10); do kill -0 "$filter" 2>/dev/null || break; sleep 0.5; done
-  kill "$filter" 2>/dev/null; wait "$filter" 2>/dev/null
+  gone_within 5 "$filter"; wait "$filter" 2>/dev/null
   secs=$((SECONDS - start))
   case $rc in
     0) echo "ok $n selftests: rpcrdma_rs: $name # ${secs}s" ;;
