@@ -679,6 +679,14 @@ impl rpc::Transport for RdmaXprt {
         self.slots.free(x, rqst);
     }
 
+    fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
+        self.slots.provide_buffers(rqst)
+    }
+
+    fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool {
+        self.slots.owns_buffers(rqst)
+    }
+
     fn release_request(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
         // An RPC that ended without its reply (signal, timeout) may still
         // have regions the server could write into: invalidate them before

@@ -102,7 +102,15 @@ pub(crate) struct Slot<D> {
     #[pin]
     state: SpinLock<D>,
     index: usize,
+    /// The request's call and reply buffers (`buf_alloc`), when they fit:
+    /// SUNRPC encodes the call into it and decodes the reply from it while
+    /// the request is its task's, so only raw pointers to it leave here.
+    buffer: KBox<Opaque<[u8; SLOT_BUFFER]>>,
 }
+
+/// Bytes of a slot's own call and reply buffer. Most calls and replies fit
+/// (bulk data travels in the page lists); larger ones get SUNRPC's.
+pub(crate) const SLOT_BUFFER: usize = 4096;
 
 // SAFETY: the `rpc_rqst` is SUNRPC's, which synchronises its use (one task
 // owns a request at a time; the reply path pins it); our state is behind a
@@ -126,12 +134,15 @@ impl<D: Default> SlotTable<D> {
     pub(crate) fn new(n: usize) -> Result<Self> {
         let mut slots = KVec::with_capacity(n, GFP_KERNEL)?;
         for index in 0..n {
+            // SAFETY: `Opaque` may hold uninitialised bytes.
+            let buffer = unsafe { KBox::<Opaque<[u8; SLOT_BUFFER]>>::new_uninit(GFP_KERNEL)?.assume_init() };
             let slot = KBox::pin_init(
                 pin_init!(Slot {
                     // Zeroed, as SUNRPC's own slot allocator hands them out.
                     rqst: Opaque::new(Default::default()),
                     state <- new_spinlock!(D::default(), "rpcrdma_rs:slot"),
                     index,
+                    buffer,
                 }),
                 GFP_KERNEL,
             )?;
@@ -152,10 +163,40 @@ impl<D: Default> SlotTable<D> {
     }
 
     fn put(&self, slot: &Slot<D>) {
-        // SAFETY: the slot is free again: nobody uses its `rpc_rqst`; SUNRPC
-        // expects a zeroed one from the allocator.
+        // SAFETY: the slot is free again: nobody uses its `rpc_rqst`.
+        // SUNRPC's own allocator clears a request it takes back, and its
+        // users rely on that (the credential pointer, for one, is not set
+        // again before it is looked at).
         unsafe { core::ptr::write_bytes(slot.rqst.get(), 0, 1) };
         self.free.lock().push(slot.index);
+    }
+
+    /// `buf_alloc`: points the call and reply buffers of `rqst` (sized by
+    /// SUNRPC in `rq_callsize` and `rq_rcvsize`) into its slot's own
+    /// buffer, as `rpc_malloc` lays them out. False if `rqst` is not one of
+    /// this table's or they do not fit.
+    pub(crate) fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
+        let Some(slot) = self.slot_of(rqst) else { return false };
+        let (call, reply) = (rqst.get().rq_callsize, rqst.get().rq_rcvsize);
+        if call.checked_add(reply).map_or(true, |n| n > SLOT_BUFFER) {
+            return false;
+        }
+        let base = slot.buffer.get().cast::<u8>();
+        let r = rqst.raw.as_ptr();
+        // SAFETY: the request is the calling task's, which is asking for
+        // its buffers; `call <= SLOT_BUFFER`, so the reply buffer starts
+        // inside (or right at the end of) the slot's buffer.
+        unsafe {
+            (*r).rq_buffer = base.cast();
+            (*r).rq_rbuffer = base.add(call).cast();
+        }
+        true
+    }
+
+    /// True if the buffers of `rqst` are its slot's own (nothing to free).
+    pub(crate) fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool {
+        self.slot_of(rqst)
+            .is_some_and(|slot| rqst.get().rq_buffer == slot.buffer.get().cast::<c_void>())
     }
 
     /// `alloc_slot`: gives `task` a free request, or queues it on the
@@ -357,6 +398,12 @@ pub(crate) trait Transport: Send + Sync + Sized {
     /// The task is done with its buffers; release what the transport holds
     /// for the request (its memory registrations). May sleep.
     fn release_request(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>);
+    /// Point the request's call and reply buffers at memory the transport
+    /// keeps for it ([`SlotTable::provide_buffers`]); false if it has none
+    /// large enough (SUNRPC's allocator is used instead).
+    fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool;
+    /// True if the request's buffers are the transport's own.
+    fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool;
     /// Start (re)connecting; `task` waits on the pending queue.
     fn connect(&self, xprt: Xprt<'_>, task: &Task<'_>);
     /// Close the connection (SUNRPC holds the send lock).
@@ -1099,7 +1146,7 @@ impl<T: Transport> OpsTable<T> {
         connect: Some(connect::<T>),
         get_srcaddr: None,
         get_srcport: None,
-        buf_alloc: Some(sys::rpc_malloc),
+        buf_alloc: Some(buf_alloc::<T>),
         buf_free: Some(buf_free::<T>),
         prepare_request: None,
         send_request: Some(send_request::<T>),
@@ -1156,15 +1203,35 @@ unsafe extern "C" fn free_slot<T: Transport>(xprt: *mut sys::rpc_xprt, rqst: *mu
 /// # Safety
 ///
 /// See [`connect`]; `task` has a request on this transport.
-unsafe extern "C" fn buf_free<T: Transport>(task: *mut sys::rpc_task) {
+unsafe extern "C" fn buf_alloc<T: Transport>(task: *mut sys::rpc_task) -> c_int {
     // SAFETY: see `connect`; the task's request belongs to its transport.
     unsafe {
         let rqst = (*task).tk_rqstp;
         if let Some(raw) = NonNull::new(rqst) {
-            let (x, t) = Xprt::transport::<T>((*rqst).rq_xprt);
-            t.release_request(x, &Rqst { raw, _life: PhantomData });
+            let (_, t) = Xprt::transport::<T>((*rqst).rq_xprt);
+            if t.provide_buffers(&Rqst { raw, _life: PhantomData }) {
+                return 0;
+            }
         }
-        sys::rpc_free(task);
+        sys::rpc_malloc(task)
+    }
+}
+
+/// # Safety
+///
+/// See [`connect`]; `task` has a request on this transport.
+unsafe extern "C" fn buf_free<T: Transport>(task: *mut sys::rpc_task) {
+    // SAFETY: see `connect`; the task's request belongs to its transport.
+    unsafe {
+        let rqst = (*task).tk_rqstp;
+        let Some(raw) = NonNull::new(rqst) else { return };
+        let (x, t) = Xprt::transport::<T>((*rqst).rq_xprt);
+        let r = Rqst { raw, _life: PhantomData };
+        t.release_request(x, &r);
+        // Only what `rpc_malloc` allocated goes back to it.
+        if !t.owns_buffers(&r) {
+            sys::rpc_free(task);
+        }
     }
 }
 
