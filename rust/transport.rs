@@ -538,9 +538,15 @@ fn wait_for_space(x: Xprt<'_>, ep: &Endpoint, epoch: u64) {
 /// Accounts an invalidation of `registered` regions of which `local`
 /// needed a LOCAL_INV (the rest the server invalidated remotely).
 fn count_invalidations(stats: &Stats, registered: usize, local: usize) {
-    stats.local_inv_needed.fetch_add(local as u64, Ordering::Relaxed);
-    LOCAL_INVALIDATIONS.fetch_add(local as u64, Ordering::Relaxed);
-    REMOTE_INVALIDATIONS.fetch_add(registered.saturating_sub(local) as u64, Ordering::Relaxed);
+    // Most replies need no LOCAL_INV, and many RPCs register nothing: skip
+    // the locked adds of zero.
+    if local > 0 {
+        stats.local_inv_needed.fetch_add(local as u64, Ordering::Relaxed);
+        LOCAL_INVALIDATIONS.fetch_add(local as u64, Ordering::Relaxed);
+    }
+    if registered > local {
+        REMOTE_INVALIDATIONS.fetch_add((registered - local) as u64, Ordering::Relaxed);
+    }
 }
 
 fn segment(r: rdma::Registered) -> v1::Segment {
@@ -693,6 +699,10 @@ impl rpc::Transport for RdmaXprt {
         // its pages go back.
         let Some(slot) = self.slots.slot_of(rqst) else { return };
         let (mut reg, mut sent) = slot.state().lock().take();
+        // The usual case: the reply handler already took both back.
+        if reg.is_empty() && sent.is_none() {
+            return;
+        }
         if let Some(ep) = self.endpoint() {
             ep.conn.wait_sent(&mut sent);
             if !reg.is_empty() {
