@@ -140,10 +140,23 @@ def busy_jiffies():
     return sum(v) - v[3] - v[4]  # minus idle and iowait
 
 
+def server_busy_jiffies():
+    """The server guest's CPU time not idle (scripts/guest/init.sh cpu-stat)."""
+    out = server_cmd("cpu-stat", timeout=60)
+    v = [int(x) for x in out.split("\n")[0].split()[1:]]
+    return sum(v) - v[3] - v[4]
+
+
 class Meter:
-    """Client CPU and RPCs across one workload."""
+    """Client CPU, RPCs and (with server=True) server CPU across one workload."""
+
+    def __init__(self, server=False):
+        self.server = server
+        self.server_cpu = None
 
     def __enter__(self):
+        if self.server:
+            self.server_cpu = server_busy_jiffies()
         self.cpu, self.rpcs, self.t = busy_jiffies(), rpcs(), time.time()
         return self
 
@@ -151,9 +164,18 @@ class Meter:
         self.cpu = busy_jiffies() - self.cpu
         self.rpcs = rpcs() - self.rpcs
         self.secs = time.time() - self.t
+        if self.server and exc[0] is None:
+            self.server_cpu = server_busy_jiffies() - self.server_cpu
 
     def cpu_us_per_rpc(self):
         return self.cpu * 1e6 / USER_HZ / self.rpcs if self.rpcs else None
+
+    def server_cpu_us_per_rpc(self):
+        """The server's CPU per RPC: the same for every client that follows
+        the protocol, unless a client makes it do more (or less) work."""
+        if self.server_cpu is None or not self.rpcs:
+            return None
+        return self.server_cpu * 1e6 / USER_HZ / self.rpcs
 
 
 def fio(name, rw, bs, iodepth, filename):
@@ -179,9 +201,10 @@ def workloads(variant, rep):
          cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs)
     # 4 KiB random reads at queue depth 64: IOPS.
     rxe0 = rxe_counters()
-    with Meter() as m:
+    with Meter(server=True) as m:
         r = fio("qd64", "randread", "4k", 64, "bench.dat")
-    emit(**base, workload="randread_4k_qd64", iops=r["iops"], cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs)
+    emit(**base, workload="randread_4k_qd64", iops=r["iops"], cpu_us_per_rpc=m.cpu_us_per_rpc(),
+         server_cpu_us_per_rpc=m.server_cpu_us_per_rpc(), rpcs=m.rpcs)
     # The transport's counters so far (connects, backlog, Send buffer and
     # LOCAL_INV waits...) and what soft-RoCE counted during the job
     # (retransmissions, duplicates, NAKs): what to look at first when QD64

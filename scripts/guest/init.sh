@@ -114,6 +114,10 @@ server)
         cb-state)
           # The callback channel state knfsd keeps for each client.
           { grep -h 'callback state' /proc/fs/nfsd/clients/*/info | awk '{ print $3 }' | tr '\n' ' '; echo; } > "$share/res.$id.tmp" 2>&1 ;;
+        cpu-stat)
+          # The server's aggregate CPU times (the "cpu" line of
+          # /proc/stat, in USER_HZ ticks): how busy a benchmark kept it.
+          { grep -m1 '^cpu ' /proc/stat; echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
         mkfiles\ *)
           # mkfiles DIR N: N empty files made directly in the export.
           set -- ${cmd#mkfiles }
