@@ -20,6 +20,8 @@
 #                   runs it on the debug kernel)
 #   make bench      rpcrdma_rs vs the C client, NFS/TCP and raw RDMA
 #                   (table, JSON and chart in bench-results/)
+#   make ab OLD=REV [NEW=REV]  the module at two revisions (NEW: the
+#                   working tree) and the C client, alternated at QD1/QD64
 #   make fuzz       cargo-fuzz every protocol decoder (FUZZ_SECONDS each)
 #   make clippy     clippy over the module (kernel build with CLIPPY=1)
 
@@ -32,7 +34,7 @@ KERNEL_DEP := kernel
 KDIR = $(shell bash scripts/build-kernel.sh --path)
 endif
 
-.PHONY: all demo check debug-check soak long-check bench setup kernel module peer unit selftests fuzz clippy clean
+.PHONY: all demo check debug-check soak long-check bench ab setup kernel module peer unit selftests fuzz clippy clean
 
 all: module
 
@@ -69,6 +71,10 @@ demo:
 
 bench:
 	bash scripts/bench.sh
+
+ab:
+	@[ -n "$(OLD)" ] || { echo "usage: make ab OLD=REV [NEW=REV] [AB_ROUNDS=N]"; exit 2; }
+	bash scripts/ab.sh --rounds $(or $(AB_ROUNDS),8) $(OLD) $(NEW)
 
 # The whole suite on the debug kernel (KASAN, lockdep, kmemleak, ...).
 debug-check:
