@@ -7,11 +7,12 @@
 #
 # Builds the module at OLD_REV and at NEW_REV (default: the working tree)
 # in git worktrees under the cache, then has the client guest load each in
-# turn with the C client in between (scripts/guest/ab_client.sh): every
-# round runs 4 KiB random reads at queue depth 1 and 64 over each, swapping
-# the order every round. Prints per-round figures and the medians of the
-# per-round ratios new/old and new/C. A few percent needs eight rounds or
-# more (Documentation/benchmarks.rst).
+# turn with the C client in between (scripts/guest/bench_client.py with
+# the variants old, c and new, 4 KiB workloads only): every round runs
+# 4 KiB random reads at queue depth 1 and 64 over each, rotating the order
+# every round. Prints the medians of the per-round ratios new/old and
+# new/C. A few percent needs eight rounds or more
+# (Documentation/benchmarks.rst).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -32,11 +33,12 @@ cd "$repo"
 bash scripts/setup-host.sh > /dev/null
 ab=$CACHE_DIR/ab
 mkdir -p "$ab"
+# The testbed needs the working tree's module in any case.
+make -s module
 # build REV NAME: the module at REV (a worktree of it) as $ab/NAME.ko.
 build() {
   local rev=$1 name=$2 wt
   if [ "$rev" = WORKTREE ]; then
-    make -s module
     cp rpcrdma_rs.ko "$ab/$name.ko"
     return
   fi
@@ -52,31 +54,34 @@ build() {
 }
 build "$1" old
 build "${2:-WORKTREE}" new
-make -s module
 
 raw=$(mktemp /tmp/rpcrdma-rs-ab.XXXX)
 trap 'rm -f "$raw"' EXIT
 log "A/B: $rounds rounds of ${runtime}s jobs (about $(( rounds * 3 * 2 * (runtime + 8) / 60 + 2 )) minutes)"
 set +e
 bash scripts/testbed.sh --timeout $(( 600 + rounds * 3 * 2 * (runtime + 30) )) \
-  env AB_ROUNDS="$rounds" AB_RUNTIME="$runtime" AB_DIR="$ab" bash scripts/guest/ab_client.sh | tee "$raw"
+  env BENCH_VARIANTS=old,c,new BENCH_WORKLOADS=4k BENCH_REPEATS="$rounds" BENCH_RUNTIME="$runtime" \
+  AB_DIR="$ab" python3 scripts/guest/bench_client.py | tee "$raw" | grep --line-buffered -v '^BENCH '
 rc=${PIPESTATUS[0]}
 set -e
 python3 - "$raw" <<'PY'
-import re, statistics, sys
+import json, statistics, sys
 runs = {}
 for line in open(sys.argv[1], errors="replace"):
-    m = re.search(r"AB (\d+) (\w+) qd(\d+) iops ([\d.]+) p50 ([\d.]+) cpu ([\d.]+)", line)
-    if m:
-        runs[(int(m[1]), m[2], int(m[3]))] = dict(iops=float(m[4]), p50=float(m[5]), cpu=float(m[6]))
+    if line.startswith("BENCH "):
+        s = json.loads(line[6:])
+        runs[(s["rep"], s["variant"], s["workload"])] = s
 rounds = sorted({r for r, _, _ in runs})
 print(f"\nmedians of per-round ratios over {len(rounds)} rounds (min..max)")
-for qd, field, label in ((1, "p50", "QD1 p50 latency"), (1, "cpu", "QD1 client CPU/RPC"),
-                         (64, "iops", "QD64 IOPS"), (64, "cpu", "QD64 client CPU/RPC")):
+for wl, field, label in (("randread_4k_qd1", "lat_p50_us", "QD1 p50 latency"),
+                         ("randread_4k_qd1", "cpu_us_per_rpc", "QD1 client CPU/RPC"),
+                         ("randread_4k_qd64", "iops", "QD64 IOPS"),
+                         ("randread_4k_qd64", "cpu_us_per_rpc", "QD64 client CPU/RPC"),
+                         ("randread_4k_qd64", "server_cpu_us_per_rpc", "QD64 server CPU/RPC")):
     out = [f"{label:22s}"]
     for a, b in (("new", "old"), ("new", "c")):
-        rs = [runs[(r, a, qd)][field] / runs[(r, b, qd)][field] for r in rounds
-              if (r, a, qd) in runs and (r, b, qd) in runs and runs[(r, b, qd)][field]]
+        rs = [runs[(r, a, wl)][field] / runs[(r, b, wl)][field] for r in rounds
+              if runs.get((r, a, wl), {}).get(field) and runs.get((r, b, wl), {}).get(field)]
         out.append(f"{a}/{b} {statistics.median(rs):.3f} ({min(rs):.2f}..{max(rs):.2f})" if rs else f"{a}/{b} -")
     print("  ".join(out))
 PY

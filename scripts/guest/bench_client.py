@@ -12,6 +12,10 @@ and the raw RDMA ceiling between the guests with perftest (ib_write_bw,
 ib_read_bw, ib_send_lat over rxe). The variants are interleaved: each
 repetition runs all of them, in an order rotated from the previous one.
 
+scripts/ab.sh uses it too, with the variants ``old`` and ``new`` (two
+builds of rpcrdma_rs, loaded from $AB_DIR/old.ko and new.ko) and ``c``,
+only the 4 KiB workloads (BENCH_WORKLOADS=4k) and no perftest.
+
 Every measurement is printed as one line ``BENCH <json>``; the host turns
 them into the table, the JSON file and the chart (scripts/bench_report.py).
 """
@@ -32,11 +36,17 @@ RUNTIME = int(os.environ.get("BENCH_RUNTIME", "10"))
 FILE_MB = int(os.environ.get("BENCH_FILE_MB", "64"))
 SMALL_FILES = int(os.environ.get("BENCH_SMALL_FILES", "200"))
 VARIANTS = os.environ.get("BENCH_VARIANTS", "ours,c,tcp").split(",")
+# "all", or "4k": only the 4 KiB random reads (QD1 and QD64), no perftest.
+WORKLOADS = os.environ.get("BENCH_WORKLOADS", "all")
+AB_DIR = os.environ.get("AB_DIR", "")
 COMMON = "vers=3,nolock,rsize=1048576,wsize=1048576,retry=0"
+RDMA_OPTS = "proto=rdma,port=20049," + COMMON
 MOUNT_OPTS = {
-    "ours": "proto=rdma,port=20049," + COMMON,
-    "c": "proto=rdma,port=20049," + COMMON,
+    "ours": RDMA_OPTS,
+    "c": RDMA_OPTS,
     "tcp": "proto=tcp," + COMMON,
+    "old": RDMA_OPTS,
+    "new": RDMA_OPTS,
 }
 USER_HZ = os.sysconf("SC_CLK_TCK")
 
@@ -84,6 +94,11 @@ def use_module(variant):
         sh("modprobe rpcrdma_rs")
     elif variant == "c":
         sh("modprobe --ignore-install rpcrdma")
+    elif variant in ("old", "new"):
+        # A build of rpcrdma_rs outside the guest's module tree: insmod
+        # does not load what it depends on.
+        sh("modprobe -a ib_core rdma_cm sunrpc", check=False)
+        sh(f"insmod {AB_DIR}/{variant}.ko")
 
 
 def mount(variant):
@@ -211,6 +226,8 @@ def workloads(variant, rep):
     # falls short.
     log(f"{variant} after qd64: {' '.join(xprt_line() or ['no xprt line'])}")
     log(f"{variant} rxe during qd64: {counters_moved(rxe0, rxe_counters())}")
+    if WORKLOADS == "4k":
+        return
     # 1 MiB sequential reads and writes: throughput.
     with Meter() as m:
         r = fio("seqread", "read", "1m", 4, "bench.dat")
@@ -297,7 +314,7 @@ def main():
                 failures += 1
                 log(f"{variant} failed: {e}")
                 sh("umount -f " + MNT, check=False)
-        for tool in PERFTEST:
+        for tool in PERFTEST if WORKLOADS == "all" else ():
             try:
                 perftest(tool, rep)
             except Exception as e:
