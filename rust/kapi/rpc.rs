@@ -12,7 +12,7 @@
 use core::{marker::PhantomData, pin::Pin, ptr::NonNull};
 
 use kernel::{
-    alloc::{flags::GFP_KERNEL, KBox, KVec},
+    alloc::{flags::GFP_KERNEL, KBox, KVVec, KVec},
     new_spinlock,
     sync::SpinLock,
     types::Opaque,
@@ -121,45 +121,53 @@ unsafe impl<D: Send> Sync for Slot<D> {}
 
 /// The request slots of a transport.
 pub(crate) struct SlotTable<D> {
-    slots: KVec<Pin<KBox<Slot<D>>>>,
-    /// Every slot's address with its index, sorted by address: finds the
-    /// slot of a request in a few comparisons on the hot path (a request
-    /// is looked up three or four times per RPC).
-    by_addr: KVec<(usize, usize)>,
+    /// All slots in one allocation, initialised in place and never moved
+    /// (the vector is neither grown nor shrunk after `new`): each slot is
+    /// pinned for the table's life, and a request's slot follows from its
+    /// address with a range check and a division, as the hot path looks it
+    /// up four or five times per RPC.
+    slots: KVVec<Slot<D>>,
     free: Pin<KBox<SpinLock<FreeList>>>,
 }
 
 impl<D: Default> SlotTable<D> {
     /// `n` slots, all free.
     pub(crate) fn new(n: usize) -> Result<Self> {
-        let mut slots = KVec::with_capacity(n, GFP_KERNEL)?;
+        // The `rpc_rqst`s are never mapped for DMA (their buffers are the
+        // slots' own allocations), so a large table may come from vmalloc.
+        let mut slots = KVVec::<Slot<D>>::with_capacity(n, GFP_KERNEL)?;
         for index in 0..n {
             // SAFETY: `Opaque` may hold uninitialised bytes.
             let buffer = unsafe { KBox::<Opaque<[u8; SLOT_BUFFER]>>::new_uninit(GFP_KERNEL)?.assume_init() };
-            let slot = KBox::pin_init(
-                pin_init!(Slot {
-                    // Zeroed, as SUNRPC's own slot allocator hands them out.
-                    rqst: Opaque::new(Default::default()),
-                    state <- new_spinlock!(D::default(), "rpcrdma_rs:slot"),
-                    index,
-                    buffer,
-                }),
-                GFP_KERNEL,
-            )?;
-            slots.push(slot, GFP_KERNEL)?;
+            let init = pin_init!(Slot {
+                // Zeroed, as SUNRPC's own slot allocator hands them out.
+                rqst: Opaque::new(Default::default()),
+                state <- new_spinlock!(D::default(), "rpcrdma_rs:slot"),
+                index,
+                buffer,
+            });
+            let Some(place) = slots.spare_capacity_mut().first_mut() else {
+                return Err(ENOMEM);
+            };
+            // SAFETY: `place` is the uninitialised element `index` of an
+            // allocation that never moves: the vector has room for all `n`
+            // slots and is never grown or shrunk, so the slot stays where it
+            // is initialised, pinned, until the table is dropped (which drops
+            // it in place).
+            match unsafe { init.__pinned_init(place.as_mut_ptr()) } {
+                Ok(()) => {}
+                Err(never) => match never {},
+            }
+            // SAFETY: elements `0..=index` are initialised.
+            unsafe { slots.set_len(index + 1) };
         }
-        let mut by_addr = KVec::with_capacity(n, GFP_KERNEL)?;
-        for (index, slot) in slots.iter().enumerate() {
-            by_addr.push((core::ptr::from_ref::<Slot<D>>(slot) as usize, index), GFP_KERNEL)?;
-        }
-        by_addr.sort_unstable_by_key(|&(addr, _)| addr);
         let free = KBox::pin_init(new_spinlock!(FreeList::full(n)?, "rpcrdma_rs:slots"), GFP_KERNEL)?;
-        Ok(SlotTable { slots, by_addr, free })
+        Ok(SlotTable { slots, free })
     }
 
     fn get(&self) -> Option<&Slot<D>> {
         let i = self.free.lock().pop()?;
-        self.slots.get(i).map(|s| &**s)
+        self.slots.get(i)
     }
 
     fn put(&self, slot: &Slot<D>) {
@@ -262,10 +270,12 @@ impl<D: Default> SlotTable<D> {
     /// The slot whose `rpc_rqst` is at `rqst` (the first field of a
     /// `repr(C)` slot), if it is one of this table's.
     fn slot_at(&self, rqst: *mut sys::rpc_rqst) -> Option<&Slot<D>> {
-        let addr = rqst as usize;
-        let at = self.by_addr.binary_search_by_key(&addr, |&(a, _)| a).ok()?;
-        let index = self.by_addr.get(at)?.1;
-        self.slots.get(index).map(|s| &**s)
+        let size = core::mem::size_of::<Slot<D>>();
+        let offset = (rqst as usize).checked_sub(self.slots.as_ptr() as usize)?;
+        if offset % size != 0 {
+            return None;
+        }
+        self.slots.get(offset / size)
     }
 }
 
