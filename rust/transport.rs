@@ -1134,7 +1134,8 @@ impl EpShared {
         }
         let max = self.max_requests.load(Ordering::Relaxed);
         let grant = credits::sanitize_grant(inc.credits, max);
-        if self.credits.swap(grant, Ordering::Relaxed) != grant {
+        // The grant rarely changes: look before the locked exchange.
+        if self.credits.load(Ordering::Relaxed) != grant && self.credits.swap(grant, Ordering::Relaxed) != grant {
             self.xprt.set_credits(grant);
         }
         let Some((rqst, shape)) = self.take_request(conn, inc.xid, invalidated) else {
