@@ -34,7 +34,7 @@ KERNEL_DEP := kernel
 KDIR = $(shell bash scripts/build-kernel.sh --path)
 endif
 
-.PHONY: all demo check debug-check soak long-check bench ab setup kernel module peer unit selftests fuzz clippy clean
+.PHONY: all demo check debug-check soak long-check bench ab profile setup kernel module peer unit selftests fuzz clippy clean
 
 all: module
 
@@ -75,6 +75,9 @@ bench:
 ab:
 	@[ -n "$(OLD)" ] || { echo "usage: make ab OLD=REV [NEW=REV] [AB_ROUNDS=N]"; exit 2; }
 	bash scripts/ab.sh --rounds $(or $(AB_ROUNDS),8) $(OLD) $(NEW)
+
+profile:
+	bash scripts/profile.sh --rounds $(or $(PROFILE_ROUNDS),2) --iodepth $(or $(PROFILE_IODEPTH),64) $(if $(OLD),--old $(OLD))
 
 # The whole suite on the debug kernel (KASAN, lockdep, kmemleak, ...).
 debug-check:

@@ -35,25 +35,8 @@ ab=$CACHE_DIR/ab
 mkdir -p "$ab"
 # The testbed needs the working tree's module in any case.
 make -s module
-# build REV NAME: the module at REV (a worktree of it) as $ab/NAME.ko.
-build() {
-  local rev=$1 name=$2 wt
-  if [ "$rev" = WORKTREE ]; then
-    cp rpcrdma_rs.ko "$ab/$name.ko"
-    return
-  fi
-  git rev-parse --verify -q "$rev^{commit}" > /dev/null || die "no such revision: $rev"
-  wt=$ab/wt-$name
-  git worktree remove --force "$wt" 2> /dev/null || rm -rf "$wt"
-  git worktree prune
-  git worktree add -q --detach "$wt" "$rev"
-  log "building the module at $(git -C "$wt" log --oneline -1)"
-  make -s -C "$wt" module
-  cp "$wt/rpcrdma_rs.ko" "$ab/$name.ko"
-  git worktree remove --force "$wt"
-}
-build "$1" old
-build "${2:-WORKTREE}" new
+build_module_at "$1" "$ab/old.ko"
+build_module_at "${2:-WORKTREE}" "$ab/new.ko"
 
 raw=$(mktemp /tmp/rpcrdma-rs-ab.XXXX)
 trap 'rm -f "$raw"' EXIT

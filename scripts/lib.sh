@@ -52,3 +52,24 @@ cached_kernel() {
   local d="$CACHE_DIR/kernel-$(kernel_cache_key)"
   [ -f "$d/.rpcrdma-rs-complete" ] && echo "$d"
 }
+
+# build_module_at REV DEST: the module as of git revision REV, built in a
+# worktree of it under the cache, copied to DEST. REV "WORKTREE" is the
+# working tree's own build (run `make module` first). For comparing builds
+# (make ab, make profile OLD=REV).
+build_module_at() {
+  local rev=$1 dest=$2 wt
+  if [ "$rev" = WORKTREE ]; then
+    cp rpcrdma_rs.ko "$dest"
+    return
+  fi
+  git rev-parse --verify -q "$rev^{commit}" > /dev/null || die "no such revision: $rev"
+  wt=$CACHE_DIR/ab/wt-$(basename "$dest" .ko)
+  git worktree remove --force "$wt" 2> /dev/null || rm -rf "$wt"
+  git worktree prune
+  git worktree add -q --detach "$wt" "$rev"
+  log "building the module at $(git -C "$wt" log --oneline -1)"
+  make -s -C "$wt" module
+  cp "$wt/rpcrdma_rs.ko" "$dest"
+  git worktree remove --force "$wt"
+}

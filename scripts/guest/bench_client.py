@@ -295,15 +295,26 @@ def perftest(tool, rep):
         emit(variant="raw", rep=rep, workload=tool, lat_p50_us=2 * float(row[4]), lat_p99_us=2 * float(row[7]))
 
 
-def main():
-    log(f"variants {VARIANTS}, {REPEATS} repetitions, {RUNTIME} s per fio job, {FILE_MB} MiB file")
+def make_data():
+    """Has the server guest write the data file the reads read."""
     out = server_cmd(f"mkdata bench.dat {FILE_MB}")
     if "rc=0" not in out:
         raise RuntimeError(f"server mkdata: {out}")
+
+
+def rotation(variants, rep):
+    """The variants in repetition `rep`'s order: rotated by one every time,
+    so that drift on the host is spread over all of them."""
+    k = rep % len(variants)
+    return variants[k:] + variants[:k]
+
+
+def main():
+    log(f"variants {VARIANTS}, {REPEATS} repetitions, {RUNTIME} s per fio job, {FILE_MB} MiB file")
+    make_data()
     failures = 0
     for rep in range(REPEATS):
-        order = VARIANTS[rep % len(VARIANTS):] + VARIANTS[:rep % len(VARIANTS)]
-        for variant in order:
+        for variant in rotation(VARIANTS, rep):
             log(f"repetition {rep + 1}: {variant}")
             try:
                 use_module(variant)

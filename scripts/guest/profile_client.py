@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""The client side of scripts/profile.sh, run in the client guest.
+
+Where the client's CPU goes per RPC, for rpcrdma_rs and the in-tree C
+client in turn: 4 KiB random reads at queue depth 64 (the benchmark's IOPS
+workload; PROFILE_IODEPTH=1 for the latency one), through bench_client.py's
+module loading, mount and fio,
+sampled with ``perf record -a`` for the whole job. Each run prints one line
+``PROFILE <json>``: the RPC count, and the samples by where they landed
+(the transport module, rdma_rxe, the rest of the kernel, user space, the
+idle loop) and by function within the transport and within the kernel.
+
+Under TCG the guest's sampling timer runs at the tick (some 250 samples a
+second, whatever -F asks), and a sample lands on the translation block
+after the one that took the time; long runs and whole functions are what
+such a profile resolves.
+"""
+
+import collections
+import json
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("BENCH_RUNTIME", "30")
+import bench_client as bc  # noqa: E402  (reads its settings at import)
+
+ROUNDS = int(os.environ.get("PROFILE_ROUNDS", "2"))
+VARIANTS = os.environ.get("PROFILE_VARIANTS", "ours,c").split(",")
+IODEPTH = int(os.environ.get("PROFILE_IODEPTH", "64"))
+PERF_DATA = "/tmp/profile.perf"
+# What a 1-vCPU guest runs when it has nothing to do: the halt.
+IDLE = {"pv_native_safe_halt", "native_safe_halt", "default_idle", "acpi_safe_halt"}
+TOP = 150
+
+
+def where(dso, variant):
+    """The bucket a sample's DSO goes in."""
+    module = "rpcrdma_rs" if variant != "c" else "rpcrdma"
+    if dso == f"[{module}]":
+        return "transport"
+    if dso == "[rdma_rxe]":
+        return "rxe"
+    if dso.startswith("[") and dso != "[unknown]" and dso != "[vdso]":
+        return "kernel"
+    return "user"
+
+
+def profile(variant, rnd):
+    bc.use_module(variant)
+    bc.mount(variant)
+    perf = subprocess.Popen(
+        ["perf", "record", "-a", "-F", "4999", "-q", "-o", PERF_DATA],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with bc.Meter() as m:
+            r = bc.fio(f"qd{IODEPTH}", "randread", "4k", IODEPTH, "bench.dat")
+    finally:
+        perf.send_signal(2)
+        perf.wait(timeout=120)
+    bc.umount()
+    out = bc.sh(f"perf script -i {PERF_DATA} -F ip,sym,dso", timeout=600).stdout
+    os.unlink(PERF_DATA)
+    buckets = collections.Counter()
+    syms = {"transport": collections.Counter(), "kernel": collections.Counter()}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) < 2:
+            continue
+        dso = f[-1].strip("()")
+        sym = f[1] if len(f) >= 3 else "[unknown]"
+        b = where(dso, variant)
+        if b == "kernel" and sym in IDLE:
+            b = "idle"
+        buckets[b] += 1
+        if b in syms:
+            syms[b][sym] += 1
+    print("PROFILE " + json.dumps(dict(
+        variant=variant, round=rnd, iodepth=IODEPTH, rpcs=m.rpcs, iops=r["iops"],
+        cpu_us_per_rpc=m.cpu_us_per_rpc(), samples=dict(buckets),
+        transport_syms=dict(syms["transport"].most_common(TOP)),
+        kernel_syms=dict(syms["kernel"].most_common(TOP))), sort_keys=True), flush=True)
+
+
+def main():
+    bc.log(f"profile: {VARIANTS}, {ROUNDS} rounds of {bc.RUNTIME} s at queue depth {IODEPTH}")
+    # The guest's timer caps the rate anyway; do not let perf throttle it
+    # further while the guest is busy.
+    for knob, val in (("perf_cpu_time_max_percent", "0"), ("perf_event_paranoid", "-1")):
+        with open(f"/proc/sys/kernel/{knob}", "w") as f:
+            f.write(val)
+    bc.make_data()
+    failures = 0
+    for rnd in range(ROUNDS):
+        for variant in bc.rotation(VARIANTS, rnd):
+            bc.log(f"round {rnd + 1}: {variant}")
+            try:
+                profile(variant, rnd)
+            except Exception as e:  # one failed run must not hide the others
+                failures += 1
+                bc.log(f"{variant} failed: {e}")
+                bc.sh("umount -f " + bc.MNT, check=False)
+    bc.use_module("none")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

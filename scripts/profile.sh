@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# make profile: where the client's CPU goes per RPC, rpcrdma_rs against the
+# in-tree C client, in one testbed run.
+#
+#   scripts/profile.sh [--rounds N] [--runtime S] [--iodepth N] [--old REV]
+#
+# The client guest loads each transport in turn (rotating the order every
+# round) and samples the whole guest with perf during 4 KiB random reads
+# at queue depth 64, or --iodepth (scripts/guest/profile_client.py). Prints samples per
+# thousand RPCs by where they landed (the transport module, rdma_rxe, the
+# rest of the kernel, user space), each bucket's ratio ours / C, and the
+# functions of each transport module and of the kernel that differ most.
+# With --old, the module as of git revision REV is profiled too (variant
+# "old"), for a change's before and after in one run. Documentation/
+# benchmarks.rst says how to read it.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+. "$here/lib.sh"
+
+rounds=2 runtime=30 iodepth=64 old=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --runtime) runtime=$2; shift 2 ;;
+    --iodepth) iodepth=$2; shift 2 ;;
+    --old) old=$2; shift 2 ;;
+    *) die "usage: $0 [--rounds N] [--runtime S] [--iodepth N] [--old REV]" ;;
+  esac
+done
+
+cd "$repo"
+bash scripts/setup-host.sh > /dev/null
+make -s module
+variants=ours,c
+kodir=$CACHE_DIR/profile/ko
+if [ -n "$old" ]; then
+  mkdir -p "$kodir"
+  build_module_at "$old" "$kodir/old.ko"
+  variants=ours,old,c
+fi
+# The run's output is kept: scripts/profile_report.py FILE prints the
+# report again.
+mkdir -p "$CACHE_DIR/profile"
+raw=$CACHE_DIR/profile/$(date +%Y%m%d-%H%M%S)-qd$iodepth.txt
+nvar=$(( $(tr -cd , <<< "$variants" | wc -c) + 1 ))
+log "profile: $rounds rounds of ${runtime}s per transport (about $(( rounds * nvar * (runtime + 40) / 60 + 2 )) minutes)"
+set +e
+bash scripts/testbed.sh --timeout $(( 600 + rounds * nvar * (runtime + 120) )) \
+  env PROFILE_VARIANTS="$variants" AB_DIR="$kodir" PROFILE_ROUNDS="$rounds" PROFILE_IODEPTH="$iodepth" BENCH_RUNTIME="$runtime" python3 scripts/guest/profile_client.py \
+  | tee "$raw" | grep --line-buffered -v '^PROFILE '
+rc=${PIPESTATUS[0]}
+set -e
+python3 "$here/profile_report.py" "$raw"
+log "samples kept in $raw"
+exit "$rc"

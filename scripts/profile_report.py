@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Prints what scripts/profile.sh measured (the PROFILE lines of its run).
+
+Usage: profile_report.py FILE (the run's output, kept under the cache).
+"""
+
+import collections
+import json
+import statistics
+import sys
+
+BUCKETS = ("transport", "rxe", "kernel", "user")
+
+
+def busy(r):
+    """Samples not in the idle loop, per RPC, of one run."""
+    return sum(r["samples"].get(k, 0) for k in BUCKETS) / r["rpcs"]
+
+
+def main(path):
+    runs = collections.defaultdict(list)
+    for line in open(path, errors="replace"):
+        if line.startswith("PROFILE "):
+            s = json.loads(line[8:])
+            if s["rpcs"]:
+                runs[s["variant"]].append(s)
+    if not runs:
+        print("no profile was taken")
+        return 1
+    # Samples per thousand RPCs, over all rounds of a variant.
+    per = {}
+    for v, rs in runs.items():
+        rpcs = sum(r["rpcs"] for r in rs) / 1000
+        tot = collections.Counter()
+        syms = {"transport": collections.Counter(), "kernel": collections.Counter()}
+        for r in rs:
+            tot.update(r["samples"])
+            for k in syms:
+                syms[k].update(r[f"{k}_syms"])
+        per[v] = dict(
+            rpcs=rpcs * 1000, rounds=len(rs),
+            b={k: tot.get(k, 0) / rpcs for k in BUCKETS + ("idle",)},
+            syms={k: {s: n / rpcs for s, n in c.items()} for k, c in syms.items()},
+            cpu=sorted(r["cpu_us_per_rpc"] for r in rs if r["cpu_us_per_rpc"]),
+            iops=sorted(r["iops"] for r in rs))
+    order = ("ours", "old", "c")
+    names = [v for v in order if v in per] + [v for v in per if v not in order]
+    others = [v for v in names if v != "c"] if "c" in per else []
+    qd = sorted({r.get("iodepth", 64) for rs in runs.values() for r in rs})
+    print(f"\nsamples per 1000 RPCs (4 KiB random reads, queue depth {'/'.join(map(str, qd))}), all rounds")
+    print(f"{'':12s}" + "".join(f"{v:>10s}" for v in names) + "".join(f"{v + '/c':>10s}" for v in others))
+    rows = [(k, lambda p, k=k: p["b"][k]) for k in BUCKETS]
+    rows.append(("not idle", lambda p: sum(p["b"][k] for k in BUCKETS)))
+    rows.append(("idle", lambda p: p["b"]["idle"]))
+    for label, f in rows:
+        vals = {v: f(per[v]) for v in names}
+        ratios = "".join(f"{vals[v] / vals['c']:10.3f}" if vals["c"] else f"{'-':>10s}" for v in others)
+        print(f"{label:12s}" + "".join(f"{vals[v]:10.2f}" for v in names) + ratios)
+    # The host's speed drifts between runs, and every count per RPC with
+    # it: the transport's share of the busy samples, and ratios taken
+    # within one round (the variants back to back), drift less.
+    print()
+    for v in names:
+        p = per[v]
+        share = p["b"]["transport"] / sum(p["b"][k] for k in BUCKETS)
+        shares = [r["samples"].get("transport", 0) / r["rpcs"] / busy(r) for r in runs[v]]
+        print(f"{v}: the transport is {100 * share:.1f} % of the busy samples"
+              f" (runs: {', '.join(f'{100 * x:.1f}' for x in shares)})")
+    for v in others:
+        c_by_round = {r["round"]: r for r in runs["c"]}
+        rs = [busy(r) / busy(c_by_round[r["round"]]) for r in runs[v] if r["round"] in c_by_round]
+        if rs:
+            print(f"{v}/c busy samples per RPC, per round: {', '.join(f'{x:.3f}' for x in rs)}"
+                  f" (median {statistics.median(rs):.3f})")
+    for v in names:
+        p = per[v]
+        print(f"{v}: {p['rounds']} runs, {p['rpcs']:.0f} RPCs, IOPS {', '.join(f'{x:.0f}' for x in p['iops'])},"
+              f" CPU us/RPC {', '.join(f'{x:.0f}' for x in p['cpu'])}")
+    for v in names:
+        t = per[v]["syms"]["transport"]
+        print(f"\n{v}: transport functions (samples per 1000 RPCs)")
+        for s, n in sorted(t.items(), key=lambda x: -x[1])[:15]:
+            print(f"  {n:7.3f}  {s[:110]}")
+    if others:
+        a, b = per[others[0]]["syms"]["kernel"], per["c"]["syms"]["kernel"]
+        print(f"\nkernel functions that differ most ({others[0]} - c, samples per 1000 RPCs)")
+        for s in sorted(set(a) | set(b), key=lambda s: -abs(a.get(s, 0) - b.get(s, 0)))[:12]:
+            print(f"  {a.get(s, 0) - b.get(s, 0):+7.3f}  {s} ({a.get(s, 0):.3f} vs {b.get(s, 0):.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
