@@ -34,14 +34,17 @@ def main(path):
         rpcs = sum(r["rpcs"] for r in rs) / 1000
         tot = collections.Counter()
         syms = {"transport": collections.Counter(), "kernel": collections.Counter()}
+        entries = collections.Counter()
         for r in rs:
             tot.update(r["samples"])
             for k in syms:
                 syms[k].update(r[f"{k}_syms"])
+            entries.update(r.get("transport_entries", {}))
         per[v] = dict(
             rpcs=rpcs * 1000, rounds=len(rs),
             b={k: tot.get(k, 0) / rpcs for k in BUCKETS + ("idle",)},
             syms={k: {s: n / rpcs for s, n in c.items()} for k, c in syms.items()},
+            entries={s: n / rpcs for s, n in entries.items()},
             cpu=sorted(r["cpu_us_per_rpc"] for r in rs if r["cpu_us_per_rpc"]),
             iops=sorted(r["iops"] for r in rs))
     order = ("ours", "old", "c")
@@ -52,6 +55,8 @@ def main(path):
     print(f"{'':12s}" + "".join(f"{v:>10s}" for v in names) + "".join(f"{v + '/c':>10s}" for v in others))
     rows = [(k, lambda p, k=k: p["b"][k]) for k in BUCKETS]
     rows.append(("not idle", lambda p: sum(p["b"][k] for k in BUCKETS)))
+    # Call chains: samples with the transport anywhere on the stack.
+    rows.append(("in transport", lambda p: sum(p["entries"].values())))
     rows.append(("idle", lambda p: p["b"]["idle"]))
     for label, f in rows:
         vals = {v: f(per[v]) for v in names}
@@ -82,6 +87,13 @@ def main(path):
         print(f"\n{v}: transport functions (samples per 1000 RPCs)")
         for s, n in sorted(t.items(), key=lambda x: -x[1])[:15]:
             print(f"  {n:7.3f}  {s[:110]}")
+    for v in names:
+        t = per[v]["entries"]
+        if t:
+            print(f"\n{v}: in the transport and what it calls, by the function the kernel entered"
+                  " (samples per 1000 RPCs)")
+            for s, n in sorted(t.items(), key=lambda x: -x[1])[:10]:
+                print(f"  {n:7.3f}  {s[:110]}")
     if others:
         a, b = per[others[0]]["syms"]["kernel"], per["c"]["syms"]["kernel"]
         print(f"\nkernel functions that differ most ({others[0]} - c, samples per 1000 RPCs)")

@@ -6,10 +6,13 @@ Where the client's CPU goes per RPC, for rpcrdma_rs and the in-tree C
 client in turn: 4 KiB random reads at queue depth 64 (the benchmark's IOPS
 workload; PROFILE_IODEPTH=1 for the latency one), through bench_client.py's
 module loading, mount and fio,
-sampled with ``perf record -a`` for the whole job. Each run prints one line
-``PROFILE <json>``: the RPC count, and the samples by where they landed
-(the transport module, rdma_rxe, the rest of the kernel, user space, the
-idle loop) and by function within the transport and within the kernel.
+sampled with ``perf record -a -g`` for the whole job. Each run prints one
+line ``PROFILE <json>``: the RPC count, and the samples by where they
+landed (the transport module, rdma_rxe, the rest of the kernel, user space,
+the idle loop) and by function within the transport and within the kernel.
+From the call chains, also the samples taken anywhere inside the
+transport's code and what it called (rxe's post_send, memory registration,
+the copies...), by the transport function the kernel entered it through.
 
 Under TCG the guest's sampling timer runs at the tick (some 250 samples a
 second, whatever -F asks), and a sample lands on the translation block
@@ -47,11 +50,31 @@ def where(dso, variant):
     return "user"
 
 
+def samples(script_out):
+    """The samples of ``perf script -F ip,sym,dso`` output with call chains:
+    for each, its frames (dso, symbol) from the leaf outwards."""
+    frames = []
+    for line in script_out.splitlines():
+        f = line.split()
+        if not f:
+            if frames:
+                yield frames
+            frames = []
+            continue
+        if len(f) < 2:
+            continue
+        dso = f[-1].strip("()")
+        sym = f[1] if len(f) >= 3 else "[unknown]"
+        frames.append((dso, sym))
+    if frames:
+        yield frames
+
+
 def profile(variant, rnd):
     bc.use_module(variant)
     bc.mount(variant)
     perf = subprocess.Popen(
-        ["perf", "record", "-a", "-F", "4999", "-q", "-o", PERF_DATA],
+        ["perf", "record", "-a", "-g", "-F", "4999", "-q", "-o", PERF_DATA],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         with bc.Meter() as m:
@@ -64,22 +87,24 @@ def profile(variant, rnd):
     os.unlink(PERF_DATA)
     buckets = collections.Counter()
     syms = {"transport": collections.Counter(), "kernel": collections.Counter()}
-    for line in out.splitlines():
-        f = line.split()
-        if len(f) < 2:
-            continue
-        dso = f[-1].strip("()")
-        sym = f[1] if len(f) >= 3 else "[unknown]"
+    entries = collections.Counter()
+    for frames in samples(out):
+        dso, sym = frames[0]
         b = where(dso, variant)
         if b == "kernel" and sym in IDLE:
             b = "idle"
         buckets[b] += 1
         if b in syms:
             syms[b][sym] += 1
+        # The outermost transport frame: where the kernel called in.
+        inside = [s for d, s in frames if where(d, variant) == "transport"]
+        if inside:
+            entries[inside[-1]] += 1
     print("PROFILE " + json.dumps(dict(
         variant=variant, round=rnd, iodepth=IODEPTH, rpcs=m.rpcs, iops=r["iops"],
         cpu_us_per_rpc=m.cpu_us_per_rpc(), samples=dict(buckets),
         transport_syms=dict(syms["transport"].most_common(TOP)),
+        transport_entries=dict(entries.most_common(TOP)),
         kernel_syms=dict(syms["kernel"].most_common(TOP))), sort_keys=True), flush=True)
 
 
