@@ -148,18 +148,22 @@ def counters_moved(before, after):
     return " ".join(f"{k}=+{v}" for k, v in sorted(moved.items())) or "none"
 
 
-def busy_jiffies():
-    """CPU time spent not idle, all CPUs, in USER_HZ ticks."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
+def busy_of(cpu_line):
+    """CPU time spent not idle in the ``cpu`` line of a /proc/stat, in
+    USER_HZ ticks."""
+    v = [int(x) for x in cpu_line.split()[1:]]
     return sum(v) - v[3] - v[4]  # minus idle and iowait
+
+
+def busy_jiffies():
+    """This guest's CPU time not idle, all CPUs."""
+    with open("/proc/stat") as f:
+        return busy_of(f.readline())
 
 
 def server_busy_jiffies():
     """The server guest's CPU time not idle (scripts/guest/init.sh cpu-stat)."""
-    out = server_cmd("cpu-stat", timeout=60)
-    v = [int(x) for x in out.split("\n")[0].split()[1:]]
-    return sum(v) - v[3] - v[4]
+    return busy_of(server_cmd("cpu-stat", timeout=60).split("\n")[0])
 
 
 class Meter:
