@@ -22,6 +22,8 @@
 #                   (table, JSON and chart in bench-results/)
 #   make ab OLD=REV [NEW=REV]  the module at two revisions (NEW: the
 #                   working tree) and the C client, alternated at QD1/QD64
+#   make profile [OLD=REV]  perf in the client guest: where its CPU goes
+#                   per RPC with rpcrdma_rs and with the C client
 #   make fuzz       cargo-fuzz every protocol decoder (FUZZ_SECONDS each)
 #   make clippy     clippy over the module (kernel build with CLIPPY=1)
 

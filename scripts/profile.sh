@@ -6,11 +6,13 @@
 #   scripts/profile.sh [--rounds N] [--runtime S] [--iodepth N] [--old REV]
 #
 # The client guest loads each transport in turn (rotating the order every
-# round) and samples the whole guest with perf during 4 KiB random reads
-# at queue depth 64, or --iodepth (scripts/guest/profile_client.py). Prints samples per
-# thousand RPCs by where they landed (the transport module, rdma_rxe, the
-# rest of the kernel, user space), each bucket's ratio ours / C, and the
-# functions of each transport module and of the kernel that differ most.
+# round) and samples the whole guest with perf, call chains included,
+# during 4 KiB random reads at queue depth 64, or --iodepth
+# (scripts/guest/profile_client.py). Prints samples per thousand RPCs by
+# where they landed (the transport module, rdma_rxe, the rest of the
+# kernel, user space) and with the transport anywhere on the stack, each
+# bucket's ratio ours / C, and the functions of each transport module and
+# of the kernel that differ most.
 # With --old, the module as of git revision REV is profiled too (variant
 # "old"), for a change's before and after in one run. Documentation/
 # benchmarks.rst says how to read it.

@@ -5,8 +5,8 @@
 Where the client's CPU goes per RPC, for rpcrdma_rs and the in-tree C
 client in turn: 4 KiB random reads at queue depth 64 (the benchmark's IOPS
 workload; PROFILE_IODEPTH=1 for the latency one), through bench_client.py's
-module loading, mount and fio,
-sampled with ``perf record -a -g`` for the whole job. Each run prints one
+module loading, mount and fio, sampled with ``perf record -a -g`` for the
+whole job. Each run prints one
 line ``PROFILE <json>``: the RPC count, and the samples by where they
 landed (the transport module, rdma_rxe, the rest of the kernel, user space,
 the idle loop) and by function within the transport and within the kernel.
