@@ -3,7 +3,8 @@
 #
 # apt packages: kernel source, the LLVM toolchain the kernel's Rust build wants,
 # QEMU for the guests, and the NFS/RDMA user space that runs inside them (the
-# guests share the host root over 9p, so host packages are guest packages).
+# guests share the host root over 9p, so host packages are guest packages;
+# perf is for make profile, run in the client guest).
 # Rust: the pinned rustc's rust-src and bindgen-cli at a version the 6.12 kernel
 # accepts.
 set -euo pipefail
@@ -18,6 +19,7 @@ APT_PKGS=(
   nfs-kernel-server nfs-common rpcbind
   rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils
   fio iproute2 procps psmisc util-linux python3
+  linux-perf
   python3-matplotlib
   cmake
 )
