@@ -42,7 +42,7 @@ raw=$(mktemp /tmp/rpcrdma-rs-ab.XXXX)
 trap 'rm -f "$raw"' EXIT
 log "A/B: $rounds rounds of ${runtime}s jobs (about $(( rounds * 3 * 2 * (runtime + 8) / 60 + 2 )) minutes)"
 set +e
-bash scripts/testbed.sh --timeout $(( 600 + rounds * 3 * 2 * (runtime + 30) )) \
+bash scripts/testbed.sh --count-insns --timeout $(( 600 + rounds * 3 * 2 * (runtime + 30) )) \
   env BENCH_VARIANTS=old,c,new BENCH_WORKLOADS=4k BENCH_REPEATS="$rounds" BENCH_RUNTIME="$runtime" \
   AB_DIR="$ab" python3 scripts/guest/bench_client.py | tee "$raw" | grep --line-buffered -v '^BENCH '
 rc=${PIPESTATUS[0]}
@@ -55,17 +55,36 @@ for line in open(sys.argv[1], errors="replace"):
         s = json.loads(line[6:])
         runs[(s["rep"], s["variant"], s["workload"])] = s
 rounds = sorted({r for r, _, _ in runs})
+METRICS = (("randread_4k_qd1", "lat_p50_us", "QD1 p50 latency"),
+           ("randread_4k_qd1", "cpu_us_per_rpc", "QD1 client CPU/RPC"),
+           ("randread_4k_qd64", "iops", "QD64 IOPS"),
+           ("randread_4k_qd64", "cpu_us_per_rpc", "QD64 client CPU/RPC"),
+           ("randread_4k_qd64", "server_cpu_us_per_rpc", "QD64 server CPU/RPC"),
+           # The testbed's instruction counts (scripts/insn_count.c).
+           ("randread_4k_qd1", "insns_per_rpc", "QD1 client insns/RPC"),
+           ("randread_4k_qd64", "insns_per_rpc", "QD64 client insns/RPC"),
+           ("randread_4k_qd64", "server_insns_per_rpc", "QD64 server insns/RPC"),
+           ("randread_4k_qd1", "blocks_per_rpc", "QD1 client blocks/RPC"),
+           ("randread_4k_qd64", "blocks_per_rpc", "QD64 client blocks/RPC"),
+           # Those of the transport module's own code.
+           ("randread_4k_qd1", "transport_insns_per_rpc", "QD1 transport insns/RPC"),
+           ("randread_4k_qd64", "transport_insns_per_rpc", "QD64 transport insns/RPC"),
+           ("randread_4k_qd64", "transport_blocks_per_rpc", "QD64 transport blocks/RPC"))
 print(f"\nmedians of per-round ratios over {len(rounds)} rounds (min..max)")
-for wl, field, label in (("randread_4k_qd1", "lat_p50_us", "QD1 p50 latency"),
-                         ("randread_4k_qd1", "cpu_us_per_rpc", "QD1 client CPU/RPC"),
-                         ("randread_4k_qd64", "iops", "QD64 IOPS"),
-                         ("randread_4k_qd64", "cpu_us_per_rpc", "QD64 client CPU/RPC"),
-                         ("randread_4k_qd64", "server_cpu_us_per_rpc", "QD64 server CPU/RPC")):
-    out = [f"{label:22s}"]
+for wl, field, label in METRICS:
+    out = [f"{label:26s}"]
     for a, b in (("new", "old"), ("new", "c")):
         rs = [runs[(r, a, wl)][field] / runs[(r, b, wl)][field] for r in rounds
               if runs.get((r, a, wl), {}).get(field) and runs.get((r, b, wl), {}).get(field)]
         out.append(f"{a}/{b} {statistics.median(rs):.3f} ({min(rs):.2f}..{max(rs):.2f})" if rs else f"{a}/{b} -")
     print("  ".join(out))
+print("\nmedians over the rounds")
+print(f"{'':26s}" + "".join(f"{v:>12s}" for v in ("old", "new", "c")))
+for wl, field, label in METRICS:
+    cells = []
+    for v in ("old", "new", "c"):
+        xs = [runs[(r, v, wl)][field] for r in rounds if runs.get((r, v, wl), {}).get(field)]
+        cells.append(f"{statistics.median(xs):12.0f}" if xs else f"{'-':>12s}")
+    print(f"{label:26s}" + "".join(cells))
 PY
 exit "$rc"

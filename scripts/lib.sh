@@ -73,3 +73,19 @@ build_module_at() {
   cp "$wt/rpcrdma_rs.ko" "$dest"
   git worktree remove --force "$wt"
 }
+
+# insn_plugin: path of the QEMU plugin that counts a guest's instructions
+# (scripts/insn_count.c), built into the cache when its source changes.
+insn_plugin() {
+  local here src so
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  src=$here/insn_count.c
+  so=$CACHE_DIR/insn_count-$(sha256sum "$src" | cut -c1-16).so
+  if [ ! -f "$so" ]; then
+    mkdir -p "$CACHE_DIR"
+    gcc -O2 -Wall -Wextra -Werror -shared -fPIC -fvisibility=hidden -D_GNU_SOURCE -pthread \
+      -o "$so.tmp" "$src" || die "building $src failed"
+    mv "$so.tmp" "$so"
+  fi
+  echo "$so"
+}

@@ -19,19 +19,25 @@
 #                           rpcrdma_rs (default) or the in-tree C rpcrdma
 #   --timeout SECONDS       kill everything after this long (default 900)
 #   --smp N                 vCPUs per guest (default 1)
+#   --count-insns           count each guest's instructions (QEMU plugin
+#                           scripts/insn_count.c): the running totals are
+#                           in /run/share/insns.server and insns.client,
+#                           readable from either guest; those of an address
+#                           range too, once written to insns.ROLE.range
 #   --keep                  keep the run directory even on success
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/lib.sh"
 
-client_module=ours timeout=900 smp=1 keep=0
+client_module=ours timeout=900 smp=1 keep=0 count_insns=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --client-module) client_module=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
     --smp) smp=$2; shift 2 ;;
     --keep) keep=1; shift ;;
+    --count-insns) count_insns=1; shift ;;
     --) shift; break ;;
     -*) die "unknown option $1" ;;
     *) break ;;
@@ -67,6 +73,11 @@ cp "$ko" "$run/modroot/lib/modules/$kver/extra/"
 depmod -b "$run/modroot" "$kver"
 
 accel=tcg,thread=multi
+plugin=
+if [ $count_insns = 1 ]; then
+  [ "$smp" = 1 ] || die "--count-insns counts one vCPU per guest (not --smp $smp)"
+  plugin=$(insn_plugin)
+fi
 if [ -e /dev/kvm ] && grep -qE '^(kvm_intel|kvm_amd) ' /proc/modules 2>/dev/null; then accel=kvm; fi
 
 pids=()
@@ -98,8 +109,13 @@ boot() { # role ip4 ip6 mac netdev-args
   append+=" RDMARS_IP4=$2 RDMARS_IP6=$3 RDMARS_SERVER4=$server4 RDMARS_SERVER6=$server6"
   append+=" RDMARS_CLIENT4=$client4 RDMARS_CLIENT6=$client6 RDMARS_REPO=$repo RDMARS_KVER=$kver"
   append+=" RDMARS_CLIENT_MODULE=$client_module"
+  local extra=()
+  # Under KVM no translated code runs, so there is nothing to count.
+  if [ -n "$plugin" ] && [ "$accel" != kvm ]; then
+    extra=(-plugin "$plugin,out=$run/share/insns.$role,range=$run/share/insns.$role.range")
+  fi
   # The script's command line is passed through a file: it may contain spaces.
-  qemu-system-x86_64 -machine q35 -accel "$accel" -cpu max -smp "$smp" -m 2G \
+  qemu-system-x86_64 "${extra[@]}" -machine q35 -accel "$accel" -cpu max -smp "$smp" -m 2G \
     -display none -monitor "unix:$run/$role.mon,server=on,wait=off" -serial "file:$run/$role.console" -no-reboot \
     -kernel "$image" -append "$append" \
     -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \

@@ -99,6 +99,12 @@ def use_module(variant):
         # does not load what it depends on.
         sh("modprobe -a ib_core rdma_cm sunrpc", check=False)
         sh(f"insmod {AB_DIR}/{variant}.ko")
+    else:
+        return
+    if variant in ("ours", "old", "new"):
+        count_module("rpcrdma_rs")
+    elif variant == "c":
+        count_module("rpcrdma")
 
 
 def mount(variant):
@@ -166,8 +172,57 @@ def server_busy_jiffies():
     return busy_of(server_cmd("cpu-stat", timeout=60).split("\n")[0])
 
 
+def insns(role):
+    """(instructions, translated blocks, and both again within the counted
+    module) the `role` guest has executed so far, when the testbed counts
+    them (scripts/testbed.sh --count-insns); None otherwise."""
+    try:
+        with open(f"{SHARE}/insns.{role}") as f:
+            n, b, mn, mb = f.read().split()
+            return int(n), int(b), int(mn), int(mb)
+    except (OSError, ValueError):
+        return None
+
+
+def module_text(name):
+    """[start, end) of module `name`'s code, from /proc/kallsyms (its text
+    symbols, the last one's page included)."""
+    addrs = []
+    with open("/proc/kallsyms") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 4 and parts[3] == f"[{name}]" and parts[1] in "tT":
+                addrs.append(int(parts[0], 16))
+    if not addrs or min(addrs) == 0:
+        raise RuntimeError(f"no code addresses for module {name} in /proc/kallsyms")
+    return min(addrs), (max(addrs) | 0xFFF) + 1
+
+
+def count_module(name):
+    """Has the instruction counter count module `name`'s own code apart:
+    the instructions a transport executes itself, not those of the kernel
+    functions it calls. Call after loading it, before it runs."""
+    if insns("client") is None:
+        return
+    start, end = module_text(name)
+    tmp = f"{SHARE}/insns.client.range.tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{start:x} {end:x}\n")
+    os.rename(tmp, f"{SHARE}/insns.client.range")
+    # The counter reads the range every 10 ms; the module's hot code is
+    # translated when it first runs, after this.
+    time.sleep(0.2)
+
+
+def delta(before, after):
+    if before is None or after is None:
+        return None
+    return tuple(a - b for a, b in zip(after, before))
+
+
 class Meter:
-    """Client CPU, RPCs and (with server=True) server CPU across one workload."""
+    """Client CPU, RPCs and (with server=True) server CPU across one
+    workload; and both guests' instructions if the testbed counts them."""
 
     def __init__(self, server=False):
         self.server = server
@@ -176,6 +231,7 @@ class Meter:
     def __enter__(self):
         if self.server:
             self.server_cpu = server_busy_jiffies()
+        self.insns = {role: insns(role) for role in ("client", "server")}
         self.cpu, self.rpcs, self.t = busy_jiffies(), rpcs(), time.time()
         return self
 
@@ -183,6 +239,7 @@ class Meter:
         self.cpu = busy_jiffies() - self.cpu
         self.rpcs = rpcs() - self.rpcs
         self.secs = time.time() - self.t
+        self.insns = {role: delta(n, insns(role)) for role, n in self.insns.items()}
         if self.server and exc[0] is None:
             self.server_cpu = server_busy_jiffies() - self.server_cpu
 
@@ -195,6 +252,23 @@ class Meter:
         if self.server_cpu is None or not self.rpcs:
             return None
         return self.server_cpu * 1e6 / USER_HZ / self.rpcs
+
+    def counted(self):
+        """Instructions and translated blocks per RPC of both guests: their
+        work per RPC in units the host's speed does not change (none if the
+        testbed does not count them)."""
+        out = {}
+        for role, prefix in (("client", ""), ("server", "server_")):
+            n = self.insns.get(role)
+            if n is not None and self.rpcs:
+                out[prefix + "insns_per_rpc"] = n[0] / self.rpcs
+                out[prefix + "blocks_per_rpc"] = n[1] / self.rpcs
+        n = self.insns.get("client")
+        if n is not None and self.rpcs and n[2]:
+            # The transport module's own code (count_module).
+            out["transport_insns_per_rpc"] = n[2] / self.rpcs
+            out["transport_blocks_per_rpc"] = n[3] / self.rpcs
+        return out
 
 
 def fio(name, rw, bs, iodepth, filename):
@@ -217,13 +291,13 @@ def workloads(variant, rep):
     pct = r["clat_ns"].get("percentile", {})
     emit(**base, workload="randread_4k_qd1", iops=r["iops"],
          lat_p50_us=pct.get("50.000000", 0) / 1000, lat_p99_us=pct.get("99.000000", 0) / 1000,
-         cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs)
+         cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs, **m.counted())
     # 4 KiB random reads at queue depth 64: IOPS.
     rxe0 = rxe_counters()
     with Meter(server=True) as m:
         r = fio("qd64", "randread", "4k", 64, "bench.dat")
     emit(**base, workload="randread_4k_qd64", iops=r["iops"], cpu_us_per_rpc=m.cpu_us_per_rpc(),
-         server_cpu_us_per_rpc=m.server_cpu_us_per_rpc(), rpcs=m.rpcs)
+         server_cpu_us_per_rpc=m.server_cpu_us_per_rpc(), rpcs=m.rpcs, **m.counted())
     # The transport's counters so far (connects, backlog, Send buffer and
     # LOCAL_INV waits...) and what soft-RoCE counted during the job
     # (retransmissions, duplicates, NAKs): what to look at first when QD64
@@ -235,10 +309,12 @@ def workloads(variant, rep):
     # 1 MiB sequential reads and writes: throughput.
     with Meter() as m:
         r = fio("seqread", "read", "1m", 4, "bench.dat")
-    emit(**base, workload="seqread_1m", mb_s=r["bw_bytes"] / 1e6, cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs)
+    emit(**base, workload="seqread_1m", mb_s=r["bw_bytes"] / 1e6, cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs,
+         **m.counted())
     with Meter() as m:
         r = fio("seqwrite", "write", "1m", 4, f"bench.w.{variant}")
-    emit(**base, workload="seqwrite_1m", mb_s=r["bw_bytes"] / 1e6, cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs)
+    emit(**base, workload="seqwrite_1m", mb_s=r["bw_bytes"] / 1e6, cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs,
+         **m.counted())
     os.unlink(f"{MNT}/bench.w.{variant}")
     # Small files: create, then (cold cache, after a remount) stat, unlink.
     d = f"{MNT}/small.{variant}"
