@@ -28,6 +28,12 @@ METRICS = [
     ("client CPU us/RPC (QD64)", "randread_4k_qd64", "cpu_us_per_rpc", "lower", None, ("<=", 0.95)),
     ("client CPU us/RPC (1M read)", "seqread_1m", "cpu_us_per_rpc", "lower", None, None),
     ("server CPU us/RPC (QD64)", "randread_4k_qd64", "server_cpu_us_per_rpc", "lower", None, None),
+    # Instructions executed (scripts/insn_count.c): the same work measured
+    # in a unit the host's speed does not change.
+    ("client instructions/RPC (QD1)", "randread_4k_qd1", "insns_per_rpc", "lower", None, None),
+    ("client instructions/RPC (QD64)", "randread_4k_qd64", "insns_per_rpc", "lower", None, None),
+    ("transport instructions/RPC (QD64)", "randread_4k_qd64", "transport_insns_per_rpc", "lower", None, None),
+    ("server instructions/RPC (QD64)", "randread_4k_qd64", "server_insns_per_rpc", "lower", None, None),
 ]
 # 1 MiB throughput must also reach this fraction of the raw ceiling.
 CEILING_TARGET = 0.9

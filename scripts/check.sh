@@ -125,17 +125,19 @@ selftests() {
     result fail "guest selftests ($tag) ran to completion (testbed exit $rc)"
   fi
 }
-selftests rpcrdma_rs
+# Both runs count the guests' instructions (testbed.sh --count-insns): the
+# insn_counter test checks the counter make ab and make bench read.
+selftests rpcrdma_rs --count-insns
 # The in-tree C client runs a subset of the same data tests: it shows the
 # tests hold against the reference client (a test only we can pass proves
 # nothing about the protocol). The whole suite over C, the hostile peer
 # included, is part of make long-check (RDMARS_BASELINE=full runs it here).
 # The debug kernel checks our module, not the C client: no baseline there.
 if [ "${RDMARS_KERNEL:-regular}" != debug ] && [ "${RDMARS_BASELINE:-quick}" = full ]; then
-  selftests c-baseline --client-module c
+  selftests c-baseline --client-module c --count-insns
 elif [ "${RDMARS_KERNEL:-regular}" != debug ]; then
-  selftests c-baseline --client-module c -- testbed_c_baseline nfs3_inline_io nfs41_backchannel \
-    nfs_long_call nfs_large_directory nfs_server_restart
+  selftests c-baseline --client-module c --count-insns -- testbed_c_baseline nfs3_inline_io nfs41_backchannel \
+    nfs_long_call nfs_large_directory nfs_server_restart insn_counter
 fi
 rm -rf "$logdir"
 finish

@@ -99,12 +99,7 @@ def use_module(variant):
         # does not load what it depends on.
         sh("modprobe -a ib_core rdma_cm sunrpc", check=False)
         sh(f"insmod {AB_DIR}/{variant}.ko")
-    else:
-        return
-    if variant in ("ours", "old", "new"):
-        count_module("rpcrdma_rs")
-    elif variant == "c":
-        count_module("rpcrdma")
+    count_module({"ours": "rpcrdma_rs", "old": "rpcrdma_rs", "new": "rpcrdma_rs", "c": "rpcrdma"}.get(variant))
 
 
 def mount(variant):
@@ -199,12 +194,13 @@ def module_text(name):
 
 
 def count_module(name):
-    """Has the instruction counter count module `name`'s own code apart:
-    the instructions a transport executes itself, not those of the kernel
-    functions it calls. Call after loading it, before it runs."""
+    """Has the instruction counter count module `name`'s own code apart
+    (None: nothing): the instructions a transport executes itself, not
+    those of the kernel functions it calls. Call after loading it, before
+    it runs."""
     if insns("client") is None:
         return
-    start, end = module_text(name)
+    start, end = module_text(name) if name else (0, 0)
     tmp = f"{SHARE}/insns.client.range.tmp"
     with open(tmp, "w") as f:
         f.write(f"{start:x} {end:x}\n")
