@@ -411,22 +411,30 @@ impl RdmaXprt {
         let g = limits.geometry();
 
         // Read chunk (call payload, or the whole call for a Long Call).
+        // Most calls have none and most replies need one: plan the regions
+        // of only the chunks there are.
         let mut exts = [plan::MrExtent::default(); rdma::MAX_MRS / 2];
         let mut reads = [v1::ReadSegment::default(); rdma::MAX_MRS / 2];
-        let regions = p.call.chunk_regions(&snd);
-        let nr = plan::split_regions(regions.as_slice(), g, limits.max_segments, &mut exts).map_err(|_| EIO)?;
-        let position = p.call.read_position().unwrap_or(0);
-        for (ext, out) in exts.iter().zip(reads.iter_mut()).take(nr) {
-            let r = ep.conn.register(reg, true, xid, |w| rqst.fill_sg(Which::Call, ext, w))?;
-            *out = v1::ReadSegment { position, segment: segment(r) };
+        let mut nr = 0;
+        if p.call.read_segments() > 0 {
+            let regions = p.call.chunk_regions(&snd);
+            nr = plan::split_regions(regions.as_slice(), g, limits.max_segments, &mut exts).map_err(|_| EIO)?;
+            let position = p.call.read_position().unwrap_or(0);
+            for (ext, out) in exts.iter().zip(reads.iter_mut()).take(nr) {
+                let r = ep.conn.register(reg, true, xid, |w| rqst.fill_sg(Which::Call, ext, w))?;
+                *out = v1::ReadSegment { position, segment: segment(r) };
+            }
         }
         // Write chunk or Reply chunk (the reply's destination).
         let mut writes = [v1::Segment::default(); MAX_CHUNK_SEGMENTS];
-        let regions = p.reply.chunk_regions(&rcv);
-        let nw = plan::split_regions(regions.as_slice(), g, limits.max_segments, &mut exts).map_err(|_| EIO)?;
-        for (ext, out) in exts.iter().zip(writes.iter_mut()).take(nw) {
-            let r = ep.conn.register(reg, false, xid, |w| rqst.fill_sg(Which::Reply, ext, w))?;
-            *out = segment(r);
+        let mut nw = 0;
+        if p.reply.mrs() > 0 {
+            let regions = p.reply.chunk_regions(&rcv);
+            nw = plan::split_regions(regions.as_slice(), g, limits.max_segments, &mut exts).map_err(|_| EIO)?;
+            for (ext, out) in exts.iter().zip(writes.iter_mut()).take(nw) {
+                let r = ep.conn.register(reg, false, xid, |w| rqst.fill_sg(Which::Reply, ext, w))?;
+                *out = segment(r);
+            }
         }
         let write_list: [&[v1::Segment]; 1] = [&writes[..nw]];
         let (shape, lists) = match p.reply {

@@ -898,21 +898,26 @@ impl ChunkLists<'_> {
 
     /// Encodes the three lists. Writes nothing if `w` lacks space.
     pub fn encode(&self, w: &mut XdrWriter<'_>) -> Result<(), V1Error> {
-        let mut w = XdrWriter::new(w.reserve(self.encoded_len())?);
+        self.write(&mut XdrWriter::new(w.reserve(self.encoded_len())?))
+    }
+
+    /// Writes the three lists into `w`, which the caller sized with
+    /// [`ChunkLists::encoded_len`]; without the room, it fails part way.
+    fn write(&self, w: &mut XdrWriter<'_>) -> Result<(), V1Error> {
         for rs in self.reads {
             w.put_u32(1)?;
-            rs.write(&mut w)?;
+            rs.write(w)?;
         }
         w.put_u32(0)?;
         for chunk in self.writes {
             w.put_u32(1)?;
-            put_segments(&mut w, chunk)?;
+            put_segments(w, chunk)?;
         }
         w.put_u32(0)?;
         match self.reply {
             Some(segs) => {
                 w.put_u32(1)?;
-                put_segments(&mut w, segs)
+                put_segments(w, segs)
             }
             None => Ok(w.put_u32(0)?),
         }
@@ -1034,7 +1039,8 @@ impl EncodeChunks for ChunkLists<'_> {
         self.encoded_len()
     }
     fn put(&self, w: &mut XdrWriter<'_>) -> Result<(), V1Error> {
-        self.encode(w)
+        // `encode_body` sized the buffer with `len`.
+        self.write(w)
     }
 }
 
