@@ -459,40 +459,41 @@ pub fn split_region(region: Region, g: Geometry, out: &mut [MrExtent]) -> Result
 
 /// Splits the regions of a chunk into MRs of at most `g.max_pages` pages and
 /// writes one [`MrExtent`] per MR into `out`, in wire order. Returns the
-/// number written. Zero-length regions produce nothing. Fails, writing
-/// nothing, when more than `max_segments` MRs or more than `out.len()`
-/// would be needed.
+/// number written. Zero-length regions produce nothing. Fails when more
+/// than `max_segments` MRs or more than `out.len()` would be needed (what
+/// `out` then holds is unspecified), or when the regions are malformed as
+/// [`count_mrs`] says.
 pub fn split_regions(regions: &[Region], g: Geometry, max_segments: u32, out: &mut [MrExtent]) -> Result<usize, PlanError> {
-    let needed = count_mrs(regions, g)?;
-    if needed > max_segments {
-        return Err(PlanError::TooManySegments { needed, max: max_segments });
-    }
-    if needed as usize > out.len() {
-        return Err(PlanError::OutputTooSmall { needed });
-    }
-    // A zero page size or depth would never make progress; count_mrs rejects
-    // it too, but say it here so that no division or overflow can panic.
+    // A zero page size or depth would never make progress: say so before
+    // anything divides by them.
     let Some(ps) = NonZeroU64::new(u64::from(g.page_size)) else {
         return Err(PlanError::BadLimits);
     };
     if g.max_pages == 0 {
         return Err(PlanError::BadLimits);
     }
+    // One pass, without counting first: this runs for every RPC, and the
+    // count is only needed to say why a chunk does not fit.
+    let room = out.len().min(usize::try_from(max_segments).unwrap_or(usize::MAX));
     let span = ps.get().saturating_mul(u64::from(g.max_pages));
     let mut n = 0usize;
     let mut chunk_off: u64 = 0;
     for r in regions {
+        if u64::from(r.offset) + u64::from(r.len) > u64::from(u32::MAX) {
+            return Err(PlanError::BadShape);
+        }
         let mut page = u64::from(r.offset) / ps;
         let mut in_page = u64::from(r.offset) % ps;
         let mut done: u64 = 0;
         let len = u64::from(r.len);
         while done < len {
+            let slot = match out.get_mut(n) {
+                Some(slot) if n < room => slot,
+                _ => return Err(split_failure(regions, g, max_segments)),
+            };
             // span > in_page, so every pass takes at least one byte.
             let take = span.saturating_sub(in_page).min(len.saturating_sub(done));
             let npages = in_page.saturating_add(take).saturating_add(ps.get() - 1) / ps;
-            let Some(slot) = out.get_mut(n) else {
-                return Err(PlanError::OutputTooSmall { needed });
-            };
             *slot = MrExtent {
                 kind: r.kind,
                 first_page: sat_u32(page),
@@ -509,7 +510,20 @@ pub fn split_regions(regions: &[Region], g: Geometry, max_segments: u32, out: &m
         }
         chunk_off = chunk_off.saturating_add(len);
     }
+    if chunk_off > u64::from(u32::MAX) {
+        return Err(PlanError::BadShape);
+    }
     Ok(n)
+}
+
+/// Why [`split_regions`] ran out of room: the regions are malformed, or
+/// need more MRs than allowed or than the output holds.
+fn split_failure(regions: &[Region], g: Geometry, max_segments: u32) -> PlanError {
+    match count_mrs(regions, g) {
+        Err(e) => e,
+        Ok(needed) if needed > max_segments => PlanError::TooManySegments { needed, max: max_segments },
+        Ok(needed) => PlanError::OutputTooSmall { needed },
+    }
 }
 
 /// How the Reply is expected back.
@@ -1162,6 +1176,18 @@ mod tests {
         let g = Geometry { page_size: PS, max_pages: 4 };
         let r = Region { kind: RegionKind::Pages, offset: u32::MAX, len: 10 };
         assert_eq!(count_mrs(&[r], g), Err(PlanError::BadShape));
+        // split_regions finds the same, whether the malformed region comes
+        // first, after a good one, or only the regions' sum is too long.
+        let mut out = [ext(RegionKind::Head, 0, 0, 0, 0, 0, 0); 8];
+        let good = Region { kind: RegionKind::Head, offset: 0, len: 100 };
+        assert_eq!(split_regions(&[r], g, 8, &mut out), Err(PlanError::BadShape));
+        assert_eq!(split_regions(&[good, r], g, 8, &mut out), Err(PlanError::BadShape));
+        assert_eq!(split_regions(&[good, r], g, 1, &mut out), Err(PlanError::BadShape));
+        let big = Region { kind: RegionKind::Pages, offset: 0, len: u32::MAX };
+        let g1 = Geometry { page_size: PS, max_pages: u32::MAX };
+        assert_eq!(split_regions(&[big, good], g1, 8, &mut out), Err(PlanError::BadShape));
+        assert_eq!(count_mrs(&[big, good], g1), Err(PlanError::BadShape));
+        assert_eq!(split_regions(&[big], g1, 8, &mut out), Ok(1));
         // Extreme but valid: page size 1, one page per MR.
         let g = Geometry { page_size: 1, max_pages: 1 };
         let r = Region { kind: RegionKind::Pages, offset: u32::MAX - 3, len: 3 };
@@ -1194,10 +1220,10 @@ mod tests {
         let head = Region { kind: RegionKind::Head, offset: 4000, len: 200 };
         assert_eq!(split_region(head, g, &mut out), Ok(1));
         assert_eq!(out[0], ext(RegionKind::Head, 0, 2, 4000, 200, 0, 0));
-        // Output slice too small: nothing written, the count is reported.
+        // Output slice too small: the count is reported (what the slice
+        // holds then is unspecified; no caller reads it).
         let mut one = [ext(RegionKind::Tail, 9, 9, 9, 9, 9, 9); 1];
         assert_eq!(split_region(pages(0, 5 * PS), g, &mut one), Err(PlanError::OutputTooSmall { needed: 2 }));
-        assert_eq!(one[0], ext(RegionKind::Tail, 9, 9, 9, 9, 9, 9));
         // Over the segment limit.
         let r = [pages(0, 5 * PS)];
         assert_eq!(split_regions(&r, g, 1, &mut out), Err(PlanError::TooManySegments { needed: 2, max: 1 }));
