@@ -187,6 +187,7 @@ pub struct Prefix {
 
 impl Prefix {
     /// Reads the four prefix words from `r`, validating nothing.
+    #[inline]
     pub fn read(r: &mut XdrReader<'_>) -> Result<Prefix, XdrError> {
         Ok(Prefix { xid: r.u32()?, vers: r.u32()?, credits: r.u32()?, procedure: r.u32()? })
     }
@@ -217,6 +218,7 @@ pub struct Segment {
 }
 
 impl Segment {
+    #[inline]
     fn read(r: &mut XdrReader<'_>) -> Result<Segment, XdrError> {
         Ok(Segment { handle: r.u32()?, length: r.u32()?, offset: r.u64()? })
     }
@@ -238,6 +240,7 @@ pub struct ReadSegment {
 }
 
 impl ReadSegment {
+    #[inline]
     fn read(r: &mut XdrReader<'_>) -> Result<ReadSegment, XdrError> {
         Ok(ReadSegment { position: r.u32()?, segment: Segment::read(r)? })
     }
@@ -368,6 +371,7 @@ impl<'a, T: Record> Records<'a, T> {
         self.bytes.is_empty()
     }
 
+    #[inline]
     fn get(&self, index: usize) -> Option<T> {
         let start = index.checked_mul(T::LEN)?;
         T::parse(self.bytes.get(start..)?)
@@ -424,6 +428,7 @@ impl<'a> SegmentArray<'a> {
     pub const EMPTY: SegmentArray<'static> = SegmentArray { bytes: Records::new(&[]) };
 
     /// Decodes a counted segment array (count word, segments).
+    #[inline]
     pub fn decode(r: &mut XdrReader<'a>, limits: &Limits) -> Result<SegmentArray<'a>, V1Error> {
         let count = r.u32()?;
         if count > limits.max_chunk_segments {
@@ -443,6 +448,7 @@ impl<'a> SegmentArray<'a> {
     }
 
     /// The segment at `index`, if any.
+    #[inline]
     pub fn get(&self, index: usize) -> Option<Segment> {
         self.bytes.get(index)
     }
@@ -547,6 +553,7 @@ impl<'a> ReadList<'a> {
     pub const EMPTY: ReadList<'static> = ReadList { bytes: Records::new(&[]) };
 
     /// Decodes a read list (entries each preceded by 1, terminated by 0).
+    #[inline]
     pub fn decode(r: &mut XdrReader<'a>, limits: &Limits) -> Result<ReadList<'a>, V1Error> {
         let all = r.rest();
         let start = r.position();
@@ -660,6 +667,7 @@ impl<'a> WriteList<'a> {
     pub const EMPTY: WriteList<'static> = WriteList { bytes: &[], chunks: 0, segments: 0 };
 
     /// Decodes a write list (chunks each preceded by 1, terminated by 0).
+    #[inline]
     pub fn decode(r: &mut XdrReader<'a>, limits: &Limits) -> Result<WriteList<'a>, V1Error> {
         let all = r.rest();
         let start = r.position();
@@ -819,6 +827,7 @@ view_iter_traits!(records: ReadList, ReadIter, ReadSegment);
 view_iter_traits!(WriteList, WriteIter, SegmentArray<'a>);
 
 /// Decodes an optional reply chunk (0, or 1 followed by a segment array).
+#[inline]
 pub fn decode_reply_chunk<'a>(r: &mut XdrReader<'a>, limits: &Limits) -> Result<Option<SegmentArray<'a>>, V1Error> {
     if r.bool()? {
         Ok(Some(SegmentArray::decode(r, limits)?))
@@ -843,6 +852,7 @@ impl<'a> Chunks<'a> {
     pub const EMPTY: Chunks<'static> = Chunks { reads: ReadList::EMPTY, writes: WriteList::EMPTY, reply: None };
 
     /// Decodes read list, write list and reply chunk, in that order.
+    #[inline]
     pub fn decode(r: &mut XdrReader<'a>, limits: &Limits) -> Result<Chunks<'a>, V1Error> {
         let reads = ReadList::decode(r, limits)?;
         let writes = WriteList::decode(r, limits)?;
@@ -1121,6 +1131,7 @@ impl<'a> Header<'a> {
 
     /// Like [`Header::decode`], also returning the bytes after the header
     /// (the inline RPC message for RDMA_MSG and RDMA_MSGP).
+    #[inline]
     pub fn decode_split(buf: &'a [u8], limits: &Limits) -> Result<(Header<'a>, &'a [u8]), V1Error> {
         let h = Header::decode(buf, limits)?;
         let rest = buf.get(h.header_len..).unwrap_or(&[]);

@@ -66,12 +66,14 @@ impl<'a> XdrReader<'a> {
     }
 
     /// The bytes not yet consumed, without consuming them.
+    #[inline]
     pub fn rest(&self) -> &'a [u8] {
         // `pos` never passes the end of `buf`, so this is never the default.
         self.buf.get(self.pos..).unwrap_or_default()
     }
 
     /// Consumes exactly `n` bytes.
+    #[inline]
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], XdrError> {
         let truncated = XdrError::Truncated { at: self.pos, need: n };
         let end = self.pos.checked_add(n).ok_or(truncated)?;
@@ -81,17 +83,20 @@ impl<'a> XdrReader<'a> {
     }
 
     /// Consumes exactly `N` bytes as an array.
+    #[inline]
     fn array<const N: usize>(&mut self) -> Result<&'a [u8; N], XdrError> {
         let at = self.pos;
         self.take(N)?.first_chunk().ok_or(XdrError::Truncated { at, need: N })
     }
 
     /// Decodes an unsigned 32-bit integer.
+    #[inline]
     pub fn u32(&mut self) -> Result<u32, XdrError> {
         Ok(u32::from_be_bytes(*self.array()?))
     }
 
     /// Decodes an unsigned 64-bit hyper integer.
+    #[inline]
     pub fn u64(&mut self) -> Result<u64, XdrError> {
         let hi = self.u32()? as u64;
         let lo = self.u32()? as u64;
@@ -99,6 +104,7 @@ impl<'a> XdrReader<'a> {
     }
 
     /// Decodes a boolean (0 or 1; anything else is an error).
+    #[inline]
     pub fn bool(&mut self) -> Result<bool, XdrError> {
         match self.u32()? {
             0 => Ok(false),
@@ -163,6 +169,7 @@ impl<'a> XdrWriter<'a> {
     }
 
     /// Reserves `n` bytes and returns them for the caller to fill.
+    #[inline]
     pub fn reserve(&mut self, n: usize) -> Result<&mut [u8], XdrError> {
         let end = self.pos.checked_add(n).ok_or(XdrError::NoSpace)?;
         let out = self.buf.get_mut(self.pos..end).ok_or(XdrError::NoSpace)?;
