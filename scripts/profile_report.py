@@ -82,6 +82,27 @@ def main(path):
         p = per[v]
         print(f"{v}: {p['rounds']} runs, {p['rpcs']:.0f} RPCs, IOPS {', '.join(f'{x:.0f}' for x in p['iops'])},"
               f" CPU us/RPC {', '.join(f'{x:.0f}' for x in p['cpu'])}")
+    # Instruction counts (testbed.sh --count-insns): per RPC, medians of
+    # the runs, and the transport's own by function over all runs.
+    counted = [v for v in names if any(r.get("transport_insns_per_rpc") for r in runs[v])]
+    if counted:
+        print("\ninstructions per RPC (medians of the runs)")
+        print(f"{'':22s}" + "".join(f"{v:>12s}" for v in counted))
+        for field, label in (("insns_per_rpc", "client"), ("server_insns_per_rpc", "server"),
+                             ("transport_insns_per_rpc", "transport's own code")):
+            cells = []
+            for v in counted:
+                xs = [r[field] for r in runs[v] if r.get(field)]
+                cells.append(f"{statistics.median(xs):12.0f}" if xs else f"{'-':>12s}")
+            print(f"{label:22s}" + "".join(cells))
+        for v in counted:
+            rpcs = sum(r["rpcs"] for r in runs[v])
+            fns = collections.Counter()
+            for r in runs[v]:
+                fns.update(r.get("transport_insns", {}))
+            print(f"\n{v}: instructions per RPC by transport function")
+            for s, n in fns.most_common(20):
+                print(f"  {n / rpcs:8.1f}  {s[:110]}")
     for v in names:
         t = per[v]["syms"]["transport"]
         print(f"\n{v}: transport functions (samples per 1000 RPCs)")

@@ -20,6 +20,8 @@ Every measurement is printed as one line ``BENCH <json>``; the host turns
 them into the table, the JSON file and the chart (scripts/bench_report.py).
 """
 
+import bisect
+import collections
 import glob
 import json
 import os
@@ -177,6 +179,49 @@ def insns(role):
             return int(n), int(b), int(mn), int(mb)
     except (OSError, ValueError):
         return None
+
+
+def block_runs():
+    """The counter's per-block figures for the counted range (see
+    scripts/insn_count.c): {address: [instructions, runs]}, runs summed
+    over the translations of one address. Empty if not counted. They are
+    published every half second: this waits for a reading taken after the
+    call."""
+    time.sleep(0.6)
+    out = {}
+    try:
+        with open(f"{SHARE}/insns.client.blocks") as f:
+            for line in f:
+                pc, n, runs = line.split()
+                b = out.setdefault(int(pc, 16), [int(n), 0])
+                b[1] += int(runs)
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def module_symbols(name):
+    """(address, symbol) of module `name`'s code, sorted."""
+    syms = []
+    with open("/proc/kallsyms") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 4 and parts[3] == f"[{name}]" and parts[1] in "tT":
+                syms.append((int(parts[0], 16), parts[2]))
+    return sorted(syms)
+
+
+def instructions_by_function(before, after, syms):
+    """Instructions executed per function of `syms` between two
+    block_runs() readings."""
+    addrs = [a for a, _ in syms]
+    out = collections.Counter()
+    for pc, (n, runs) in after.items():
+        d = runs - before.get(pc, [n, 0])[1]
+        i = bisect.bisect_right(addrs, pc) - 1
+        if d > 0 and i >= 0:
+            out[syms[i][1]] += d * n
+    return out
 
 
 def module_text(name):

@@ -13,6 +13,9 @@ the idle loop) and by function within the transport and within the kernel.
 From the call chains, also the samples taken anywhere inside the
 transport's code and what it called (rxe's post_send, memory registration,
 the copies...), by the transport function the kernel entered it through.
+When the testbed counts instructions (it does for make profile), also the
+instructions executed per RPC by both guests and in the transport's own
+code, the latter by function: exact where the samples are statistics.
 
 Under TCG the guest's sampling timer runs at the tick (some 250 samples a
 second, whatever -F asks), and a sample lands on the translation block
@@ -73,12 +76,17 @@ def samples(script_out):
 def profile(variant, rnd):
     bc.use_module(variant)
     bc.mount(variant)
+    module = "rpcrdma" if variant == "c" else "rpcrdma_rs"
     perf = subprocess.Popen(
         ["perf", "record", "-a", "-g", "-F", "4999", "-q", "-o", PERF_DATA],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+        # The transport's instructions by function over the job alone (not
+        # the mount's connection setup or the unmount's teardown).
+        blocks0 = bc.block_runs()
         with bc.Meter() as m:
             r = bc.fio(f"qd{IODEPTH}", "randread", "4k", IODEPTH, "bench.dat")
+        insns = bc.instructions_by_function(blocks0, bc.block_runs(), bc.module_symbols(module))
     finally:
         perf.send_signal(2)
         perf.wait(timeout=120)
@@ -105,7 +113,10 @@ def profile(variant, rnd):
         cpu_us_per_rpc=m.cpu_us_per_rpc(), samples=dict(buckets),
         transport_syms=dict(syms["transport"].most_common(TOP)),
         transport_entries=dict(entries.most_common(TOP)),
-        kernel_syms=dict(syms["kernel"].most_common(TOP))), sort_keys=True), flush=True)
+        kernel_syms=dict(syms["kernel"].most_common(TOP)),
+        # Instructions executed in the transport module's own code, by
+        # function (testbed.sh --count-insns; empty without it).
+        transport_insns=dict(insns.most_common(TOP)), **m.counted()), sort_keys=True), flush=True)
 
 
 def main():
