@@ -86,6 +86,8 @@ insn_plugin() {
     gcc -O2 -Wall -Wextra -Werror -shared -fPIC -fvisibility=hidden -D_GNU_SOURCE -pthread \
       -o "$so.tmp" "$src" || die "building $src failed"
     mv "$so.tmp" "$so"
+    # Builds of earlier versions of the source are of no further use.
+    find "$CACHE_DIR" -maxdepth 1 -name 'insn_count-*.so' ! -path "$so" -delete
   fi
   echo "$so"
 }
