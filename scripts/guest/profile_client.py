@@ -43,8 +43,7 @@ TOP = 150
 
 def where(dso, variant):
     """The bucket a sample's DSO goes in."""
-    module = "rpcrdma_rs" if variant != "c" else "rpcrdma"
-    if dso == f"[{module}]":
+    if dso == f"[{bc.transport_module(variant)}]":
         return "transport"
     if dso == "[rdma_rxe]":
         return "rxe"
@@ -76,7 +75,6 @@ def samples(script_out):
 def profile(variant, rnd):
     bc.use_module(variant)
     bc.mount(variant)
-    module = "rpcrdma" if variant == "c" else "rpcrdma_rs"
     perf = subprocess.Popen(
         ["perf", "record", "-a", "-g", "-F", "4999", "-q", "-o", PERF_DATA],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -86,7 +84,7 @@ def profile(variant, rnd):
         blocks0 = bc.block_runs()
         with bc.Meter() as m:
             r = bc.fio(f"qd{IODEPTH}", "randread", "4k", IODEPTH, "bench.dat")
-        insns = bc.instructions_by_function(blocks0, bc.block_runs(), bc.module_symbols(module))
+        insns = bc.instructions_by_function(blocks0, bc.block_runs(), bc.module_symbols(bc.transport_module(variant)))
     finally:
         perf.send_signal(2)
         perf.wait(timeout=120)
