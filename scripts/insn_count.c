@@ -4,7 +4,8 @@
  * executes, for measuring the work per RPC independently of the host's
  * speed (Documentation/benchmarks.rst, "Counting instructions").
  *
- * Load it with  -plugin insn_count.so,out=PATH[,range=RPATH][,every=MS]  on a
+ * Load it with  -plugin insn_count.so,out=PATH[,range=RPATH][,every=MS][,kernel=1]
+ * on a
  * guest with one vCPU. Every translated block, when it runs, adds its
  * instruction count to one counter and one to another (inline adds: no
  * helper call, and no race with one vCPU thread). Blocks that start inside
@@ -20,10 +21,13 @@
  * before the code in it first runs (a module's code is translated afresh
  * when it is loaded, as loading writes its pages).
  *
- * Each block in the range also gets a counter of its own; every half
- * second the thread writes them to PATH.blocks, one "ADDRESS INSTRUCTIONS
- * RUNS" line (hexadecimal address) per block translated so far: an exact
- * profile of the code in the range.
+ * Each block in the range also gets a counter of its own; with kernel=1,
+ * so does every block at a kernel address (the upper half of the address
+ * space) from boot on. When a file PATH.blocks.req appears, the thread
+ * writes these counters to PATH.blocks, one "ADDRESS INSTRUCTIONS RUNS"
+ * line (hexadecimal address) per block translated so far, and then
+ * removes the request: an exact profile of the code in the range, or of
+ * the whole kernel. A reader creates the request and waits for it to go.
  *
  * Blocks matter because under TCG every block entered costs on top of its
  * instructions (a lookup after each return or indirect jump, and the
@@ -67,15 +71,19 @@ EXPORT int qemu_plugin_version = 1;
 static uint64_t executed, blocks, range_executed, range_blocks;
 /* The range, as the writer thread last read it. */
 static uint64_t range_start, range_end;
-static char *out_path, *tmp_path, *range_path, *blocks_path, *blocks_tmp;
+static char *out_path, *tmp_path, *range_path, *blocks_path, *blocks_tmp, *blocks_req;
+/* kernel=1: a counter for every block at a kernel address. */
+static bool kernel_blocks;
 
-/* One translated block in the range. Pushed by the vCPU thread, read by
- * the writer thread; never freed (a few thousand at most). */
+/* One translated block with a counter of its own. Pushed by the vCPU
+ * thread, read by the writer thread; never freed (a few thousand in a
+ * module's range; with kernel=1 one per translation of a kernel block,
+ * some hundreds of thousands, a few MiB). */
 struct block {
 	uint64_t pc, insns, runs;
 	struct block *next;
 };
-static struct block *range_list;
+static struct block *block_list;
 static unsigned int every_ms = 10;
 static pthread_t writer;
 static volatile bool stopping;
@@ -84,16 +92,19 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
 	uint64_t n = qemu_plugin_tb_n_insns(tb);
 	uint64_t pc = qemu_plugin_tb_vaddr(tb);
+	bool in_range = pc >= __atomic_load_n(&range_start, __ATOMIC_RELAXED) &&
+			pc < __atomic_load_n(&range_end, __ATOMIC_RELAXED);
 
 	(void)id;
 	qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &executed, n);
 	qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &blocks, 1);
-	if (pc >= __atomic_load_n(&range_start, __ATOMIC_RELAXED) &&
-	    pc < __atomic_load_n(&range_end, __ATOMIC_RELAXED)) {
+	if (in_range) {
 		qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64,
 							 &range_executed, n);
 		qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64,
 							 &range_blocks, 1);
+	}
+	if (in_range || (kernel_blocks && (pc >> 63))) {
 		struct block *b = calloc(1, sizeof(*b));
 
 		if (b) {
@@ -101,8 +112,8 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 			b->insns = n;
 			qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64,
 								 &b->runs, 1);
-			b->next = range_list;
-			__atomic_store_n(&range_list, b, __ATOMIC_RELEASE);
+			b->next = block_list;
+			__atomic_store_n(&block_list, b, __ATOMIC_RELEASE);
 		}
 	}
 }
@@ -113,7 +124,7 @@ static void publish_blocks(void)
 
 	if (!f)
 		return;
-	for (struct block *b = __atomic_load_n(&range_list, __ATOMIC_ACQUIRE); b; b = b->next)
+	for (struct block *b = __atomic_load_n(&block_list, __ATOMIC_ACQUIRE); b; b = b->next)
 		fprintf(f, "%" PRIx64 " %" PRIu64 " %" PRIu64 "\n", b->pc, b->insns,
 			__atomic_load_n(&b->runs, __ATOMIC_RELAXED));
 	if (fclose(f) == 0)
@@ -157,15 +168,13 @@ static void *write_loop(void *arg)
 {
 	struct timespec ts = { .tv_sec = every_ms / 1000, .tv_nsec = (every_ms % 1000) * 1000000L };
 
-	unsigned int cycle = 0;
-
 	(void)arg;
 	while (!stopping) {
 		read_range();
 		publish();
-		if (++cycle * every_ms >= 500) {
-			cycle = 0;
+		if (access(blocks_req, F_OK) == 0) {
 			publish_blocks();
+			unlink(blocks_req);
 		}
 		nanosleep(&ts, NULL);
 	}
@@ -191,6 +200,10 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const struct qemu_info_t *in
 			range_path = argv[i] + 6;
 		} else if (strncmp(argv[i], "every=", 6) == 0) {
 			every_ms = (unsigned int)strtoul(argv[i] + 6, NULL, 10);
+		} else if (strcmp(argv[i], "kernel=1") == 0) {
+			kernel_blocks = true;
+		} else if (strcmp(argv[i], "kernel=0") == 0) {
+			kernel_blocks = false;
 		} else {
 			fprintf(stderr, "insn_count: unknown argument '%s'\n", argv[i]);
 			return -1;
@@ -202,7 +215,8 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const struct qemu_info_t *in
 	}
 	if (asprintf(&tmp_path, "%s.tmp", out_path) < 0 ||
 	    asprintf(&blocks_path, "%s.blocks", out_path) < 0 ||
-	    asprintf(&blocks_tmp, "%s.blocks.tmp", out_path) < 0)
+	    asprintf(&blocks_tmp, "%s.blocks.tmp", out_path) < 0 ||
+	    asprintf(&blocks_req, "%s.blocks.req", out_path) < 0)
 		return -1;
 	qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
 	qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);

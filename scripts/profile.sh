@@ -13,7 +13,8 @@
 # kernel, user space) and with the transport anywhere on the stack, each
 # bucket's ratio ours / C, and the functions of each transport module and
 # of the kernel that differ most. The testbed also counts instructions:
-# both guests' per RPC, and the transport's own, by function.
+# both guests' per RPC, the transport's own by function, and the kernel
+# functions whose instructions per RPC differ most between the variants.
 # With --old, the module as of git revision REV is profiled too (variant
 # "old"), for a change's before and after in one run. Documentation/
 # benchmarks.rst says how to read it.
@@ -50,7 +51,7 @@ raw=$CACHE_DIR/profile/$(date +%Y%m%d-%H%M%S)-qd$iodepth.txt
 nvar=$(( $(tr -cd , <<< "$variants" | wc -c) + 1 ))
 log "profile: $rounds rounds of ${runtime}s per transport (about $(( rounds * nvar * (runtime + 40) / 60 + 2 )) minutes)"
 set +e
-bash scripts/testbed.sh --count-insns --timeout $(( 600 + rounds * nvar * (runtime + 120) )) \
+bash scripts/testbed.sh --count-kernel-blocks --timeout $(( 600 + rounds * nvar * (runtime + 120) )) \
   env PROFILE_VARIANTS="$variants" AB_DIR="$kodir" PROFILE_ROUNDS="$rounds" PROFILE_IODEPTH="$iodepth" BENCH_RUNTIME="$runtime" python3 scripts/guest/profile_client.py \
   | tee "$raw" | grep --line-buffered -v '^PROFILE '
 rc=${PIPESTATUS[0]}

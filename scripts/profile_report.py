@@ -103,6 +103,25 @@ def main(path):
             print(f"\n{v}: instructions per RPC by transport function")
             for s, n in fns.most_common(20):
                 print(f"  {n / rpcs:8.1f}  {s[:110]}")
+    # Every kernel function's instructions (testbed.sh
+    # --count-kernel-blocks): where the rest of the kernel works more or
+    # less per RPC with one transport than with the other.
+    kins = {}
+    for v in names:
+        rpcs = sum(r["rpcs"] for r in runs[v])
+        c = collections.Counter()
+        for r in runs[v]:
+            c.update(r.get("kernel_insns", {}))
+        if c:
+            total = sum(r.get("kernel_insns_total", 0) for r in runs[v]) / rpcs
+            kins[v] = ({s: n / rpcs for s, n in c.items()}, total)
+    for v in (o for o in others if o in kins and "c" in kins):
+        (a, ta), (b, tb) = kins[v], kins["c"]
+        diff = {s: a.get(s, 0) - b.get(s, 0) for s in set(a) | set(b)}
+        print(f"\nkernel functions whose instructions per RPC differ most ({v} - c;"
+              f" all kernel code {ta:.0f} vs {tb:.0f})")
+        for s in sorted(diff, key=lambda s: -abs(diff[s]))[:40]:
+            print(f"  {diff[s]:+8.1f}  {s[:90]} ({a.get(s, 0):.1f} vs {b.get(s, 0):.1f})")
     for v in names:
         t = per[v]["syms"]["transport"]
         print(f"\n{v}: transport functions (samples per 1000 RPCs)")

@@ -24,13 +24,17 @@
 #                           in /run/share/insns.server and insns.client,
 #                           readable from either guest; those of an address
 #                           range too, once written to insns.ROLE.range
+#   --count-kernel-blocks   --count-insns, and also count every kernel
+#                           block's runs from boot on, for an instruction
+#                           profile of the whole kernel (insns.ROLE.blocks,
+#                           written on request: scripts/insn_count.c)
 #   --keep                  keep the run directory even on success
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/lib.sh"
 
-client_module=ours timeout=900 smp=1 keep=0 count_insns=0
+client_module=ours timeout=900 smp=1 keep=0 count_insns=0 kernel_blocks=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --client-module) client_module=$2; shift 2 ;;
@@ -38,6 +42,7 @@ while [ $# -gt 0 ]; do
     --smp) smp=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --count-insns) count_insns=1; shift ;;
+    --count-kernel-blocks) count_insns=1 kernel_blocks=1; shift ;;
     --) shift; break ;;
     -*) die "unknown option $1" ;;
     *) break ;;
@@ -112,7 +117,7 @@ boot() { # role ip4 ip6 mac netdev-args
   local extra=()
   # Under KVM no translated code runs, so there is nothing to count.
   if [ -n "$plugin" ] && [ "$accel" != kvm ]; then
-    extra=(-plugin "$plugin,out=$run/share/insns.$role,range=$run/share/insns.$role.range")
+    extra=(-plugin "$plugin,out=$run/share/insns.$role,range=$run/share/insns.$role.range,kernel=$kernel_blocks")
   fi
   # The script's command line is passed through a file: it may contain spaces.
   qemu-system-x86_64 "${extra[@]}" -machine q35 -accel "$accel" -cpu max -smp "$smp" -m 2G \

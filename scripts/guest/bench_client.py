@@ -191,46 +191,66 @@ def insns(role):
         return None
 
 
-def block_runs():
-    """The counter's per-block figures for the counted range (see
-    scripts/insn_count.c): {address: [instructions, runs]}, runs summed
-    over the translations of one address. Empty if not counted. They are
-    published every half second: this waits for a reading taken after the
-    call."""
-    time.sleep(0.6)
-    out = {}
-    try:
-        with open(f"{SHARE}/insns.client.blocks") as f:
-            for line in f:
-                pc, n, runs = line.split()
-                b = out.setdefault(int(pc, 16), [int(n), 0])
-                b[1] += int(runs)
-    except (OSError, ValueError):
+def block_runs(role="client"):
+    """The counter's per-block figures (see scripts/insn_count.c): the
+    counted range's blocks, and every kernel block if the testbed counts
+    them (--count-kernel-blocks), as {address: [instructions, runs]}, runs
+    summed over the translations of one address. Empty if not counted.
+    Asks the counter for a fresh reading and waits for it."""
+    path = f"{SHARE}/insns.{role}.blocks"
+    if insns(role) is None:
+        return {}
+    with open(path + ".req", "w"):
         pass
+    deadline = time.time() + 30
+    while os.path.exists(path + ".req"):
+        if time.time() > deadline:
+            raise RuntimeError("the instruction counter did not write its block counts")
+        time.sleep(0.02)
+    out = {}
+    with open(path) as f:
+        for line in f:
+            pc, n, runs = line.split()
+            b = out.setdefault(int(pc, 16), [int(n), 0])
+            b[1] += int(runs)
     return out
 
 
-def module_symbols(name):
-    """(address, symbol) of module `name`'s code, sorted."""
+def kernel_symbols():
+    """(address, symbol, module) of the kernel's code, modules included
+    (module "" for the kernel image), sorted, from /proc/kallsyms."""
     syms = []
     with open("/proc/kallsyms") as f:
         for line in f:
             parts = line.split()
-            if len(parts) == 4 and parts[3] == f"[{name}]" and parts[1] in "tT":
-                syms.append((int(parts[0], 16), parts[2]))
+            if len(parts) >= 3 and parts[1] in "tT":
+                mod = parts[3].strip("[]") if len(parts) == 4 else ""
+                syms.append((int(parts[0], 16), parts[2], mod))
     return sorted(syms)
 
 
-def instructions_by_function(before, after, syms):
-    """Instructions executed per function of `syms` between two
-    block_runs() readings."""
-    addrs = [a for a, _ in syms]
+def module_symbols(name):
+    """(address, symbol) of module `name`'s code, sorted."""
+    return [(a, s) for a, s, m in kernel_symbols() if m == name]
+
+
+def instructions_by_function(before, after, module=None):
+    """Instructions executed per function between two block_runs()
+    readings: the functions of `module`, or with module=None of the whole
+    kernel (a module's named "symbol [module]")."""
+    syms = kernel_symbols()
+    addrs = [a for a, _, _ in syms]
     out = collections.Counter()
     for pc, (n, runs) in after.items():
         d = runs - before.get(pc, [n, 0])[1]
         i = bisect.bisect_right(addrs, pc) - 1
-        if d > 0 and i >= 0:
-            out[syms[i][1]] += d * n
+        if d <= 0 or i < 0:
+            continue
+        _, sym, mod = syms[i]
+        if module is None:
+            out[f"{sym} [{mod}]" if mod else sym] += d * n
+        elif mod == module:
+            out[sym] += d * n
     return out
 
 

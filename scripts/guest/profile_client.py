@@ -15,7 +15,9 @@ transport's code and what it called (rxe's post_send, memory registration,
 the copies...), by the transport function the kernel entered it through.
 When the testbed counts instructions (it does for make profile), also the
 instructions executed per RPC by both guests and in the transport's own
-code, the latter by function: exact where the samples are statistics.
+code, the latter by function: exact where the samples are statistics;
+and the instructions of every kernel function, for what the transport
+makes the rest of the kernel do.
 
 Under TCG the guest's sampling timer runs at the tick (some 250 samples a
 second, whatever -F asks), and a sample lands on the translation block
@@ -28,6 +30,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 os.environ.setdefault("BENCH_RUNTIME", "30")
 import bench_client as bc  # noqa: E402  (reads its settings at import)
@@ -39,6 +42,7 @@ PERF_DATA = "/tmp/profile.perf"
 # What a 1-vCPU guest runs when it has nothing to do: the halt.
 IDLE = {"pv_native_safe_halt", "native_safe_halt", "default_idle", "acpi_safe_halt"}
 TOP = 150
+KERNEL_TOP = 600
 
 
 def where(dso, variant):
@@ -78,13 +82,18 @@ def profile(variant, rnd):
     perf = subprocess.Popen(
         ["perf", "record", "-a", "-g", "-F", "4999", "-q", "-o", PERF_DATA],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # perf reads /proc/kallsyms and every process's maps as it starts:
+    # tens of millions of instructions to keep out of the counts.
+    time.sleep(5)
     try:
         # The transport's instructions by function over the job alone (not
         # the mount's connection setup or the unmount's teardown).
         blocks0 = bc.block_runs()
         with bc.Meter() as m:
             r = bc.fio(f"qd{IODEPTH}", "randread", "4k", IODEPTH, "bench.dat")
-        insns = bc.instructions_by_function(blocks0, bc.block_runs(), bc.module_symbols(bc.transport_module(variant)))
+        blocks1 = bc.block_runs()
+        insns = bc.instructions_by_function(blocks0, blocks1, bc.transport_module(variant))
+        kernel_insns = bc.instructions_by_function(blocks0, blocks1)
     finally:
         perf.send_signal(2)
         perf.wait(timeout=120)
@@ -114,7 +123,10 @@ def profile(variant, rnd):
         kernel_syms=dict(syms["kernel"].most_common(TOP)),
         # Instructions executed in the transport module's own code, by
         # function (testbed.sh --count-insns; empty without it).
-        transport_insns=dict(insns.most_common(TOP)), **m.counted()), sort_keys=True), flush=True)
+        transport_insns=dict(insns.most_common(TOP)),
+        # And in every kernel function (testbed.sh --count-kernel-blocks).
+        kernel_insns=dict(kernel_insns.most_common(KERNEL_TOP)),
+        kernel_insns_total=sum(kernel_insns.values()), **m.counted()), sort_keys=True), flush=True)
 
 
 def main():
