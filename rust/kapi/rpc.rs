@@ -9,7 +9,11 @@
 //! before SUNRPC's memory is freed). Callbacks get `&T` and borrowed handles
 //! ([`Xprt`], [`Task`], [`Rqst`]) that are only valid for the call.
 
-use core::{marker::PhantomData, pin::Pin, ptr::NonNull};
+use core::{
+    marker::PhantomData,
+    pin::Pin,
+    ptr::{self, NonNull},
+};
 
 use kernel::{
     alloc::{flags::GFP_KERNEL, KBox, KVVec, KVec},
@@ -25,17 +29,29 @@ use kernel::{
 
 use super::rdma::{FreeList, PageRef, SgWriter};
 use crate::proto::plan::{Kvec, MrExtent, RegionKind, XdrBufDesc};
+use crate::sys;
 
 /// Copies `data` into `buf` at XDR offset `at`; 0 or a negative errno.
 fn write_xdr(buf: &sys::xdr_buf, at: u32, data: &[u8]) -> c_int {
     if data.is_empty() {
         return 0;
     }
+    // Most copies land in the head (the reply's fields before its data, a
+    // small reply whole): copy them directly, without SUNRPC's walk of the
+    // buffer's parts.
+    let head = &buf.head[0];
+    if let Some(end) = (at as usize).checked_add(data.len()) {
+        if end <= head.iov_len {
+            // SAFETY: the head is writable for `iov_len` bytes, of which
+            // `at..end` is a part; `data` is another object.
+            unsafe { ptr::copy_nonoverlapping(data.as_ptr(), head.iov_base.cast::<u8>().add(at as usize), data.len()) };
+            return 0;
+        }
+    }
     // SAFETY: `buf` describes writable buffers; the function bounds the copy
     // by the buffer's parts.
     unsafe { sys::write_bytes_to_xdr_buf(buf, at, data.as_ptr().cast_mut().cast(), data.len() as u32) }
 }
-use crate::sys;
 
 /// `struct rpc_xprt` followed by the pointer to its Rust transport object.
 #[repr(C)]
@@ -1020,11 +1036,22 @@ impl Rqst<'_> {
         if len == 0 {
             return Ok(());
         }
+        let b = &self.get().rq_snd_buf;
+        // The usual piece is the head (the call's header, or all of a small
+        // call): copied directly, without SUNRPC's walk of the parts.
+        if let Some(end) = (offset as usize).checked_add(out.len()) {
+            if end <= b.head[0].iov_len {
+                // SAFETY: the head holds `iov_len` readable bytes, of which
+                // `offset..end` is a part; `out` is another object.
+                unsafe {
+                    ptr::copy_nonoverlapping(b.head[0].iov_base.cast::<u8>().add(offset as usize), out.as_mut_ptr(), out.len())
+                };
+                return Ok(());
+            }
+        }
         // SAFETY: `rq_snd_buf` is stable while the task sends; `out` is
         // writable for `len` bytes; the function checks the range.
-        let rc = unsafe {
-            sys::read_bytes_from_xdr_buf(&self.get().rq_snd_buf, offset, out.as_mut_ptr().cast(), len)
-        };
+        let rc = unsafe { sys::read_bytes_from_xdr_buf(b, offset, out.as_mut_ptr().cast(), len) };
         if rc != 0 { Err(Error::from_errno(rc)) } else { Ok(()) }
     }
 
@@ -1102,9 +1129,7 @@ impl PinnedRqst {
         // it (an oversize reply fails with an error instead).
         let copied = unsafe {
             let r = &*self.raw.as_ptr();
-            if len > r.rq_private_buf.buflen
-                || sys::write_bytes_to_xdr_buf(&r.rq_private_buf, 0, reply.as_ptr().cast_mut().cast(), len) != 0
-            {
+            if len > r.rq_private_buf.buflen || write_xdr(&r.rq_private_buf, 0, reply) != 0 {
                 -(sys::EIO as c_int)
             } else {
                 len as c_int
