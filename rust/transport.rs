@@ -149,48 +149,74 @@ struct Stats {
 /// Most segments one Write or Reply chunk is offered with.
 const MAX_CHUNK_SEGMENTS: usize = rdma::MAX_MRS / 2;
 
-/// The segments of the Write or Reply chunk a call offered: the only
-/// memory the server may say it wrote (`v1::check_returned_chunk`).
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
-struct Offered {
-    segs: [v1::Segment; MAX_CHUNK_SEGMENTS],
-    n: usize,
-}
-
-impl Offered {
-    fn new(segs: &[v1::Segment]) -> Self {
-        let mut o = Offered::default();
-        for (out, s) in o.segs.iter_mut().zip(segs) {
-            *out = *s;
-            o.n += 1;
-        }
-        o
-    }
-
-    fn as_slice(&self) -> &[v1::Segment] {
-        self.segs.get(..self.n).unwrap_or(&[])
-    }
-}
-
 /// How a request's reply will come back.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 enum ReplyShape {
     #[default]
     Inline,
-    WriteChunk(Offered),
-    ReplyChunk(Offered),
+    /// Its payload into the Write chunk offered.
+    WriteChunk,
+    /// Whole into the Reply chunk offered.
+    ReplyChunk,
 }
 
 /// What the transport holds for one request between sending it and its
-/// release: the memory regions it registered, and the pages its Send may
-/// still be reading.
+/// release: the memory regions it registered, the pages its Send may still
+/// be reading, and how its reply comes back. The reply is checked against
+/// it in place, under the slot's lock: nothing of it is copied per RPC.
 struct ReqState {
     reg: Registration,
     sent: PagesInFlight,
     reply: ReplyShape,
+    /// The segments of the Write or Reply chunk the call offered (the
+    /// first `offered`): the only memory the server may say it wrote
+    /// (`v1::check_returned_chunk`).
+    segs: [v1::Segment; MAX_CHUNK_SEGMENTS],
+    offered: usize,
+}
+
+/// What a reply's chunks say against what its call offered.
+enum Verdict {
+    /// All of it inline.
+    Inline,
+    /// Its payload in the Write chunk: this many bytes.
+    Written(u64),
+    /// Whole in the Reply chunk: this many bytes.
+    ReplyWritten(u64),
+    /// The server claims memory it was not offered.
+    Foreign(v1::ReturnedChunkError),
+    /// RDMA_ERROR.
+    Error,
+    /// Chunks we never offered, NOMSG without our Reply chunk, or a retired
+    /// procedure.
+    Bad,
 }
 
 impl ReqState {
+    /// Judges a reply of `kind` against what the call offered.
+    fn judge(&self, kind: &Kind<'_>) -> Verdict {
+        let offered = self.segs.get(..self.offered).unwrap_or(&[]);
+        match (kind, self.reply) {
+            (Kind::Msg(c, _), _) if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() => Verdict::Inline,
+            (Kind::Msg(c, _), ReplyShape::WriteChunk) if c.reads.is_empty() && c.writes.len() == 1 && c.reply.is_none() => {
+                let returned = c.writes.iter().next().unwrap_or(v1::SegmentArray::EMPTY);
+                match v1::check_returned_chunk(offered, &returned) {
+                    Ok(n) => Verdict::Written(n),
+                    Err(e) => Verdict::Foreign(e),
+                }
+            }
+            (Kind::NoMsg(c, _), ReplyShape::ReplyChunk) if c.reads.is_empty() && c.writes.is_empty() => {
+                let Some(reply) = c.reply.as_ref() else { return Verdict::Bad };
+                match v1::check_returned_chunk(offered, reply) {
+                    Ok(n) => Verdict::ReplyWritten(n),
+                    Err(e) => Verdict::Foreign(e),
+                }
+            }
+            (Kind::Error, _) => Verdict::Error,
+            _ => Verdict::Bad,
+        }
+    }
+
     /// Takes the request's regions and its Send's pages token out of the
     /// slot, for the caller to invalidate and wait for.
     fn take(&mut self) -> (Registration, PagesInFlight) {
@@ -203,7 +229,13 @@ impl ReqState {
 
 impl Default for ReqState {
     fn default() -> Self {
-        ReqState { reg: Registration::empty(), sent: PagesInFlight::none(), reply: ReplyShape::Inline }
+        ReqState {
+            reg: Registration::empty(),
+            sent: PagesInFlight::none(),
+            reply: ReplyShape::Inline,
+            segs: [v1::Segment::default(); MAX_CHUNK_SEGMENTS],
+            offered: 0,
+        }
     }
 }
 
@@ -377,9 +409,13 @@ const PAGE: u32 = 4096;
 
 impl RdmaXprt {
     /// Builds the transport header (registering chunks as the plan says)
-    /// and sends the call. Returns how the reply will arrive, and the pages
-    /// the Send may still be reading.
-    fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, reg: &mut Registration) -> Result<(ReplyShape, PagesInFlight)> {
+    /// and sends the call. Records in `st` the regions registered and how
+    /// the reply will arrive; returns the pages the Send may still be
+    /// reading.
+    fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, st: &mut ReqState) -> Result<PagesInFlight> {
+        let ReqState { reg, reply, segs, offered, .. } = st;
+        *reply = ReplyShape::Inline;
+        *offered = 0;
         let shared = ep.shared();
         let xid = u32::from_be(rqst.xid_be());
         // The first call of a connection may be the Version Two probe.
@@ -404,7 +440,7 @@ impl RdmaXprt {
             pullup_threshold: plan::DEFAULT_PULLUP_THRESHOLD,
             write_pad_segment: false,
         };
-        let p = plan::plan_rpc(&snd, &rcv, rqst.ddp_allowed(), &limits).map_err(|e| {
+        let (call, reply_plan) = plan::plan_chunks(&snd, &rcv, rqst.ddp_allowed(), &limits).map_err(|e| {
             pr_warn_once_marshal(&self.stats, &e, &snd, &rcv);
             EIO
         })?;
@@ -412,47 +448,49 @@ impl RdmaXprt {
 
         // Read chunk (call payload, or the whole call for a Long Call).
         // Most calls have none and most replies need one: plan the regions
-        // of only the chunks there are.
-        let mut exts = [plan::MrExtent::default(); rdma::MAX_MRS / 2];
-        let mut reads = [v1::ReadSegment::default(); rdma::MAX_MRS / 2];
-        let mut nr = 0;
-        if p.call.read_segments() > 0 {
-            let regions = p.call.chunk_regions(&snd);
-            nr = plan::split_regions(regions.as_slice(), g, limits.max_segments, &mut exts).map_err(|_| EIO)?;
-            let position = p.call.read_position().unwrap_or(0);
-            for (ext, out) in exts.iter().zip(reads.iter_mut()).take(nr) {
+        // of only the chunks there are, and clear no arrays they do not use.
+        let mut read_buf;
+        let mut reads: &[v1::ReadSegment] = &[];
+        if call.read_segments() > 0 {
+            let mut exts = [plan::MrExtent::default(); rdma::MAX_MRS / 2];
+            read_buf = [v1::ReadSegment::default(); rdma::MAX_MRS / 2];
+            let regions = call.chunk_regions(&snd);
+            let nr = plan::split_regions(regions.as_slice(), g, limits.max_segments, &mut exts).map_err(|_| EIO)?;
+            let position = call.read_position().unwrap_or(0);
+            for (ext, out) in exts.iter().zip(read_buf.iter_mut()).take(nr) {
                 let r = ep.conn.register(reg, true, xid, |w| rqst.fill_sg(Which::Call, ext, w))?;
                 *out = v1::ReadSegment { position, segment: segment(r) };
             }
+            reads = read_buf.get(..nr).ok_or(EINVAL)?;
         }
-        // Write chunk or Reply chunk (the reply's destination).
-        let mut writes = [v1::Segment::default(); MAX_CHUNK_SEGMENTS];
+        // Write chunk or Reply chunk (the reply's destination), registered
+        // straight into the request's record of what it offered.
         let mut nw = 0;
-        if p.reply.mrs() > 0 {
-            let regions = p.reply.chunk_regions(&rcv);
+        if reply_plan.mrs() > 0 {
+            let mut exts = [plan::MrExtent::default(); rdma::MAX_MRS / 2];
+            let regions = reply_plan.chunk_regions(&rcv);
             nw = plan::split_regions(regions.as_slice(), g, limits.max_segments, &mut exts).map_err(|_| EIO)?;
-            for (ext, out) in exts.iter().zip(writes.iter_mut()).take(nw) {
+            for (ext, out) in exts.iter().zip(segs.iter_mut()).take(nw) {
                 let r = ep.conn.register(reg, false, xid, |w| rqst.fill_sg(Which::Reply, ext, w))?;
                 *out = segment(r);
             }
         }
-        let write_list: [&[v1::Segment]; 1] = [&writes[..nw]];
-        let (shape, lists) = match p.reply {
-            plan::ReplyPlan::Inline => (ReplyShape::Inline, v1::ChunkLists { reads: &reads[..nr], writes: &[], reply: None }),
-            plan::ReplyPlan::WriteChunk { .. } => (
-                ReplyShape::WriteChunk(Offered::new(&writes[..nw])),
-                v1::ChunkLists { reads: &reads[..nr], writes: &write_list, reply: None },
-            ),
-            plan::ReplyPlan::ReplyChunk { .. } => (
-                ReplyShape::ReplyChunk(Offered::new(&writes[..nw])),
-                v1::ChunkLists { reads: &reads[..nr], writes: &[], reply: Some(&writes[..nw]) },
-            ),
+        let writes = segs.get(..nw).ok_or(EINVAL)?;
+        let write_list: [&[v1::Segment]; 1] = [writes];
+        let (shape, lists) = match reply_plan {
+            plan::ReplyPlan::Inline => (ReplyShape::Inline, v1::ChunkLists { reads, writes: &[], reply: None }),
+            plan::ReplyPlan::WriteChunk { .. } => {
+                (ReplyShape::WriteChunk, v1::ChunkLists { reads, writes: &write_list, reply: None })
+            }
+            plan::ReplyPlan::ReplyChunk { .. } => {
+                (ReplyShape::ReplyChunk, v1::ChunkLists { reads, writes: &[], reply: Some(writes) })
+            }
         };
-        let nomsg = matches!(p.call, plan::CallPlan::LongCall { .. });
+        let nomsg = matches!(call, plan::CallPlan::LongCall { .. });
         let credits = shared.max_requests.load(Ordering::Relaxed);
         let sent = ep.conn.send(reg, |out| {
             // The transport header and what is copied right after it.
-            let (copied, rest) = match p.call {
+            let (copied, rest) = match call {
                 plan::CallPlan::Inline { pullup: true } => (snd.len, None),
                 // Head copied, page list mapped in place, tail copied.
                 plan::CallPlan::Inline { pullup: false } => (snd.head.len, Some((snd.head.len + snd.page_len, snd.tail.len))),
@@ -467,7 +505,7 @@ impl RdmaXprt {
                 rqst.copy_call_at(0, buf.get_mut(hdr..hdr + len).ok_or(EINVAL)?)?;
                 Ok(hdr + len)
             })?;
-            if matches!(p.call, plan::CallPlan::Inline { pullup: false }) {
+            if matches!(call, plan::CallPlan::Inline { pullup: false }) {
                 rqst.call_pages(|page, off, len| out.map_page(page, off, len))?;
             }
             if let Some((from, len)) = rest {
@@ -487,7 +525,7 @@ impl RdmaXprt {
             }
         };
         let st = &self.stats;
-        let n = stats::MarshalCounts::of(&p, &snd);
+        let n = stats::MarshalCounts::of(&call, &reply_plan, &snd);
         add(&st.read_chunks, n.read_segments);
         add(&st.write_chunks, n.write_segments);
         add(&st.reply_chunks, n.reply_segments);
@@ -495,7 +533,9 @@ impl RdmaXprt {
         add(&st.pullup_copy, n.pullup_bytes);
         add(&st.nomsg_calls, n.nomsg_calls);
         add(&MRS_REGISTERED, reg.len() as u64);
-        Ok((shape, sent))
+        *reply = shape;
+        *offered = nw;
+        Ok(sent)
     }
 }
 
@@ -706,8 +746,14 @@ impl rpc::Transport for RdmaXprt {
         // have regions the server could write into: invalidate them before
         // its pages go back.
         let Some(slot) = self.slots.slot_of(rqst) else { return };
-        let (mut reg, mut sent) = slot.state().lock().take();
         // The usual case: the reply handler already took both back.
+        if !slot.holds() {
+            return;
+        }
+        let mut st = slot.state().lock();
+        let (mut reg, mut sent) = st.take();
+        slot.set_holds(&mut st, false);
+        drop(st);
         if reg.is_empty() && sent.is_none() {
             return;
         }
@@ -793,10 +839,11 @@ impl rpc::Transport for RdmaXprt {
         }
         let epoch = ep.conn.release_epoch();
         rqst.stamp_xmit();
-        match self.marshal(&ep, rqst, &mut st.reg) {
-            Ok((reply, sent)) => {
+        match self.marshal(&ep, rqst, &mut st) {
+            Ok(sent) => {
                 st.sent = sent;
-                st.reply = reply;
+                let holds = !st.reg.is_empty() || !st.sent.is_none();
+                slot.set_holds(&mut st, holds);
                 drop(st);
             }
             Err(e) => {
@@ -1146,21 +1193,28 @@ impl EpShared {
         if self.credits.load(Ordering::Relaxed) != grant && self.credits.swap(grant, Ordering::Relaxed) != grant {
             self.xprt.set_credits(grant);
         }
-        let Some((rqst, shape)) = self.take_request(conn, inc.xid, invalidated) else {
+        let Some((rqst, verdict)) = self.take_request(conn, &inc.kind, inc.xid, invalidated) else {
             // No such XID (a late reply, or a backchannel call): the counter
             // SUNRPC keeps for TCP counts it in `bad_xids`; we count it here.
             self.count_bad_reply();
             return;
         };
-        self.complete(rqst, &inc.kind, inc.payload, shape);
+        self.complete(rqst, inc.payload, verdict);
     }
 
-    /// Finds the request `xid` and takes its regions and Send back: after
-    /// this the server can no longer write into them (RFC 8166 s. 3.4.5),
-    /// and the call's pages are free. Sleeps.
-    fn take_request(&self, conn: &Live<'_, Self>, xid: u32, invalidated: Option<u32>) -> Option<(PinnedRqst, ReplyShape)> {
+    /// Finds the request `xid`, judges its reply of `kind` against what
+    /// the call offered, and takes its regions and Send back: after this
+    /// the server can no longer write into them (RFC 8166 s. 3.4.5), and
+    /// the call's pages are free. Sleeps.
+    fn take_request(
+        &self,
+        conn: &Live<'_, Self>,
+        kind: &Kind<'_>,
+        xid: u32,
+        invalidated: Option<u32>,
+    ) -> Option<(PinnedRqst, Verdict)> {
         let rqst = self.xprt.lookup(xid.to_be())?;
-        let (mut reg, mut sent, shape) = match self.slots.slot_of_pinned(&rqst) {
+        let (mut reg, mut sent, verdict) = match self.slots.slot_of_pinned(&rqst) {
             Some(slot) => {
                 let mut st = slot.state().lock();
                 if !conn.owns(&st.reg, &st.sent) {
@@ -1169,10 +1223,12 @@ impl EpShared {
                     // waits for (and whose regions it holds).
                     return None;
                 }
+                let verdict = st.judge(kind);
                 let (reg, sent) = st.take();
-                (reg, sent, st.reply)
+                slot.set_holds(&mut st, false);
+                (reg, sent, verdict)
             }
-            None => (Registration::empty(), PagesInFlight::none(), ReplyShape::Inline),
+            None => (Registration::empty(), PagesInFlight::none(), ReqState::default().judge(kind)),
         };
         let registered = reg.len();
         let local = conn.invalidate(&mut reg, invalidated);
@@ -1184,7 +1240,7 @@ impl EpShared {
         // The reply can overtake the Send's completion: the call's pages go
         // back to SUNRPC only once the HCA is done reading them.
         conn.wait_sent(&mut sent);
-        Some((rqst, shape))
+        Some((rqst, verdict))
     }
 
     /// While the Version Two probe is out, its answer settles the
@@ -1222,7 +1278,7 @@ impl EpShared {
                 pr_info!("{}: server speaks RPC-over-RDMA versions {}..{}, not Two: using Version One\n", addr, low, high);
                 let Ok(p) = v1::peek(data) else { return false };
                 self.resend_xid.store(u64::from(p.xid), Ordering::Release);
-                if let Some((rqst, _)) = self.take_request(conn, p.xid, invalidated) {
+                if let Some((rqst, _)) = self.take_request(conn, &Kind::Error, p.xid, invalidated) {
                     // SUNRPC encodes and transmits it again (call_status).
                     rqst.fail(EAGAIN);
                 }
@@ -1231,7 +1287,7 @@ impl EpShared {
             Decision::NoCommonVersion { low, high } => {
                 pr_warn!("{}: server speaks RPC-over-RDMA versions {}..{} only, none of ours\n", addr, low, high);
                 if let Ok(p) = v1::peek(data) {
-                    if let Some((rqst, _)) = self.take_request(conn, p.xid, invalidated) {
+                    if let Some((rqst, _)) = self.take_request(conn, &Kind::Error, p.xid, invalidated) {
                         rqst.fail(errno::EPROTONOSUPPORT());
                     }
                 }
@@ -1397,46 +1453,30 @@ impl EpShared {
         }
     }
 
-    fn complete(&self, rqst: PinnedRqst, kind: &Kind<'_>, payload: &[u8], shape: ReplyShape) {
+    fn complete(&self, rqst: PinnedRqst, payload: &[u8], verdict: Verdict) {
         let bad = || {
             self.count_bad_reply();
             EIO
         };
-        match (kind, shape) {
-            (Kind::Msg(c, _), _) if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() => {
-                rqst.complete_with(payload)
-            }
-            (Kind::Msg(c, _), ReplyShape::WriteChunk(offered))
-                if c.reads.is_empty() && c.writes.len() == 1 && c.reply.is_none() =>
-            {
-                let returned = c.writes.iter().next().unwrap_or(v1::SegmentArray::EMPTY);
-                let written = match v1::check_returned_chunk(offered.as_slice(), &returned) {
-                    Ok(n) => n,
-                    Err(e) => return rqst.fail(self.foreign_chunk(&e)),
-                };
-                let max = u64::from(rqst.reply_desc().page_len);
-                if written > max {
+        match verdict {
+            Verdict::Inline => rqst.complete_with(payload),
+            Verdict::Written(written) => {
+                if written > u64::from(rqst.reply_desc().page_len) {
                     return rqst.fail(bad());
                 }
                 self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
                 rqst.complete_write_chunk(payload, written as u32)
             }
-            (Kind::NoMsg(c, _), ReplyShape::ReplyChunk(offered)) if c.reads.is_empty() && c.writes.is_empty() => {
-                let Some(reply) = c.reply.as_ref() else { return rqst.fail(bad()) };
-                let written = match v1::check_returned_chunk(offered.as_slice(), reply) {
-                    Ok(n) => n,
-                    Err(e) => return rqst.fail(self.foreign_chunk(&e)),
-                };
+            Verdict::ReplyWritten(written) => {
                 if written > u64::from(rqst.reply_desc().len) {
                     return rqst.fail(bad());
                 }
                 self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
                 rqst.complete_reply_chunk(written as u32)
             }
-            (Kind::Error, _) => rqst.fail(EIO),
-            // Chunks we never offered, NOMSG without our Reply chunk, or a
-            // retired procedure: fail this RPC.
-            _ => rqst.fail(bad()),
+            Verdict::Foreign(e) => rqst.fail(self.foreign_chunk(&e)),
+            Verdict::Error => rqst.fail(EIO),
+            Verdict::Bad => rqst.fail(bad()),
         }
     }
 }

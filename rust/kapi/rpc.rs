@@ -13,6 +13,7 @@ use core::{
     marker::PhantomData,
     pin::Pin,
     ptr::{self, NonNull},
+    sync::atomic::{AtomicBool, Ordering},
 };
 
 use kernel::{
@@ -117,6 +118,10 @@ pub(crate) struct Slot<D> {
     rqst: Opaque<sys::rpc_rqst>,
     #[pin]
     state: SpinLock<D>,
+    /// Set (with the state locked) when the state takes on something the
+    /// transport must give back, cleared when it has all been taken: a
+    /// clear flag lets the usual release skip the lock. See [`Slot::holds`].
+    holds: AtomicBool,
     index: usize,
     /// The request's call and reply buffers (`buf_alloc`), when they fit:
     /// SUNRPC encodes the call into it and decodes the reply from it while
@@ -159,6 +164,7 @@ impl<D: Default> SlotTable<D> {
                 // Zeroed, as SUNRPC's own slot allocator hands them out.
                 rqst: Opaque::new(Default::default()),
                 state <- new_spinlock!(D::default(), "rpcrdma_rs:slot"),
+                holds: AtomicBool::new(false),
                 index,
                 buffer,
             });
@@ -299,6 +305,20 @@ impl<D> Slot<D> {
     /// The transport's state for this request.
     pub(crate) fn state(&self) -> &SpinLock<D> {
         &self.state
+    }
+
+    /// Records, with the state locked (`_locked` proves it), whether the
+    /// state now holds anything to give back.
+    pub(crate) fn set_holds(&self, _locked: &mut D, holds: bool) {
+        self.holds.store(holds, Ordering::Release);
+    }
+
+    /// False if the state held nothing when it was last recorded: the
+    /// request's own task, releasing it after its RPC ended, may then skip
+    /// the lock. Whoever emptied the state did so before the RPC completed,
+    /// and the completion orders that before the release.
+    pub(crate) fn holds(&self) -> bool {
+        self.holds.load(Ordering::Acquire)
     }
 }
 

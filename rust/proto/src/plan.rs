@@ -476,6 +476,37 @@ pub fn split_regions(regions: &[Region], g: Geometry, max_segments: u32, out: &m
     // count is only needed to say why a chunk does not fit.
     let room = out.len().min(usize::try_from(max_segments).unwrap_or(usize::MAX));
     let span = ps.get().saturating_mul(u64::from(g.max_pages));
+    // Nearly every chunk is one region that one MR covers (the page of a
+    // 4 KiB read): its one extent without the loop.
+    if let ([r], Some(slot)) = (regions, out.first_mut()) {
+        let in_page = u64::from(r.offset) % ps;
+        let len = u64::from(r.len);
+        if room > 0 && len > 0 && in_page + len <= span && u64::from(r.offset) + len <= u64::from(u32::MAX) {
+            *slot = MrExtent {
+                kind: r.kind,
+                first_page: sat_u32(u64::from(r.offset) / ps),
+                npages: sat_u32((in_page + len).div_ceil(ps.get())),
+                offset: sat_u32(in_page),
+                len: r.len,
+                region_offset: 0,
+                chunk_offset: 0,
+            };
+            return Ok(1);
+        }
+    }
+    split_loop(regions, g, max_segments, out, room, ps, span)
+}
+
+/// [`split_regions`]'s general case.
+fn split_loop(
+    regions: &[Region],
+    g: Geometry,
+    max_segments: u32,
+    out: &mut [MrExtent],
+    room: usize,
+    ps: NonZeroU64,
+    span: u64,
+) -> Result<usize, PlanError> {
     let mut n = 0usize;
     let mut chunk_off: u64 = 0;
     for r in regions {
@@ -607,6 +638,11 @@ impl ReplyPlan {
 /// privacy GSS flavors.
 pub fn plan_reply(rcv: &XdrBufDesc, ddp_allowed: bool, limits: &Limits) -> Result<ReplyPlan, PlanError> {
     limits.validate()?;
+    reply_plan(rcv, ddp_allowed, limits)
+}
+
+/// [`plan_reply`] with `limits` already validated.
+fn reply_plan(rcv: &XdrBufDesc, ddp_allowed: bool, limits: &Limits) -> Result<ReplyPlan, PlanError> {
     let g = limits.geometry();
     let inline_recv = u64::from(limits.inline_recv);
     if u64::from(rcv.len) + u64::from(INLINE_REPLY_HEADER_LEN) <= inline_recv {
@@ -734,6 +770,11 @@ impl CallPlan {
 /// (`len` = head + pages + tail).
 pub fn plan_call(snd: &XdrBufDesc, ddp_allowed: bool, limits: &Limits, reply: &ReplyPlan) -> Result<CallPlan, PlanError> {
     limits.validate()?;
+    call_plan(snd, ddp_allowed, limits, reply)
+}
+
+/// [`plan_call`] with `limits` already validated.
+fn call_plan(snd: &XdrBufDesc, ddp_allowed: bool, limits: &Limits, reply: &ReplyPlan) -> Result<CallPlan, PlanError> {
     let g = limits.geometry();
     if snd.parts_len() != Some(snd.len) {
         return Err(PlanError::BadShape);
@@ -822,11 +863,20 @@ pub struct RpcPlan {
     pub budget: WrBudget,
 }
 
-/// Plans one RPC: the Reply first (its chunk lists go into the Call's
-/// header), then the Call.
+/// Plans how one RPC travels: the Reply first (its chunk lists go into the
+/// Call's header), then the Call. What a sender needs per RPC, and no more:
+/// [`plan_rpc`] adds the header length and the work request budget.
+pub fn plan_chunks(snd: &XdrBufDesc, rcv: &XdrBufDesc, ddp_allowed: bool, limits: &Limits) -> Result<(CallPlan, ReplyPlan), PlanError> {
+    limits.validate()?;
+    let reply = reply_plan(rcv, ddp_allowed, limits)?;
+    let call = call_plan(snd, ddp_allowed, limits, &reply)?;
+    Ok((call, reply))
+}
+
+/// Plans one RPC as [`plan_chunks`] does, with the lengths and budget that
+/// follow from the plan.
 pub fn plan_rpc(snd: &XdrBufDesc, rcv: &XdrBufDesc, ddp_allowed: bool, limits: &Limits) -> Result<RpcPlan, PlanError> {
-    let reply = plan_reply(rcv, ddp_allowed, limits)?;
-    let call = plan_call(snd, ddp_allowed, limits, &reply)?;
+    let (call, reply) = plan_chunks(snd, rcv, ddp_allowed, limits)?;
     let header_len = call_header_len(call.read_segments(), reply.write_chunk_segments(), reply.reply_chunk_segments());
     Ok(RpcPlan {
         call,
@@ -1154,6 +1204,50 @@ mod tests {
         l.inline_send = 64;
         let s = snd(200, 0, 65536, 4, XDRBUF_WRITE);
         assert_eq!(plan_call(&s, false, &l, &ReplyPlan::Inline), Err(PlanError::HeaderTooLarge { len: 100, max: 64 }));
+    }
+
+    #[test]
+    fn one_region_shortcut_matches_the_loop() {
+        let mut rng = crate::testutil::Rng(0x5851_f42d_4c95_7f2d);
+        for _ in 0..20000 {
+            let ps = [512u32, 4096, 65536][(rng.next() % 3) as usize];
+            let g = Geometry { page_size: ps, max_pages: 1 + (rng.next() % 4) as u32 };
+            let pick = |rng: &mut crate::testutil::Rng| match rng.next() % 4 {
+                0 => u32::MAX - (rng.next() % 70000) as u32,
+                1 => 0,
+                _ => (rng.next() % (4 * 65536)) as u32,
+            };
+            let kind = [RegionKind::Head, RegionKind::Pages, RegionKind::Tail][(rng.next() % 3) as usize];
+            let r = Region { kind, offset: pick(&mut rng), len: pick(&mut rng) };
+            let max_segments = (rng.next() % 3) as u32;
+            let (mut a, mut b) = ([MrExtent::default(); 4], [MrExtent::default(); 4]);
+            let outlen = (rng.next() % 5) as usize;
+            let fast = split_regions(&[r], g, max_segments, &mut a[..outlen]);
+            let ps64 = NonZeroU64::new(u64::from(ps)).unwrap();
+            let room = outlen.min(max_segments as usize);
+            let slow = split_loop(&[r], g, max_segments, &mut b[..outlen], room, ps64, u64::from(ps) * u64::from(g.max_pages));
+            assert_eq!(fast, slow, "{r:?} {g:?} max {max_segments} out {outlen}");
+            if let Ok(n) = fast {
+                assert_eq!(a[..n], b[..n], "{r:?} {g:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn plan_chunks_is_plan_rpc_without_the_extras() {
+        let l = limits();
+        let rcv = XdrBufDesc { head: kv(0, 120), page_base: 0, page_len: PS, tail: kv(0, 0), len: 120 + PS, flags: XDRBUF_READ };
+        for (s, r) in [(snd(120, 0, 0, 0, 0), rcv), (snd(120, 0, 8 * PS, 4, XDRBUF_WRITE), small_rcv()), (snd(200, 0, 65536, 4, 0), small_rcv())] {
+            let p = plan_rpc(&s, &r, true, &l).unwrap();
+            assert_eq!(plan_chunks(&s, &r, true, &l), Ok((p.call, p.reply)));
+        }
+        // Limits are checked once, for both halves.
+        let mut bad = limits();
+        bad.page_size = 0;
+        assert_eq!(plan_chunks(&snd(120, 0, 0, 0, 0), &rcv, true, &bad), Err(PlanError::BadLimits));
+        bad = limits();
+        bad.inline_recv = 8;
+        assert_eq!(plan_chunks(&snd(120, 0, 0, 0, 0), &small_rcv(), true, &bad), Err(PlanError::BadLimits));
     }
 
     #[test]

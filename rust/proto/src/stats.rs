@@ -137,18 +137,19 @@ pub struct MarshalCounts {
 }
 
 impl MarshalCounts {
-    /// The counts for an RPC marshalled as `plan` says, `snd` being its Call.
-    pub fn of(plan: &RpcPlan, snd: &XdrBufDesc) -> MarshalCounts {
-        let mut c = MarshalCounts { read_segments: u64::from(plan.call.read_segments()), ..MarshalCounts::default() };
-        match plan.call {
+    /// The counts for an RPC marshalled as `call` and `reply` say, `snd`
+    /// being its Call.
+    pub fn of(call: &CallPlan, reply: &ReplyPlan, snd: &XdrBufDesc) -> MarshalCounts {
+        let mut c = MarshalCounts { read_segments: u64::from(call.read_segments()), ..MarshalCounts::default() };
+        match *call {
             CallPlan::LongCall { .. } => c.nomsg_calls = 1,
             CallPlan::Inline { pullup: true } => c.pullup_bytes = u64::from(snd.page_len) + u64::from(snd.tail.len),
             _ => {}
         }
-        match plan.reply {
+        match *reply {
             ReplyPlan::Inline => {}
             ReplyPlan::WriteChunk { len, pad_segment, .. } => {
-                c.write_segments = u64::from(plan.reply.write_chunk_segments().unwrap_or(0));
+                c.write_segments = u64::from(reply.write_chunk_segments().unwrap_or(0));
                 c.rdma_request_bytes = u64::from(len) + if pad_segment { u64::from(WRITE_PAD_LEN) } else { 0 };
             }
             ReplyPlan::ReplyChunk { len, segments } => {
@@ -164,7 +165,7 @@ impl Counters {
     /// Counts a marshalled RPC ([`MarshalCounts`]). Counters wrap like the
     /// C `unsigned long`s.
     pub fn record_marshal(&mut self, plan: &RpcPlan, snd: &XdrBufDesc) {
-        let c = MarshalCounts::of(plan, snd);
+        let c = MarshalCounts::of(&plan.call, &plan.reply, snd);
         self.read_chunk_count = self.read_chunk_count.wrapping_add(c.read_segments);
         self.write_chunk_count = self.write_chunk_count.wrapping_add(c.write_segments);
         self.reply_chunk_count = self.reply_chunk_count.wrapping_add(c.reply_segments);

@@ -1108,6 +1108,7 @@ impl<'a> Header<'a> {
     /// if a chunk list exceeds `limits`, and with [`V1Error::Xdr`] if the input
     /// is truncated or a "present" flag is neither 0 nor 1. Bytes after the
     /// header are not examined.
+    #[inline(always)]
     pub fn decode(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>, V1Error> {
         let mut r = XdrReader::new(buf);
         let p = Prefix::read(&mut r)?;
