@@ -217,6 +217,11 @@ impl ReqState {
         }
     }
 
+    /// True if the state holds regions or a Send's pages to give back.
+    fn holds_anything(&self) -> bool {
+        !self.reg.is_empty() || !self.sent.is_none()
+    }
+
     /// Takes the request's regions and its Send's pages token out of the
     /// slot, for the caller to invalidate and wait for.
     fn take(&mut self) -> (Registration, PagesInFlight) {
@@ -827,7 +832,7 @@ impl rpc::Transport for RdmaXprt {
         // and reply shape, so the Receive handler never finds them missing.
         // Nothing in `marshal` sleeps.
         let mut st = slot.state().lock();
-        if !st.reg.is_empty() || !st.sent.is_none() {
+        if st.holds_anything() {
             // A request re-sent on a new connection still holds the regions
             // of the old one, which went away with it: drop the stale token
             // (this sleeps, so not under the lock).
@@ -842,7 +847,7 @@ impl rpc::Transport for RdmaXprt {
         match self.marshal(&ep, rqst, &mut st) {
             Ok(sent) => {
                 st.sent = sent;
-                let holds = !st.reg.is_empty() || !st.sent.is_none();
+                let holds = st.holds_anything();
                 slot.set_holds(&mut st, holds);
                 drop(st);
             }

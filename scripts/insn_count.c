@@ -4,9 +4,9 @@
  * executes, for measuring the work per RPC independently of the host's
  * speed (Documentation/benchmarks.rst, "Counting instructions").
  *
- * Load it with  -plugin insn_count.so,out=PATH[,range=RPATH][,every=MS][,kernel=1]
- * on a
- * guest with one vCPU. Every translated block, when it runs, adds its
+ * Load it with
+ *   -plugin insn_count.so,out=PATH[,range=RPATH][,every=MS][,kernel=0|1]
+ * on a guest with one vCPU. Every translated block, when it runs, adds its
  * instruction count to one counter and one to another (inline adds: no
  * helper call, and no race with one vCPU thread). Blocks that start inside
  * the address range last read from RPATH ("START END", hexadecimal guest

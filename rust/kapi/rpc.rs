@@ -32,22 +32,26 @@ use super::rdma::{FreeList, PageRef, SgWriter};
 use crate::proto::plan::{Kvec, MrExtent, RegionKind, XdrBufDesc};
 use crate::sys;
 
+/// Where `len` bytes at XDR offset `at` of `buf` start, if they lie within
+/// its head. Most copies do (a call's header, a reply's fields before its
+/// data, a small message whole): they are made directly, without SUNRPC's
+/// walk of the buffer's parts.
+fn in_head(buf: &sys::xdr_buf, at: u32, len: usize) -> Option<*mut u8> {
+    let end = (at as usize).checked_add(len)?;
+    // `wrapping_add` stays inside the head: `at <= end <= iov_len`.
+    (end <= buf.head[0].iov_len).then(|| buf.head[0].iov_base.cast::<u8>().wrapping_add(at as usize))
+}
+
 /// Copies `data` into `buf` at XDR offset `at`; 0 or a negative errno.
 fn write_xdr(buf: &sys::xdr_buf, at: u32, data: &[u8]) -> c_int {
     if data.is_empty() {
         return 0;
     }
-    // Most copies land in the head (the reply's fields before its data, a
-    // small reply whole): copy them directly, without SUNRPC's walk of the
-    // buffer's parts.
-    let head = &buf.head[0];
-    if let Some(end) = (at as usize).checked_add(data.len()) {
-        if end <= head.iov_len {
-            // SAFETY: the head is writable for `iov_len` bytes, of which
-            // `at..end` is a part; `data` is another object.
-            unsafe { ptr::copy_nonoverlapping(data.as_ptr(), head.iov_base.cast::<u8>().add(at as usize), data.len()) };
-            return 0;
-        }
+    if let Some(dst) = in_head(buf, at, data.len()) {
+        // SAFETY: the head is writable for `iov_len` bytes, of which these
+        // `data.len()` are a part; `data` is another object.
+        unsafe { ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+        return 0;
     }
     // SAFETY: `buf` describes writable buffers; the function bounds the copy
     // by the buffer's parts.
@@ -1057,17 +1061,11 @@ impl Rqst<'_> {
             return Ok(());
         }
         let b = &self.get().rq_snd_buf;
-        // The usual piece is the head (the call's header, or all of a small
-        // call): copied directly, without SUNRPC's walk of the parts.
-        if let Some(end) = (offset as usize).checked_add(out.len()) {
-            if end <= b.head[0].iov_len {
-                // SAFETY: the head holds `iov_len` readable bytes, of which
-                // `offset..end` is a part; `out` is another object.
-                unsafe {
-                    ptr::copy_nonoverlapping(b.head[0].iov_base.cast::<u8>().add(offset as usize), out.as_mut_ptr(), out.len())
-                };
-                return Ok(());
-            }
+        if let Some(src) = in_head(b, offset, out.len()) {
+            // SAFETY: the head holds `iov_len` readable bytes, of which
+            // these `out.len()` are a part; `out` is another object.
+            unsafe { ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) };
+            return Ok(());
         }
         // SAFETY: `rq_snd_buf` is stable while the task sends; `out` is
         // writable for `len` bytes; the function checks the range.

@@ -234,23 +234,18 @@ def module_symbols(name):
     return [(a, s) for a, s, m in kernel_symbols() if m == name]
 
 
-def instructions_by_function(before, after, module=None):
-    """Instructions executed per function between two block_runs()
-    readings: the functions of `module`, or with module=None of the whole
-    kernel (a module's named "symbol [module]")."""
+def instructions_by_function(before, after):
+    """Instructions executed per kernel function between two block_runs()
+    readings, keyed by (module, symbol) (module "" for the kernel image)."""
     syms = kernel_symbols()
     addrs = [a for a, _, _ in syms]
     out = collections.Counter()
     for pc, (n, runs) in after.items():
         d = runs - before.get(pc, [n, 0])[1]
         i = bisect.bisect_right(addrs, pc) - 1
-        if d <= 0 or i < 0:
-            continue
-        _, sym, mod = syms[i]
-        if module is None:
-            out[f"{sym} [{mod}]" if mod else sym] += d * n
-        elif mod == module:
-            out[sym] += d * n
+        if d > 0 and i >= 0:
+            _, sym, mod = syms[i]
+            out[(mod, sym)] += d * n
     return out
 
 

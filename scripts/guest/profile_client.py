@@ -91,13 +91,16 @@ def profile(variant, rnd):
         blocks0 = bc.block_runs()
         with bc.Meter() as m:
             r = bc.fio(f"qd{IODEPTH}", "randread", "4k", IODEPTH, "bench.dat")
-        blocks1 = bc.block_runs()
-        insns = bc.instructions_by_function(blocks0, blocks1, bc.transport_module(variant))
-        kernel_insns = bc.instructions_by_function(blocks0, blocks1)
+        counted = bc.instructions_by_function(blocks0, bc.block_runs())
     finally:
         perf.send_signal(2)
         perf.wait(timeout=120)
     bc.umount()
+    # The transport's own functions, and every kernel function (a module's
+    # named "symbol [module]").
+    module = bc.transport_module(variant)
+    insns = collections.Counter({s: n for (mod, s), n in counted.items() if mod == module})
+    kernel_insns = collections.Counter({f"{s} [{mod}]" if mod else s: n for (mod, s), n in counted.items()})
     out = bc.sh(f"perf script -i {PERF_DATA} -F ip,sym,dso", timeout=600).stdout
     os.unlink(PERF_DATA)
     buckets = collections.Counter()
