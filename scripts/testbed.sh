@@ -61,7 +61,9 @@ ko="$repo/rpcrdma_rs.ko"
 [ -f "$ko" ] || die "$ko not built: run 'make module' first"
 # Both test kernels are the same release, but a module built for one does
 # not load into the other; the debug kernel's KASAN is what tells them apart.
-if nm -u "$ko" 2>/dev/null | grep -q ' __asan_'; then built_for=debug; else built_for=regular; fi
+# grep reads all of nm's output: with -q it would stop at the first match,
+# and nm, killed by SIGPIPE, would fail the pipeline (pipefail).
+if nm -u "$ko" 2>/dev/null | grep ' __asan_' > /dev/null; then built_for=debug; else built_for=regular; fi
 [ "$built_for" = "${RDMARS_KERNEL:-regular}" ] ||
   die "$ko was built for the $built_for kernel: run 'RDMARS_KERNEL=${RDMARS_KERNEL:-regular} make module' first"
 
