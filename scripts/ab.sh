@@ -69,7 +69,12 @@ METRICS = (("randread_4k_qd1", "lat_p50_us", "QD1 p50 latency"),
            # Those of the transport module's own code.
            ("randread_4k_qd1", "transport_insns_per_rpc", "QD1 transport insns/RPC"),
            ("randread_4k_qd64", "transport_insns_per_rpc", "QD64 transport insns/RPC"),
-           ("randread_4k_qd64", "transport_blocks_per_rpc", "QD64 transport blocks/RPC"))
+           ("randread_4k_qd64", "transport_blocks_per_rpc", "QD64 transport blocks/RPC"),
+           # The host's side: the QEMU processes' CPU time, translations.
+           ("randread_4k_qd1", "host_cpu_us_per_rpc", "QD1 client QEMU CPU/RPC"),
+           ("randread_4k_qd64", "host_cpu_us_per_rpc", "QD64 client QEMU CPU/RPC"),
+           ("randread_4k_qd64", "server_host_cpu_us_per_rpc", "QD64 server QEMU CPU/RPC"),
+           ("randread_4k_qd64", "translations_per_rpc", "QD64 client TBs made/RPC"))
 print(f"\nmedians of per-round ratios over {len(rounds)} rounds (min..max)")
 for wl, field, label in METRICS:
     out = [f"{label:26s}"]

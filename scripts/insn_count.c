@@ -29,6 +29,15 @@
  * removes the request: an exact profile of the code in the range, or of
  * the whole kernel. A reader creates the request and waits for it to go.
  *
+ * The last two fields are the host's side of the same work:
+ * TRANSLATIONS counts the blocks QEMU has translated (a guest that makes
+ * QEMU throw translated code away, by writing into a page that holds
+ * some, has it translated again), HOST_CPU_US the CPU time the whole QEMU
+ * process has used (user and system, every thread: the vCPU, device
+ * emulation, the network backend). Two guests that execute the same
+ * instructions may still cost the host different time; these say how much
+ * and whether retranslation is why.
+ *
  * Blocks matter because under TCG every block entered costs on top of its
  * instructions (a lookup after each return or indirect jump, and the
  * block's prologue): two guests with the same instruction count can take
@@ -46,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,6 +79,8 @@ EXPORT int qemu_plugin_version = 1;
 
 /* Added to by the translated code of the (single) vCPU thread. */
 static uint64_t executed, blocks, range_executed, range_blocks;
+/* Blocks translated; incremented by the vCPU thread only. */
+static uint64_t translations;
 /* The range, as the writer thread last read it. */
 static uint64_t range_start, range_end;
 static char *out_path, *tmp_path, *range_path, *blocks_path, *blocks_tmp, *blocks_req;
@@ -96,6 +108,7 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 			pc < __atomic_load_n(&range_end, __ATOMIC_RELAXED);
 
 	(void)id;
+	__atomic_store_n(&translations, translations + 1, __ATOMIC_RELAXED);
 	qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &executed, n);
 	qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &blocks, 1);
 	if (in_range) {
@@ -155,11 +168,19 @@ static void publish(void)
 	uint64_t b = __atomic_load_n(&blocks, __ATOMIC_RELAXED);
 	uint64_t rn = __atomic_load_n(&range_executed, __ATOMIC_RELAXED);
 	uint64_t rb = __atomic_load_n(&range_blocks, __ATOMIC_RELAXED);
-	FILE *f = fopen(tmp_path, "w");
+	uint64_t tr = __atomic_load_n(&translations, __ATOMIC_RELAXED);
+	uint64_t cpu_us = 0;
+	struct rusage ru;
+	FILE *f;
 
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		cpu_us = (uint64_t)ru.ru_utime.tv_sec * 1000000 + (uint64_t)ru.ru_utime.tv_usec +
+			 (uint64_t)ru.ru_stime.tv_sec * 1000000 + (uint64_t)ru.ru_stime.tv_usec;
+	f = fopen(tmp_path, "w");
 	if (!f)
 		return;
-	fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", n, b, rn, rb);
+	fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+		n, b, rn, rb, tr, cpu_us);
 	if (fclose(f) == 0)
 		rename(tmp_path, out_path);
 }

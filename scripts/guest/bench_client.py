@@ -180,13 +180,15 @@ def server_busy_jiffies():
 
 
 def insns(role):
-    """(instructions, translated blocks, and both again within the counted
-    module) the `role` guest has executed so far, when the testbed counts
-    them (scripts/testbed.sh --count-insns); None otherwise."""
+    """(instructions, translated blocks, both again within the counted
+    module, blocks QEMU has translated, and the CPU time in microseconds
+    the guest's QEMU process has used on the host) of the `role` guest so
+    far, when the testbed counts them (scripts/testbed.sh --count-insns);
+    None otherwise."""
     try:
         with open(f"{SHARE}/insns.{role}") as f:
-            n, b, mn, mb = f.read().split()
-            return int(n), int(b), int(mn), int(mb)
+            n, b, mn, mb, tr, cpu = f.read().split()
+            return int(n), int(b), int(mn), int(mb), int(tr), int(cpu)
     except (OSError, ValueError):
         return None
 
@@ -324,6 +326,10 @@ class Meter:
             if n is not None and self.rpcs:
                 out[prefix + "insns_per_rpc"] = n[0] / self.rpcs
                 out[prefix + "blocks_per_rpc"] = n[1] / self.rpcs
+                # The host's side: QEMU's translations and its process's
+                # CPU time (every thread), per RPC.
+                out[prefix + "translations_per_rpc"] = n[4] / self.rpcs
+                out[prefix + "host_cpu_us_per_rpc"] = n[5] / self.rpcs
         n = self.insns.get("client")
         if n is not None and self.rpcs and n[2]:
             # The transport module's own code (count_module).
