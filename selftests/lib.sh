@@ -70,7 +70,9 @@ rpc_snapshot() {
 }
 
 # dump_stuck: what a test that saw I/O stall prints before failing: an
-# rpc_snapshot, the RDMA queue pairs, and the stacks of blocked tasks.
+# rpc_snapshot, the RDMA queue pairs, the stacks of blocked tasks, and the
+# server guest's side of the same (scripts/guest/init.sh server-state; a
+# server that does not answer is a finding too).
 dump_stuck() {
   rpc_snapshot 40 20
   # rdma(8) can wait for a device that is being removed. timeout(1) ends
@@ -82,6 +84,8 @@ dump_stuck() {
   sleep 1
   diag "blocked tasks:"
   dmesg | tail -n +"$((m + 1))" | grep -vE '^\[ *[0-9.]+\] *(\?|R[A-Z0-9]+:)' | head -120 | sed 's/^/#   /'
+  diag "the server's side:"
+  server_cmd server-state 30 2>&1 | head -160 | sed 's/^/#   /'
 }
 
 # Unloads a module if it is loaded; fails the test if it will not go.

@@ -176,6 +176,23 @@ server)
         sysrq-w)
           # The stacks of the server's blocked tasks, to its console.
           { echo w > /proc/sysrq-trigger; echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
+        server-state)
+          # What a client test that saw I/O stall wants to know of the
+          # server's side: its last kernel messages, its RDMA connections
+          # and queue pairs, its neighbours, its soft-RoCE counters, and
+          # (through sysrq-w, to its kernel log) the stacks of its blocked
+          # tasks, knfsd's threads among them.
+          { echo "link: $(rdma link show 2>&1 | tr '\n' ' ')"
+            echo "cm_ids:"; timeout 10 rdma resource show cm_id 2>&1 | head -12
+            echo "qps:"; timeout 10 rdma resource show qp 2>&1 | head -12
+            echo "neighbours: $(ip neigh show 2>&1 | tr '\n' ';')"
+            echo "rxe: $(cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null &&
+              for c in *; do read -r v < "$c"; [ "$v" != 0 ] && printf '%s=%s ' "$c" "$v"; done)"
+            m=$(dmesg | wc -l); echo w > /proc/sysrq-trigger; sleep 1
+            echo "kernel messages (last 30 before, then sysrq-w):"
+            dmesg | head -n "$m" | tail -30
+            dmesg | tail -n +"$((m + 1))" | grep -vE '^\[ *[0-9.]+\] *(\?|R[A-Z0-9]+:)' | head -80
+            echo "rc=0"; } > "$share/res.$id.tmp" 2>&1 ;;
         nfsd-states)
           # What knfsd holds for its clients (callback state, delegations).
           for c in /proc/fs/nfsd/clients/*; do cat "$c/info" "$c/states"; done > "$share/res.$id.tmp" 2>&1 ;;
