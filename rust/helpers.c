@@ -127,6 +127,12 @@ int rpcrdma_rs_xprt_connected(struct rpc_xprt *xprt)
 	return xprt_connected(xprt);
 }
 
+/* Tasks waiting for a reply; read without the queue's lock (a hint). */
+unsigned int rpcrdma_rs_xprt_pending_len(struct rpc_xprt *xprt)
+{
+	return READ_ONCE(xprt->pending.qlen);
+}
+
 void rpcrdma_rs_xprt_clear_connecting(struct rpc_xprt *xprt)
 {
 	xprt_clear_connecting(xprt);

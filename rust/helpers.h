@@ -53,6 +53,7 @@ u32 rpcrdma_rs_local_dma_lkey(const struct ib_pd *pd);
 void rpcrdma_rs_xprt_set_connected(struct rpc_xprt *xprt);
 void rpcrdma_rs_xprt_addr_copy(struct rpc_xprt *xprt, char *buf, size_t len);
 int rpcrdma_rs_xprt_connected(struct rpc_xprt *xprt);
+unsigned int rpcrdma_rs_xprt_pending_len(struct rpc_xprt *xprt);
 void rpcrdma_rs_xprt_clear_connecting(struct rpc_xprt *xprt);
 void rpcrdma_rs_xprt_set_bound(struct rpc_xprt *xprt);
 int rpcrdma_rs_rpc_reply_expected(struct rpc_task *task);
@@ -107,5 +108,6 @@ unsigned int rpcrdma_rs_param_versions(void);
 unsigned int rpcrdma_rs_param_slot_table_entries(void);
 unsigned int rpcrdma_rs_param_max_inline_read(void);
 unsigned int rpcrdma_rs_param_max_inline_write(void);
+unsigned int rpcrdma_rs_param_probe_interval(void);
 
 #endif /* RPCRDMA_RS_HELPERS_H */

@@ -24,6 +24,11 @@ module_param(max_inline_write, uint, 0644);
 MODULE_PARM_DESC(max_inline_write,
 		 "Largest call sent inline, in bytes (1024..65536, default 4096)");
 
+static unsigned int probe_interval = 5;
+module_param(probe_interval, uint, 0644);
+MODULE_PARM_DESC(probe_interval,
+		 "Seconds without a Receive, while RPCs wait for replies, before the connection is probed with a zero-length RDMA Write: a dead peer is found within about twice this plus the device's retry time (0 = never probe, up to 3600; default 5)");
+
 /*
  * RPC-over-RDMA versions to use, highest first: "2,1" probes each new
  * server with Version Two and falls back to Version One; "1" never probes;
@@ -85,4 +90,9 @@ unsigned int rpcrdma_rs_param_max_inline_read(void)
 unsigned int rpcrdma_rs_param_max_inline_write(void)
 {
 	return READ_ONCE(max_inline_write);
+}
+
+unsigned int rpcrdma_rs_param_probe_interval(void)
+{
+	return READ_ONCE(probe_interval);
 }

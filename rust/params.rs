@@ -48,6 +48,13 @@ pub(crate) fn versions() -> Versions {
     }
 }
 
+/// Seconds without a Receive, while RPCs wait for replies, before the
+/// connection is probed (`probe_interval`; 0: never).
+pub(crate) fn probe_interval_s() -> u32 {
+    // SAFETY: reads an integer parameter.
+    unsafe { sys::rpcrdma_rs_param_probe_interval() }.min(3600)
+}
+
 /// How long a connection attempt may take.
 pub(crate) fn connect_timeout_ms() -> u32 {
     30_000

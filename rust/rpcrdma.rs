@@ -64,6 +64,8 @@ impl kernel::Module for RpcRdma {
             (c_str!("v2_connections"), &transport::V2_CONNECTIONS),
             (c_str!("v1_fallbacks"), &transport::V1_FALLBACKS),
             (c_str!("xchar_messages"), &transport::XCHAR_MESSAGES),
+            (c_str!("liveness_probes"), &kapi::rdma::PROBES),
+            (c_str!("liveness_probe_failures"), &transport::PROBE_FAILURES),
             (c_str!("sends"), &kapi::rdma::SENDS),
             (c_str!("sends_signalled"), &kapi::rdma::SENDS_SIGNALLED),
             (c_str!("sends_mapped"), &kapi::rdma::SENDS_MAPPED),

@@ -56,6 +56,8 @@ const RESOLVE_TIMEOUT_MS: u32 = 5000;
 const INIT_REEST_S: u32 = 5;
 const MAX_REEST_S: u32 = 30;
 const IDLE_DISC_S: u32 = 5 * 60;
+/// The work ID of [`RdmaXprt`]'s liveness check (the connect worker is 0).
+const LIVENESS: u64 = 1;
 const BIND_S: u32 = 60;
 /// Backward (server to client) requests we accept at once: our
 /// reverse-direction credit grant, the callback session's slot limit, and
@@ -78,6 +80,8 @@ pub(crate) static BACKWARD_CALLS: AtomicU64 = AtomicU64::new(0);
 /// Replies dropped or failed as malformed, unexpected or for no pending
 /// call, over all transports (debugfs; mountstats has it per mount).
 pub(crate) static BAD_REPLIES: AtomicU64 = AtomicU64::new(0);
+/// Liveness probes that failed, each ending its connection (debugfs).
+pub(crate) static PROBE_FAILURES: AtomicU64 = AtomicU64::new(0);
 /// Backward calls with chunks answered with ERR_CHUNK (debugfs).
 pub(crate) static BACKWARD_CHUNK_ERRORS: AtomicU64 = AtomicU64::new(0);
 /// Connections dropped because the server exceeded our reverse credits
@@ -122,7 +126,8 @@ impl xprt::TransportClass for RdmaTransport {
         let netid = if v6 { c_str!("rdma6") } else { c_str!("rdma") };
         rpc::new_xprt::<RdmaXprt>(&create, &crate::THIS_MODULE, &p, netid, |x| {
             let t = KBox::pin_init(RdmaXprt::new(x, p.max_slots)?, GFP_KERNEL)?;
-            DelayedWork::init(t.as_ref());
+            DelayedWork::<RdmaXprt>::init(t.as_ref());
+            DelayedWork::<RdmaXprt, LIVENESS>::init(t.as_ref());
             // The transport stays pinned at this address until `destroy`.
             Ok(t)
         })
@@ -250,6 +255,11 @@ pub(crate) struct RdmaXprt {
     /// First field: dropping it cancels a pending connect before anything
     /// the connect worker uses goes away.
     connect_work: DelayedWork<RdmaXprt>,
+    /// The liveness check; also goes before what it uses.
+    liveness: DelayedWork<RdmaXprt, LIVENESS>,
+    /// The connection's Receive count when the liveness check last looked
+    /// (`u64::MAX` after a connect: not looked yet).
+    receives_seen: AtomicU64,
     xprt: Xprt<'static>,
     max_requests: u32,
     #[pin]
@@ -279,6 +289,8 @@ impl RdmaXprt {
         let recv_cache = Arc::pin_init(RecvCache::new(), GFP_KERNEL)?;
         Ok(try_pin_init!(RdmaXprt {
             connect_work: DelayedWork::new(),
+            liveness: DelayedWork::new(),
+            receives_seen: AtomicU64::new(u64::MAX),
             xprt,
             max_requests,
             ep <- new_spinlock!(None, "rpcrdma_rs:ep"),
@@ -646,6 +658,8 @@ impl DelayedWorkItem for RdmaXprt {
                 *self.ep.lock() = Some(ep);
                 x.count_connect();
                 x.set_connected();
+                self.receives_seen.store(u64::MAX, Ordering::Relaxed);
+                self.schedule_liveness();
                 Ok(())
             }
             Err(e) => {
@@ -662,6 +676,48 @@ impl DelayedWorkItem for RdmaXprt {
         };
         self.connecting.store(false, Ordering::Release);
         x.connect_finished(self.cookie(), status);
+    }
+}
+
+/// The liveness check. RDMA has no keepalive: a server that disconnected
+/// while the link was down (its DREQ lost), or whose queue pair is gone,
+/// leaves a client whose calls were all delivered waiting for replies that
+/// cannot come, until the RPC timeout (60 s by default) gives up on them.
+/// Every `probe_interval` seconds, if RPCs wait for replies and no Receive
+/// completed since the last look, the connection is probed
+/// ([`Connection::probe`]): a live peer acknowledges the probe and nothing
+/// happens (a slow server is not a dead one); a dead one fails it after the
+/// device's retries, and the connection is dropped and set up again.
+impl DelayedWorkItem<LIVENESS> for RdmaXprt {
+    fn work(&self) -> &DelayedWork<Self, LIVENESS> {
+        &self.liveness
+    }
+
+    fn run(&self) {
+        if self.dying.load(Ordering::SeqCst) {
+            return;
+        }
+        // Not connected: the next connect starts the check again.
+        let Some(ep) = self.endpoint() else { return };
+        let seen = ep.conn.receives();
+        let last = self.receives_seen.swap(seen, Ordering::Relaxed);
+        if seen == last && self.xprt.replies_awaited() > 0 {
+            // An error means the connection is on its way down anyway.
+            let _ = ep.conn.probe();
+        }
+        drop(ep);
+        self.schedule_liveness();
+    }
+}
+
+impl RdmaXprt {
+    /// Queues the liveness check one interval from now (unless disabled or
+    /// already queued).
+    fn schedule_liveness(&self) {
+        let s = params::probe_interval_s();
+        if s > 0 && !self.dying.load(Ordering::SeqCst) {
+            self.liveness.queue(rpc::ms_to_jiffies(s * 1000));
+        }
     }
 }
 
@@ -936,6 +992,9 @@ impl rpc::Transport for RdmaXprt {
             shared.abort();
         }
         self.connect_work.cancel_sync();
+        // After the connect worker, which may queue it; `dying` keeps it
+        // from queueing itself again.
+        self.liveness.cancel_sync();
         self.disconnect();
     }
 }
@@ -1547,6 +1606,21 @@ impl ConnHandler for EpShared {
             pr_warn!("Receive failed (status {}): reconnecting\n", status);
         }
         self.force_disconnect();
+    }
+
+    fn probe_done(&self, how: Completion) {
+        if let Completion::Failed(status) = how {
+            PROBE_FAILURES.fetch_add(1, Ordering::Relaxed);
+            static MSG: RateLimit = RateLimit::new();
+            if MSG.allow() {
+                pr_warn!(
+                    "{}: replies overdue and the server's queue pair does not answer a probe (status {}): reconnecting\n",
+                    self.xprt.addr_str(),
+                    status
+                );
+            }
+            self.force_disconnect();
+        }
     }
 
     fn send_done(&self, how: Completion) {

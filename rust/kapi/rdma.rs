@@ -111,6 +111,12 @@ pub(crate) trait ConnHandler: Send + Sync + Sized {
 
     /// A Send completed; its buffer is free again.
     fn send_done(&self, how: Completion);
+
+    /// A liveness probe ([`Connection::probe`]) completed: `Ok` if the
+    /// peer's queue pair acknowledged it, `Failed` if the device gave up
+    /// reaching it (the connection is dead), `Flushed` if the queue pair
+    /// went down meanwhile.
+    fn probe_done(&self, how: Completion);
 }
 
 /// What a device can do, read after address resolution.
@@ -165,6 +171,8 @@ pub(crate) static SENDS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static SENDS_SIGNALLED: AtomicU64 = AtomicU64::new(0);
 /// See [`SENDS`].
 pub(crate) static SENDS_MAPPED: AtomicU64 = AtomicU64::new(0);
+/// Liveness probes posted ([`Connection::probe`]), all connections.
+pub(crate) static PROBES: AtomicU64 = AtomicU64::new(0);
 
 /// Most SGEs one Send carries: the copied transport header and RPC head,
 /// DMA-mapped pieces of the page list, the copied tail.
@@ -625,6 +633,15 @@ struct Inner<T: ConnHandler> {
     /// Bumped whenever Send buffers or memory regions are given back; see
     /// [`Connection::release_epoch`].
     released: AtomicU64,
+    /// Receives completed successfully; written only by the receive CQ's
+    /// handler, which never runs twice at once.
+    receives: AtomicU64,
+    /// The liveness probe's work request (a zero-length RDMA Write) and
+    /// completion; see [`Connection::probe`].
+    probe_wr: Opaque<sys::ib_rdma_wr>,
+    probe_cqe: Opaque<sys::ib_cqe>,
+    /// Set while the probe is posted: there is one at a time.
+    probing: AtomicBool,
 }
 
 /// Connection generations, so that a registration token can tell whether
@@ -669,6 +686,10 @@ impl<T: ConnHandler> Connection<T> {
                 generation: GENERATION.fetch_add(1, Ordering::Relaxed),
                 dying: AtomicBool::new(false),
                 released: AtomicU64::new(0),
+                receives: AtomicU64::new(0),
+                probe_wr: Opaque::new(sys::ib_rdma_wr::default()),
+                probe_cqe: Opaque::new(sys::ib_cqe { done: Some(probe_done::<T>) }),
+                probing: AtomicBool::new(false),
             }),
             GFP_KERNEL,
         )?;
@@ -769,10 +790,11 @@ impl<T: ConnHandler> Connection<T> {
             lkey: unsafe { sys::rpcrdma_rs_local_dma_lkey(pd) },
         });
         let verbs = inner.verbs.as_mut().ok_or(EINVAL)?;
-        // The send CQ also takes the drain's marker completion.
+        // The send queue and CQ also take the liveness probe and the
+        // drain's marker, one each beyond the Sends and registrations.
         // SAFETY: `device` is valid; `ctx` is the pinned `Inner`, which
         // outlives the CQs (they are freed in `Drop` first).
-        verbs.send_cq = from_err_ptr(unsafe { sys::rpcrdma_rs_alloc_cq(device, ctx, (send_wrs + 1) as c_int) })?;
+        verbs.send_cq = from_err_ptr(unsafe { sys::rpcrdma_rs_alloc_cq(device, ctx, (send_wrs + 2) as c_int) })?;
         // SAFETY: as above.
         verbs.recv_cq = from_err_ptr(unsafe { sys::rpcrdma_rs_alloc_cq(device, ctx, (recv_wrs + 1) as c_int) })?;
 
@@ -783,7 +805,7 @@ impl<T: ConnHandler> Connection<T> {
             qp_type: sys::ib_qp_type_IB_QPT_RC,
             ..Default::default()
         };
-        attr.cap.max_send_wr = send_wrs + 1;
+        attr.cap.max_send_wr = send_wrs + 2;
         attr.cap.max_recv_wr = recv_wrs + 1;
         let send_sges = cfg.send_sges.clamp(1, MAX_SEND_SGES);
         attr.cap.max_send_sge = send_sges as u32;
@@ -872,6 +894,47 @@ impl<T: ConnHandler> Connection<T> {
     /// when its pages are free again.
     pub(crate) fn send(&self, reg: &Registration, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<PagesInFlight> {
         self.inner.send(reg, fill)
+    }
+
+    /// Receives completed successfully on this connection so far.
+    pub(crate) fn receives(&self) -> u64 {
+        self.inner.receives.load(Ordering::Relaxed)
+    }
+
+    /// Probes the peer: posts a signalled zero-length RDMA Write. It names
+    /// no memory and touches none on either side (a zero-length RDMA
+    /// operation carries no valid R_Key, IBTA C9-88) and the peer's upper
+    /// layer never sees it, but the peer's queue pair must acknowledge it:
+    /// if the peer is gone, the device's retries run out and
+    /// [`ConnHandler::probe_done`] gets the failure. One probe at a time:
+    /// `Ok(false)` if the last one has not completed yet.
+    pub(crate) fn probe(&self) -> Result<bool> {
+        let inner: &Inner<T> = &self.inner;
+        let verbs = inner.verbs.as_ref().ok_or_else(errno::ENOTCONN)?;
+        if inner.dying.load(Ordering::Acquire) {
+            return Err(errno::ENOTCONN());
+        }
+        if inner.probing.swap(true, Ordering::AcqRel) {
+            return Ok(false);
+        }
+        // SAFETY: `probing` was clear, so the WR is not posted (its last
+        // completion has run) and no one else writes it; it and its CQE are
+        // in the pinned `Inner`, which outlives the queue pair. The queue
+        // pair has a send slot set aside for it (`create_qp`).
+        let rc = unsafe {
+            let w = &mut *inner.probe_wr.get();
+            *w = sys::ib_rdma_wr::default();
+            w.wr.opcode = sys::ib_wr_opcode_IB_WR_RDMA_WRITE;
+            w.wr.__bindgen_anon_1.wr_cqe = inner.probe_cqe.get();
+            w.wr.send_flags = sys::ib_send_flags_IB_SEND_SIGNALED as c_int;
+            sys::rpcrdma_rs_post_send(verbs.qp, &raw mut w.wr)
+        };
+        if rc != 0 {
+            inner.probing.store(false, Ordering::Release);
+            return Err(Error::from_errno(rc));
+        }
+        PROBES.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
     }
 
     /// A count of resource releases (Send buffers, memory regions).
@@ -1541,6 +1604,8 @@ unsafe extern "C" fn recv_done<T: ConnHandler>(cq: *mut sys::ib_cq, wc: *mut sys
         }
     }
     let Some(verbs) = inner.verbs.as_ref() else { return };
+    // This handler never runs twice at once (one CQ): no locked add.
+    inner.receives.store(inner.receives.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
     let len = (wc.byte_len as usize).min(buf.data.len());
     // SAFETY: the HCA wrote `len` bytes into this mapped buffer, and the
     // buffer is ours until we repost it below.
@@ -1599,6 +1664,22 @@ unsafe extern "C" fn send_done<T: ConnHandler>(cq: *mut sys::ib_cq, wc: *mut sys
     let (inner, buf, wc) = unsafe { completion::<T>(cq, wc) };
     inner.reclaim_sends(buf.index);
     inner.handler.send_done(Completion::of(wc));
+}
+
+/// Liveness probe completion.
+///
+/// # Safety
+///
+/// Called by ib_core for the probe posted by [`Connection::probe`] of a
+/// live `Inner<T>`, whose send CQ `cq` is.
+unsafe extern "C" fn probe_done<T: ConnHandler>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
+    // SAFETY: per the contract, `cq_context` is the `Inner<T>`, which
+    // outlives its CQs, and `wc` is valid for the call.
+    let (inner, wc) = unsafe { (&*(*cq).cq_context.cast::<Inner<T>>(), &*wc) };
+    let how = Completion::of(wc);
+    // The WR is no longer posted: the next probe may reuse it.
+    inner.probing.store(false, Ordering::Release);
+    inner.handler.probe_done(how);
 }
 
 /// Recovers the connection and memory region of a REG_MR or LOCAL_INV

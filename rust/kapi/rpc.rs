@@ -787,6 +787,13 @@ impl<'a> Xprt<'a> {
         unsafe { sys::rpcrdma_rs_xprt_connected(self.raw.as_ptr()) != 0 }
     }
 
+    /// How many tasks wait for a reply (read without the queue's lock: a
+    /// hint, good for deciding whether replies are overdue).
+    pub(crate) fn replies_awaited(&self) -> u32 {
+        // SAFETY: valid transport; the helper only reads a counter.
+        unsafe { sys::rpcrdma_rs_xprt_pending_len(self.raw.as_ptr()) }
+    }
+
     /// Ends a connect attempt: clears CONNECTING, releases the connect lock
     /// taken by [`Transport::connect`] and wakes waiting tasks with `status`.
     pub(crate) fn connect_finished(&self, cookie: *mut c_void, status: Result) {

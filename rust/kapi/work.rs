@@ -9,10 +9,11 @@ use kernel::types::Opaque;
 
 use crate::sys;
 
-/// An owner of a [`DelayedWork`].
-pub(crate) trait DelayedWorkItem: Sized + Sync {
+/// An owner of a [`DelayedWork`]; `ID` tells an owner's works apart, so that
+/// one owner may embed several, each with its own `run`.
+pub(crate) trait DelayedWorkItem<const ID: u64 = 0>: Sized + Sync {
     /// The embedded work.
-    fn work(&self) -> &DelayedWork<Self>;
+    fn work(&self) -> &DelayedWork<Self, ID>;
     /// Runs in process context on `system_long_wq`.
     fn run(&self);
 }
@@ -23,7 +24,7 @@ pub(crate) trait DelayedWorkItem: Sized + Sync {
 /// owner must declare it as its first field: it then goes before anything the
 /// callback could use.
 #[repr(C)]
-pub(crate) struct DelayedWork<T: DelayedWorkItem> {
+pub(crate) struct DelayedWork<T: DelayedWorkItem<ID>, const ID: u64 = 0> {
     raw: Opaque<sys::delayed_work>,
     owner: Opaque<*const T>,
     _owner: PhantomData<T>,
@@ -31,11 +32,11 @@ pub(crate) struct DelayedWork<T: DelayedWorkItem> {
 
 // SAFETY: the workqueue core synchronises the work item; `owner` is written
 // once in `init` before the work can be queued.
-unsafe impl<T: DelayedWorkItem> Send for DelayedWork<T> {}
+unsafe impl<T: DelayedWorkItem<ID>, const ID: u64> Send for DelayedWork<T, ID> {}
 // SAFETY: see `Send`.
-unsafe impl<T: DelayedWorkItem> Sync for DelayedWork<T> {}
+unsafe impl<T: DelayedWorkItem<ID>, const ID: u64> Sync for DelayedWork<T, ID> {}
 
-impl<T: DelayedWorkItem> DelayedWork<T> {
+impl<T: DelayedWorkItem<ID>, const ID: u64> DelayedWork<T, ID> {
     /// A work item that is not yet tied to its owner; see [`DelayedWork::init`].
     pub(crate) fn new() -> Self {
         Self { raw: Opaque::uninit(), owner: Opaque::new(core::ptr::null()), _owner: PhantomData }
@@ -44,12 +45,12 @@ impl<T: DelayedWorkItem> DelayedWork<T> {
     /// Ties the work to `owner`, which is pinned and so stays where it is
     /// until it is dropped (which cancels the work first).
     pub(crate) fn init(owner: Pin<&T>) {
-        let this = owner.work();
+        let this = <T as DelayedWorkItem<ID>>::work(&owner);
         // SAFETY: the work is not queued yet (it cannot be before `init`), and
         // `owner` is pinned for as long as the work exists.
         unsafe {
             *this.owner.get() = &*owner as *const T;
-            sys::rpcrdma_rs_init_delayed_work(this.raw.get(), Some(run::<T>));
+            sys::rpcrdma_rs_init_delayed_work(this.raw.get(), Some(run::<T, ID>));
         }
     }
 
@@ -71,7 +72,7 @@ impl<T: DelayedWorkItem> DelayedWork<T> {
     }
 }
 
-impl<T: DelayedWorkItem> Drop for DelayedWork<T> {
+impl<T: DelayedWorkItem<ID>, const ID: u64> Drop for DelayedWork<T, ID> {
     fn drop(&mut self) {
         self.cancel_sync();
     }
@@ -79,14 +80,14 @@ impl<T: DelayedWorkItem> Drop for DelayedWork<T> {
 
 /// # Safety
 ///
-/// Called by the workqueue with the `work_struct` inside a `DelayedWork<T>`
+/// Called by the workqueue with the `work_struct` inside a `DelayedWork<T, ID>`
 /// that `init` tied to a live owner.
-unsafe extern "C" fn run<T: DelayedWorkItem>(work: *mut sys::work_struct) {
+unsafe extern "C" fn run<T: DelayedWorkItem<ID>, const ID: u64>(work: *mut sys::work_struct) {
     // SAFETY: `work` is inside `raw`, the first field of a `repr(C)`
-    // `DelayedWork<T>`; its owner outlives it (dropping it cancels us).
+    // `DelayedWork<T, ID>`; its owner outlives it (dropping it cancels us).
     unsafe {
-        let dw = sys::rpcrdma_rs_to_delayed_work(work).cast::<DelayedWork<T>>();
+        let dw = sys::rpcrdma_rs_to_delayed_work(work).cast::<DelayedWork<T, ID>>();
         let owner = *(*dw).owner.get();
-        (*owner).run();
+        <T as DelayedWorkItem<ID>>::run(&*owner);
     }
 }
