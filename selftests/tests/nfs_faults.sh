@@ -55,6 +55,11 @@ resumed() {
       noted=1
       diag "$1: no I/O for 30 s"
       rpc_snapshot 6 12
+      # Whether the liveness probe went out and how it fared (a probe the
+      # server acknowledges means its queue pair is alive), and the
+      # server's side: its connections, queue pairs, blocked tasks.
+      diag "liveness probes: $(rs_counter liveness_probes), failed: $(rs_counter liveness_probe_failures)"
+      server_cmd server-state 30 2>&1 | head -60 | sed 's/^/#   server: /'
     fi
     sleep 1
   done
