@@ -719,9 +719,7 @@ impl RdmaXprt {
             self.liveness.queue(rpc::ms_to_jiffies(s * 1000));
         }
     }
-}
 
-impl RdmaXprt {
     /// Sends the callback service's reply to a backward call: RDMA_MSG with
     /// no chunks, granting our reverse-direction credits (RFC 8167 section
     /// 5.2). It takes no forward credit: the server keeps Receives for the

@@ -68,6 +68,13 @@ start_server() {
   echo "rdma 20049" > /proc/fs/nfsd/portlist || return 1
 }
 
+# The server's soft-RoCE counters that are not zero, as NAME=VALUE pairs.
+rxe_nonzero() (
+  cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null || exit 0
+  for c in *; do read -r v < "$c"; [ "$v" != 0 ] && printf '%s=%s ' "$c" "$v"; done
+  return 0
+)
+
 case "$role" in
 server)
   start_server || fail "knfsd setup"
@@ -108,9 +115,7 @@ server)
             mv "$share/res.$id.tmp" "$share/res.$id" ) &
           continue ;;
         rxe-counters)
-          # The server's soft-RoCE counters that are not zero.
-          ( cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null &&
-            for c in *; do read -r v < "$c"; [ "$v" != 0 ] && printf '%s=%s ' "$c" "$v"; done; echo ) > "$share/res.$id.tmp" 2>&1 ;;
+          { rxe_nonzero; echo; } > "$share/res.$id.tmp" 2>&1 ;;
         cb-state)
           # The callback channel state knfsd keeps for each client.
           { grep -h 'callback state' /proc/fs/nfsd/clients/*/info | awk '{ print $3 }' | tr '\n' ' '; echo; } > "$share/res.$id.tmp" 2>&1 ;;
@@ -186,8 +191,7 @@ server)
             echo "cm_ids:"; timeout 10 rdma resource show cm_id 2>&1 | head -12
             echo "qps:"; timeout 10 rdma resource show qp 2>&1 | head -12
             echo "neighbours: $(ip neigh show 2>&1 | tr '\n' ';')"
-            echo "rxe: $(cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null &&
-              for c in *; do read -r v < "$c"; [ "$v" != 0 ] && printf '%s=%s ' "$c" "$v"; done)"
+            echo "rxe: $(rxe_nonzero)"
             m=$(dmesg | wc -l); echo w > /proc/sysrq-trigger; sleep 1
             echo "kernel messages (last 30 before, then sysrq-w):"
             dmesg | head -n "$m" | tail -30
