@@ -11,6 +11,14 @@
 #                        offered, with no data written: the READ fails, it
 #                        never returns stale buffer contents as file data
 #   write-chunk-long     a READ reply claiming more than offered: fails
+#   write-chunk-extra    a READ reply returning one segment more than
+#                        offered: fails
+#   reply-chunk-gap      a READDIR reply whose Reply chunk has its first
+#                        segment half filled and the next ones full: fails,
+#                        and the unwritten half never reaches the listing
+#   reply-chunk-swapped, reply-chunk-repeated, reply-chunk-long
+#                        the Reply chunk returned reordered, with a handle
+#                        twice, or longer than offered: the READDIR fails
 #   inv-stale            Send With Invalidate of an earlier RPC's rkey: the
 #                        Receive fails, the client reconnects, I/O goes on
 #   inv-other-rpc        a reply invalidating another pending RPC's region:
@@ -38,6 +46,26 @@ read_file() {
     echo EIO
   fi
 }
+
+# list_dir: the names in peer.dir through the mount (one READDIRPLUS
+# whose reply comes in a Reply chunk); prints their md5, or "EIO".
+list_dir() {
+  local names
+  if names=$(ls -1 "$MNT/peer.dir" 2>/dev/null); then
+    printf '%s\n' "$names" | md5sum | cut -d' ' -f1
+  else
+    echo EIO
+  fi
+}
+
+# A directory whose listing is too large to come back inline, made and
+# listed through knfsd directly.
+mount_rs || fail "mount over knfsd failed"
+mkdir -p "$MNT/peer.dir"
+for i in $(seq 1 150); do : > "$MNT/peer.dir/entry-with-a-long-enough-name-$i"; done
+want_dir=$(list_dir)
+umount "$MNT"
+[ "$want_dir" != EIO ] || fail "listing peer.dir over knfsd failed"
 
 # scenario NAME: starts the peer, mounts through it, runs the checks the
 # function check_NAME makes, unmounts and stops the peer.
@@ -68,6 +96,7 @@ check_good() {
   [ "$(read_file peer.w)" = "$(md5sum < /tmp/peer.w | cut -d' ' -f1)" ] || bad good "data written through the peer reads back wrong"
   [ "$(read_file peer.dat)" = "$want" ] || bad good "server data reads wrong through the peer"
   ls -l "$MNT" > /dev/null || bad good "READDIR through the peer failed"
+  [ "$(list_dir)" = "$want_dir" ] || bad good "a listing in a Reply chunk reads wrong through the peer"
   rm -f "$f"
   [ "$(rdma_xprt_field 11)" -gt 0 ] || bad good "no Read chunk went to the peer"
   [ "$(rdma_xprt_field 12)" -gt 0 ] || bad good "no Write chunk offered to the peer"
@@ -91,6 +120,39 @@ check_write-chunk-long() {
     moved || bad write-chunk-long "bad_replies did not move"
   fi
 }
+# The reason for a bad chunk is in a rate-limited message (one per 5 s):
+# the scenarios that check it wait that long after the one before.
+check_write-chunk-extra() {
+  local got
+  sleep 5
+  got=$(read_file peer.dat)
+  [ "$got" = EIO ] || [ "$got" = "$want" ] || bad write-chunk-extra "a READ returned wrong data ($got)"
+  [ "$(read_file peer.dat)" = "$want" ] || bad write-chunk-extra "data wrong after the bad reply"
+  if [ "$XPRT_MOD" = rpcrdma_rs ]; then
+    [ "$got" = EIO ] || bad write-chunk-extra "the READ with an extra Write chunk segment did not fail"
+    moved || bad write-chunk-extra "bad_replies did not move"
+    dmesg_s | grep -q 'TooManySegments' || bad write-chunk-extra "no dmesg line"
+  fi
+}
+# check_reply_chunk SCENARIO WHY: the first listing fails (or, over a
+# client that does not check, is at least never wrong), the next one is
+# right, and rpcrdma_rs says WHY.
+check_reply_chunk() {
+  local got
+  sleep 5
+  got=$(list_dir)
+  [ "$got" = EIO ] || [ "$got" = "$want_dir" ] || bad "$1" "a READDIR returned a wrong listing"
+  [ "$(list_dir)" = "$want_dir" ] || bad "$1" "listing wrong or failed after the bad reply"
+  if [ "$XPRT_MOD" = rpcrdma_rs ]; then
+    [ "$got" = EIO ] || bad "$1" "the READDIR whose Reply chunk was $3 did not fail"
+    moved || bad "$1" "bad_replies did not move"
+    dmesg_s | grep -q "does not match the one offered ($2" || bad "$1" "no dmesg line naming $2"
+  fi
+}
+check_reply-chunk-gap() { check_reply_chunk reply-chunk-gap Gap "returned with a gap"; }
+check_reply-chunk-swapped() { check_reply_chunk reply-chunk-swapped ForeignSegment "reordered"; }
+check_reply-chunk-repeated() { check_reply_chunk reply-chunk-repeated ForeignSegment "naming a handle twice"; }
+check_reply-chunk-long() { check_reply_chunk reply-chunk-long TooLong "longer than offered"; }
 check_inv-stale() {
   local i
   for i in 1 2 3 4; do
@@ -131,7 +193,8 @@ check_extra-sends() {
   fi
 }
 
-for s in good write-chunk-foreign write-chunk-long inv-stale inv-other-rpc extra-sends; do
+for s in good write-chunk-foreign write-chunk-long write-chunk-extra \
+  reply-chunk-gap reply-chunk-swapped reply-chunk-repeated reply-chunk-long inv-stale inv-other-rpc extra-sends; do
   if [ "$s" = inv-other-rpc ]; then
     # The reference copy, read once through a healthy peer's mount above.
     [ -s /tmp/peer.ref ] || bad "$s" "no reference copy"
@@ -143,6 +206,7 @@ for s in good write-chunk-foreign write-chunk-long inv-stale inv-other-rpc extra
   fi
 done
 out=$(server_cmd "rmdir-export peer.dat")
+out=$(server_cmd "rmdir-export peer.dir")
 unload $XPRT_MOD
 [ "$fails" = 0 ] || fail "$fails checks failed"
 # The messages the scenarios provoke are expected; no warning or oops is.

@@ -503,6 +503,13 @@ pub enum ReturnedChunkError {
         /// Index of the segment in the chunk.
         index: usize,
     },
+    /// A segment claims bytes although an earlier one was left short: the
+    /// bytes between them were never written, yet they would sit inside
+    /// the result the requester hands up.
+    Gap {
+        /// Index of the first non-empty segment after a short one.
+        index: usize,
+    },
 }
 
 /// Checks a Write chunk or Reply chunk as a responder returned it against
@@ -510,17 +517,24 @@ pub enum ReturnedChunkError {
 /// responder says it wrote.
 ///
 /// The responder hands the chunk back with each segment's length rewritten
-/// to what it wrote (RFC 8166, section 3.4.6); it cannot add segments or
-/// move them. A returned segment must therefore carry, at its place in the
-/// chunk, the handle and offset offered there and at most the length
-/// offered. Trusting anything else would let a peer claim to have written
-/// data into memory it never had access to, and the requester would hand
-/// stale bytes to the application as if they had arrived.
+/// to what it wrote (RFC 8166, sections 3.4.6 and 4.3): it fills the
+/// segments in the order offered, so every segment before the last one it
+/// wrote into is full, and it cannot add segments or move them. A returned
+/// segment must therefore carry, at its place in the chunk, the handle and
+/// offset offered there and at most the length offered, and once one
+/// segment is short every later one must be empty. The requester takes
+/// the result as the first "total" bytes of the memory the chunk covers;
+/// only under these rules are all of them bytes the responder wrote.
+/// Trusting anything else would let a peer claim to have written memory
+/// it never had access to, or leave unwritten bytes in the middle of a
+/// result, and the requester would hand stale bytes to the application as
+/// if they had arrived.
 pub fn check_returned_chunk(offered: &[Segment], returned: &SegmentArray<'_>) -> Result<u64, ReturnedChunkError> {
     if returned.len() > offered.len() {
         return Err(ReturnedChunkError::TooManySegments { returned: returned.len(), offered: offered.len() });
     }
     let mut total = 0u64;
+    let mut short = false;
     // Indexing a bounded range keeps the loop free of overflow checks.
     for index in 0..returned.len() {
         let (Some(got), Some(want)) = (returned.get(index), offered.get(index)) else { break };
@@ -530,6 +544,10 @@ pub fn check_returned_chunk(offered: &[Segment], returned: &SegmentArray<'_>) ->
         if got.length > want.length {
             return Err(ReturnedChunkError::TooLong { index });
         }
+        if short && got.length != 0 {
+            return Err(ReturnedChunkError::Gap { index });
+        }
+        short = got.length < want.length;
         total = total.saturating_add(u64::from(got.length));
     }
     Ok(total)
@@ -2083,5 +2101,77 @@ mod tests {
         );
         let three = [offered[0], offered[1], seg(0x1001, 1, 0x10_0000)];
         assert_eq!(check(&three), Err(ReturnedChunkError::TooManySegments { returned: 3, offered: 2 }));
+        // A repeated handle is foreign at its second place.
+        assert_eq!(
+            check(&[seg(0x1001, 8192, 0x10_0000), seg(0x1001, 10, 0x10_0000)]),
+            Err(ReturnedChunkError::ForeignSegment { index: 1 })
+        );
+        // A gap: the first segment half filled and the second one written
+        // (the shape a mounted client once took, handing the unwritten half
+        // of its buffer up), or an empty first segment and a full second.
+        assert_eq!(
+            check(&[seg(0x1001, 4096, 0x10_0000), seg(0x2002, 4096, 0x20_0000)]),
+            Err(ReturnedChunkError::Gap { index: 1 })
+        );
+        assert_eq!(
+            check(&[seg(0x1001, 0, 0x10_0000), seg(0x2002, 1, 0x20_0000)]),
+            Err(ReturnedChunkError::Gap { index: 1 })
+        );
+        assert_eq!(check(&[seg(0x1001, 8191, 0x10_0000), seg(0x2002, 0, 0x20_0000)]), Ok(8191));
+    }
+
+    /// Every shape of returned chunk, against a model of the memory a
+    /// responder can have written: a chunk is accepted exactly when the
+    /// first `total` bytes of the offered memory are bytes it wrote, each
+    /// segment at its offered place.
+    #[test]
+    fn returned_chunk_accepts_only_written_prefixes() {
+        let mut rng = crate::testutil::Rng(0x5eed_c0de);
+        let seg = |handle, length, offset| Segment { handle, length, offset };
+        for _ in 0..20_000 {
+            let n = 1 + rng.below(4) as usize;
+            let offered: Vec<Segment> =
+                (0..n).map(|i| seg(0x100 + i as u32, 1 + rng.below(64) as u32, 0x1000 * (i as u64 + 1))).collect();
+            let m = rng.below(n as u64 + 2) as usize;
+            let mut got: Vec<Segment> = (0..m)
+                .map(|i| {
+                    let want = offered.get(i).copied().unwrap_or(seg(0x999, 1, 0));
+                    let length = match rng.below(4) {
+                        0 => 0,
+                        1 => want.length,
+                        2 => rng.below(u64::from(want.length) + 1) as u32,
+                        _ => rng.below(130) as u32,
+                    };
+                    seg(want.handle, length, want.offset)
+                })
+                .collect();
+            if rng.below(8) == 0 && m > 0 {
+                let i = rng.below(m as u64) as usize;
+                got[i].handle ^= 1 << rng.below(32);
+            }
+            let msg = returned(&got);
+            let h = Header::decode(&msg, &Limits::UNBOUNDED).unwrap();
+            let reply = h.body.chunks().and_then(|c| c.reply).unwrap();
+            let verdict = check_returned_chunk(&offered, &reply);
+            // The model: which offered bytes were written, in offer order.
+            let mut written = Vec::new();
+            let mut valid = got.len() <= offered.len();
+            for (i, g) in got.iter().enumerate() {
+                let Some(w) = offered.get(i) else { break };
+                valid &= g.handle == w.handle && g.offset == w.offset && g.length <= w.length;
+                for b in 0..w.length {
+                    written.push(b < g.length);
+                }
+            }
+            let total: u64 = got.iter().map(|g| u64::from(g.length)).sum();
+            let prefix = written.iter().take(total as usize).all(|w| *w) && total as usize <= written.len();
+            match verdict {
+                Ok(t) => {
+                    assert!(valid && prefix, "accepted {got:?} for {offered:?}");
+                    assert_eq!(t, total);
+                }
+                Err(e) => assert!(!(valid && prefix), "refused {got:?} for {offered:?}: {e:?}"),
+            }
+        }
     }
 }

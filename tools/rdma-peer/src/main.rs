@@ -73,6 +73,11 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("reject", "reject every connection with garbage private data"),
     ("write-chunk-long", "(proxy) first READ reply's Write chunk claims 4 KiB more than offered"),
     ("write-chunk-foreign", "(proxy) first READ reply's Write chunk names a handle never offered (no data written)"),
+    ("write-chunk-extra", "(proxy) first READ reply's Write chunk returns one segment more than offered"),
+    ("reply-chunk-gap", "(proxy) first Reply chunk of 2+ segments: the first half filled, the rest full (unwritten bytes inside)"),
+    ("reply-chunk-swapped", "(proxy) first Reply chunk of 2+ segments returned with its first two segments swapped"),
+    ("reply-chunk-repeated", "(proxy) first Reply chunk of 2+ segments returned with its first segment's handle twice"),
+    ("reply-chunk-long", "(proxy) first Reply chunk returned with its last used segment 4 KiB longer than its offer"),
     ("inv-stale", "(proxy) a reply is Send With Invalidate of an earlier RPC's rkey"),
     ("inv-other-rpc", "(proxy) a reply is Send With Invalidate of another pending RPC's rkey"),
     ("extra-sends", "(proxy) after a reply, 360 copies of it back to back: more Sends than the client has Receives"),
@@ -217,6 +222,46 @@ fn reply_handles(c: &v1::Chunks<'_>) -> Vec<u32> {
     let mut h: Vec<u32> = c.writes.iter().flat_map(|a| a.iter()).chain(c.reply.iter().flat_map(|a| a.iter())).map(|s| s.handle).collect();
     h.dedup();
     h
+}
+
+/// Gives a returned Reply chunk (`used` of its segments written, `pieces`
+/// the RDMA Writes that fill them, in segment order) the shape `scenario`
+/// asks for; says what it did, or `None` if the chunk is too small for it.
+fn mangle_reply_chunk(
+    scenario: &str,
+    offered: &[v1::Segment],
+    rret: &mut Chunk,
+    pieces: &mut [(Vec<u8>, Remote)],
+    used: usize,
+) -> Option<&'static str> {
+    match scenario {
+        "reply-chunk-gap" if used >= 2 && rret[0].length >= 8 => {
+            // Half of the first segment is written and claimed, the rest
+            // of the reply goes on in the next segments as usual.
+            let cut = (rret[0].length / 2) & !3;
+            rret[0].length = cut;
+            pieces[0].0.truncate(cut as usize);
+            pieces[0].1.len = cut;
+            Some("with its first segment half filled and the next ones full")
+        }
+        "reply-chunk-swapped" if used >= 2 => {
+            rret.swap(0, 1);
+            Some("with its first two segments swapped")
+        }
+        "reply-chunk-repeated" if used >= 2 => {
+            rret[1].handle = rret[0].handle;
+            rret[1].offset = rret[0].offset;
+            Some("naming its first segment's handle twice")
+        }
+        "reply-chunk-long" if used >= 1 => {
+            // Longer than the segment offered, not just than written: a
+            // responder claiming bytes it did not write inside the memory
+            // it was given cannot be told from one that wrote them.
+            rret[used - 1].length = offered[used - 1].length.saturating_add(4096);
+            Some("with its last used segment 4096 bytes longer than offered")
+        }
+        _ => None,
+    }
 }
 
 fn remote(s: &v1::Segment, len: usize) -> Remote {
@@ -522,6 +567,12 @@ impl Peer {
                     }
                     self.log.line(&format!("xid={xid:#x}: Write chunk returned 4096 bytes longer than written and offered"));
                 }
+                "write-chunk-extra" => {
+                    self.done = true;
+                    let first = returned[0][0];
+                    returned[0].push(first);
+                    self.log.line(&format!("xid={xid:#x}: Write chunk returned with one segment more than offered"));
+                }
                 "write-chunk-foreign" => {
                     self.done = true;
                     rdma.clear();
@@ -551,9 +602,17 @@ impl Peer {
                 return err_chunk(conn).map(|_| None);
             };
             let mut rret: Chunk = rc.iter().map(|s| v1::Segment { length: 0, ..*s }).collect();
+            let first_piece = rdma.len();
+            let used = parts.len();
             for (range, i) in parts {
                 rret[i].length = range.len() as u32;
                 rdma.push((body[range.clone()].to_vec(), remote(&rc[i], range.len())));
+            }
+            if !self.done && s.starts_with("reply-chunk-") {
+                if let Some(what) = mangle_reply_chunk(&s, rc, &mut rret, &mut rdma[first_piece..], used) {
+                    self.done = true;
+                    self.log.line(&format!("xid={xid:#x}: Reply chunk of {} segments returned {what}", rc.len()));
+                }
             }
             let lists = v1::ChunkLists { reads: &[], writes: &wrefs, reply: Some(&rret) };
             let n = encode_reply(&mut out, is_v2, xid, true, lists)?;
