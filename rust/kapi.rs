@@ -6,6 +6,7 @@
 //! turns a C registration or object into a Rust type whose lifetime and
 //! ownership the compiler checks, and each C callback into a trait method.
 
+pub(crate) mod compat;
 pub(crate) mod debugfs;
 pub(crate) mod errno;
 pub(crate) mod ib;
@@ -18,7 +19,7 @@ pub(crate) mod xprt;
 /// Copies `src` into the fixed-size C string buffer `dst`, NUL-terminated,
 /// truncating if needed.
 fn copy_c_name(dst: &mut [kernel::ffi::c_char], src: &kernel::str::CStr) {
-    let bytes = src.as_bytes();
+    let bytes = compat::cstr_bytes(src);
     let n = bytes.len().min(dst.len().saturating_sub(1));
     for (d, s) in dst.iter_mut().zip(bytes.iter().take(n)) {
         *d = *s as kernel::ffi::c_char;

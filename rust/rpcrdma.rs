@@ -23,14 +23,26 @@ mod sys;
 mod transport;
 mod vers;
 
+// The same declaration for every kernel line; only the key naming the
+// authors changed (a probe in probes.mk tells which one the tree takes).
+// request_module("rpc<netid>") asks for the aliases when no class serves
+// the netid; on kernels without the in-tree rpcrdma they reach this module.
+#[cfg(rpcrdma_module_authors)]
+module! {
+    type: RpcRdma,
+    name: "rpcrdma_rs",
+    authors: ["rpcrdma-rs developers"],
+    description: "RPC-over-RDMA client transport (Rust)",
+    license: "GPL",
+    alias: ["rpcrdma", "rpcrdma6"],
+}
+#[cfg(not(rpcrdma_module_authors))]
 module! {
     type: RpcRdma,
     name: "rpcrdma_rs",
     author: "rpcrdma-rs developers",
     description: "RPC-over-RDMA client transport (Rust)",
     license: "GPL",
-    // request_module("rpc<netid>") asks for these when no class serves the
-    // netid; on kernels without the in-tree rpcrdma they reach this module.
     alias: ["rpcrdma", "rpcrdma6"],
 }
 

@@ -124,7 +124,7 @@ impl xprt::TransportClass for RdmaTransport {
             bind: s(BIND_S),
         };
         let netid = if v6 { c_str!("rdma6") } else { c_str!("rdma") };
-        rpc::new_xprt::<RdmaXprt>(&create, &crate::THIS_MODULE, &p, netid, |x| {
+        rpc::new_xprt::<RdmaXprt>(&create, crate::kapi::compat::this_module(), &p, netid, |x| {
             let t = KBox::pin_init(RdmaXprt::new(x, p.max_slots)?, GFP_KERNEL)?;
             DelayedWork::<RdmaXprt>::init(t.as_ref());
             DelayedWork::<RdmaXprt, LIVENESS>::init(t.as_ref());

@@ -29,7 +29,7 @@ impl Counters {
             // counters are statics, so they outlive the files, which `drop`
             // removes before the module (and its statics) goes away. An
             // `AtomicU64` has the layout of a `u64`, and debugfs only reads it.
-            unsafe { sys::rpcrdma_rs_debugfs_u64(dir, name.as_char_ptr(), value.as_ptr()) };
+            unsafe { sys::rpcrdma_rs_debugfs_u64(dir, super::compat::cstr_ptr(name), value.as_ptr()) };
         }
         Counters(dir)
     }

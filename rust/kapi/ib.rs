@@ -37,7 +37,7 @@ impl Device {
         // SAFETY: the device is valid (type invariant); `dev_name` returns its
         // NUL-terminated name, which lives as long as the device. A rename
         // cannot run concurrently with the add/remove callbacks we get it in.
-        unsafe { CStr::from_char_ptr(sys::rpcrdma_rs_ib_device_name(self.0.get())) }
+        unsafe { super::compat::cstr_from_ptr(sys::rpcrdma_rs_ib_device_name(self.0.get())) }
     }
 }
 
@@ -71,7 +71,7 @@ impl<T: Client> ClientRegistration<T> {
         // SAFETY: `ib_client` is plain C data; all zeroes is its unregistered
         // state (`ib_register_client` initialises the rest).
         let mut raw: sys::ib_client = unsafe { core::mem::zeroed() };
-        raw.name = T::NAME.as_char_ptr();
+        raw.name = super::compat::cstr_ptr(T::NAME);
         raw.add = Some(add_callback::<T>);
         raw.remove = Some(remove_callback::<T>);
         let client = KBox::pin(Opaque::new(raw), GFP_KERNEL)?;

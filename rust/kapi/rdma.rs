@@ -755,7 +755,7 @@ impl<T: ConnHandler> Connection<T> {
             return None;
         }
         // SAFETY: `device` is valid while the id holds it, and so is its name.
-        Some(unsafe { kernel::str::CStr::from_char_ptr(sys::rpcrdma_rs_ib_device_name(device)) })
+        Some(unsafe { super::compat::cstr_from_ptr(sys::rpcrdma_rs_ib_device_name(device)) })
     }
 
     /// Creates the PD, CQs, RC queue pair and buffers, and posts every

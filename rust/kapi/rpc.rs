@@ -180,12 +180,12 @@ impl<D: Default> SlotTable<D> {
             // slots and is never grown or shrunk, so the slot stays where it
             // is initialised, pinned, until the table is dropped (which drops
             // it in place).
-            match unsafe { init.__pinned_init(place.as_mut_ptr()) } {
+            match unsafe { super::compat::pin_init_at(init, place.as_mut_ptr()) } {
                 Ok(()) => {}
                 Err(never) => match never {},
             }
             // SAFETY: elements `0..=index` are initialised.
-            unsafe { slots.set_len(index + 1) };
+            unsafe { super::compat::kvec_push_initialised(&mut slots) };
         }
         let free = KBox::pin_init(new_spinlock!(FreeList::full(n)?, "rpcrdma_rs:slots"), GFP_KERNEL)?;
         Ok(SlotTable { slots, free })
@@ -480,7 +480,7 @@ impl StatsWriter<'_> {
     /// Appends a NUL-terminated string.
     pub(crate) fn puts(&mut self, s: &CStr) {
         // SAFETY: `seq` is valid for the duration of the callback.
-        unsafe { sys::__seq_puts(self.seq.as_ptr(), s.as_char_ptr()) };
+        unsafe { sys::__seq_puts(self.seq.as_ptr(), super::compat::cstr_ptr(s)) };
     }
 }
 
@@ -739,9 +739,9 @@ impl<'a> Xprt<'a> {
         // are never freed (see `free_addresses`).
         unsafe {
             (*x).address_strings[sys::rpc_display_format_t_RPC_DISPLAY_PROTO as usize] =
-                kernel::c_str!("rdma").as_char_ptr();
+                super::compat::cstr_ptr(kernel::c_str!("rdma"));
             (*x).address_strings[sys::rpc_display_format_t_RPC_DISPLAY_NETID as usize] =
-                netid.as_char_ptr();
+                super::compat::cstr_ptr(netid);
         }
         self.set_port(self.port());
         if ok { Ok(()) } else { Err(ENOMEM) }
@@ -1319,7 +1319,7 @@ unsafe extern "C" fn destroy<T: Transport>(xprt: *mut sys::rpc_xprt) {
     // reference taken in `new_xprt` is dropped last.
     unsafe {
         sys::xprt_free(xprt);
-        sys::module_put(crate::THIS_MODULE.as_ptr().cast());
+        sys::module_put(super::compat::this_module().as_ptr().cast());
     }
 }
 
@@ -1468,6 +1468,8 @@ const ADDR_TEXT_LEN: usize = 64;
 pub(crate) struct AddrText {
     buf: [u8; ADDR_TEXT_LEN],
 }
+
+super::compat::printable!(AddrText);
 
 impl core::fmt::Display for AddrText {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

@@ -43,7 +43,7 @@ impl CreateArgs<'_> {
         // SAFETY: `servername` is a NUL-terminated string owned by the RPC
         // client being created; it outlives the `setup` call that `self`
         // borrows from.
-        Some(unsafe { CStr::from_char_ptr(self.raw.servername) })
+        Some(unsafe { super::compat::cstr_from_ptr(self.raw.servername) })
     }
 
     /// The raw arguments, for [`super::rpc::new_xprt`].
@@ -116,9 +116,9 @@ impl<T: TransportClass> ClassRegistration<T> {
         class.setup = Some(setup_callback::<T>);
         class.owner = module.as_ptr().cast();
         super::copy_c_name(&mut class.name, T::NAME);
-        let mut netid = [EMPTY.as_char_ptr(); MAX_NETIDS + 1];
+        let mut netid = [super::compat::cstr_ptr(EMPTY); MAX_NETIDS + 1];
         for (slot, id) in netid.iter_mut().zip(T::NETIDS) {
-            *slot = id.as_char_ptr();
+            *slot = super::compat::cstr_ptr(id);
         }
         let storage = KBox::pin(Opaque::new(ClassStorage { class, netid }), GFP_KERNEL)?;
         let raw = storage.get().cast::<sys::xprt_class>();

@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build-time probes of the kernel tree the module is built against: the one
+# place where the supported kernel lines (6.12 LTS, 7.x) differ for us.
+# Each probe asks whether the tree has a function, field, trait or macro key
+# (never which version it is) and turns the answer into a Rust cfg, and a C
+# macro where C needs it. The Rust side of each difference lives in
+# rust/kapi/compat.rs (and the module! declaration in rust/rpcrdma.rs);
+# Documentation/admin-guide.rst lists the probes.
+#
+# $(call rpcrdma_has,FILE,ERE): y if FILE (relative to the source tree)
+# has a line matching ERE.
+rpcrdma_has = $(shell grep -qsE $(2) $(srctree)/$(1) && echo y)
+# $(call rpcrdma_has_in,FILE,START,ERE): y if, in FILE, a line matching ERE
+# follows a line matching START before the next line that is a lone "}".
+rpcrdma_has_in = $(shell awk '/$(2)/ { f = 1 } f && /$(3)/ { r = 1; exit } f && /^}/ { f = 0 } END { exit !r }' \
+	$(srctree)/$(1) 2>/dev/null && echo y)
+
+rpcrdma_cfgs :=
+
+# module! takes `authors: [...]` (a list) instead of `author: "..."`.
+ifeq ($(call rpcrdma_has,rust/macros/module.rs,'[^a-z_]authors[^a-z_]'),y)
+rpcrdma_cfgs += rpcrdma_module_authors
+endif
+
+# kernel::str::CStr is core's CStr, with the kernel's methods on the
+# CStrExt trait.
+ifeq ($(call rpcrdma_has,rust/kernel/str.rs,'pub trait CStrExt'),y)
+rpcrdma_cfgs += rpcrdma_cstr_ext
+endif
+
+# pr_*! format their arguments through kernel::fmt::Display, not core's.
+ifeq ($(call rpcrdma_has,rust/kernel/fmt.rs,'^pub trait Display'),y)
+rpcrdma_cfgs += rpcrdma_kernel_fmt_display
+endif
+
+# The kernel's Vec grows its length with inc_len (set_len is gone).
+ifeq ($(call rpcrdma_has,rust/kernel/alloc/kvec.rs,'fn inc_len'),y)
+rpcrdma_cfgs += rpcrdma_kvec_inc_len
+endif
+
+# PinInit's pinned initialiser is __init (the pin-init crate), not
+# __pinned_init.
+ifeq ($(call rpcrdma_has_in,rust/pin-init/src/lib.rs,pub unsafe trait PinInit,unsafe fn __init.self),y)
+rpcrdma_cfgs += rpcrdma_pin_init_init
+endif
+
+# THIS_MODULE is a constant of the module type's ModuleMetadata, reached
+# through kernel::module::this_module, not a static in the crate root.
+ifeq ($(call rpcrdma_has,rust/kernel/module.rs,'pub const fn this_module'),y)
+rpcrdma_cfgs += rpcrdma_this_module_fn
+endif
+
+rustflags-y += $(foreach c,$(rpcrdma_cfgs),--cfg=$(c))
+
+# What the probes found, for `make module V=1` and for the record in the
+# module's build log.
+$(info rpcrdma_rs: kernel probes: $(if $(rpcrdma_cfgs),$(rpcrdma_cfgs),none))
