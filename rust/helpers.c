@@ -310,21 +310,61 @@ void rpcrdma_rs_bc_prepare(struct rpc_rqst *rqst, struct rpc_xprt *xprt,
 /*
  * Queues a prepared backward call for the callback service, holding a
  * transport reference until bc_free_rqst. False if no service is attached.
+ *
+ * The NFS client's callback teardown clears xprt->bc_serv under
+ * bc_pa_lock before it drains sv_cb_list and destroys the service (7.x);
+ * reading the pointer and queueing under the same lock means a call is
+ * either queued before the drain or sees no service, never queued onto a
+ * service being freed. On kernels whose teardown does not take the lock
+ * it costs one uncontended lock. Called from the Receive completion work
+ * (process context), as the kernel's own enqueue is.
  */
 bool rpcrdma_rs_bc_enqueue(struct rpc_rqst *rqst)
 {
 	struct rpc_xprt *xprt = rqst->rq_xprt;
-	struct svc_serv *serv = READ_ONCE(xprt->bc_serv);
+	struct svc_serv *serv;
 
-	if (!serv)
-		return false;
-	xprt_get(xprt);
-	lwq_enqueue(&rqst->rq_bc_list, &serv->sv_cb_list);
-	svc_pool_wake_idle_thread(&serv->sv_pools[0]);
-	return true;
+	spin_lock(&xprt->bc_pa_lock);
+	serv = xprt->bc_serv;
+	if (serv) {
+		xprt_get(xprt);
+		lwq_enqueue(&rqst->rq_bc_list, &serv->sv_cb_list);
+		svc_pool_wake_idle_thread(&serv->sv_pools[0]);
+	}
+	spin_unlock(&xprt->bc_pa_lock);
+	return serv;
 }
 
 bool rpcrdma_rs_rqst_is_backchannel(const struct rpc_rqst *rqst)
 {
 	return !rqst->rq_buffer;
+}
+
+/*
+ * Call and reply buffers for a request whose sizes do not fit its slot's
+ * own buffer (rare: very large calls or replies). One kmalloc'd block,
+ * the call buffer first, as SUNRPC's rpc_malloc lays them out; that
+ * allocator is not exported on every supported kernel line (7.x), so the
+ * transport keeps its own on all of them. -ENOMEM makes the RPC layer
+ * retry later.
+ */
+int rpcrdma_rs_buf_alloc(struct rpc_task *task)
+{
+	struct rpc_rqst *rqst = task->tk_rqstp;
+	size_t size = (size_t)rqst->rq_callsize + rqst->rq_rcvsize;
+	void *buf = kmalloc(size, rpc_task_gfp_mask() | __GFP_NOWARN);
+
+	if (!buf)
+		return -ENOMEM;
+	rqst->rq_buffer = buf;
+	rqst->rq_rbuffer = (char *)buf + rqst->rq_callsize;
+	return 0;
+}
+
+/* Frees what rpcrdma_rs_buf_alloc gave @task's request. */
+void rpcrdma_rs_buf_free(struct rpc_task *task)
+{
+	kfree(task->tk_rqstp->rq_buffer);
+	task->tk_rqstp->rq_buffer = NULL;
+	task->tk_rqstp->rq_rbuffer = NULL;
 }

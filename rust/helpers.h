@@ -97,6 +97,11 @@ void rpcrdma_rs_bc_prepare(struct rpc_rqst *rqst, struct rpc_xprt *xprt,
 bool rpcrdma_rs_bc_enqueue(struct rpc_rqst *rqst);
 bool rpcrdma_rs_rqst_is_backchannel(const struct rpc_rqst *rqst);
 
+/* call and reply buffers too large for a slot (rpc_malloc is not exported
+ * on every kernel line) */
+int rpcrdma_rs_buf_alloc(struct rpc_task *task);
+void rpcrdma_rs_buf_free(struct rpc_task *task);
+
 /* debugfs counters (rpcrdma_rs/ in debugfs), values owned by Rust */
 struct dentry;
 struct dentry *rpcrdma_rs_debugfs_dir(void);

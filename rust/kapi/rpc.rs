@@ -207,7 +207,7 @@ impl<D: Default> SlotTable<D> {
 
     /// `buf_alloc`: points the call and reply buffers of `rqst` (sized by
     /// SUNRPC in `rq_callsize` and `rq_rcvsize`) into its slot's own
-    /// buffer, as `rpc_malloc` lays them out. False if `rqst` is not one of
+    /// buffer, call first, as SUNRPC lays them out. False if `rqst` is not one of
     /// this table's or they do not fit.
     pub(crate) fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
         let Some(slot) = self.slot_of(rqst) else { return false };
@@ -1273,7 +1273,7 @@ unsafe extern "C" fn buf_alloc<T: Transport>(task: *mut sys::rpc_task) -> c_int 
                 return 0;
             }
         }
-        sys::rpc_malloc(task)
+        sys::rpcrdma_rs_buf_alloc(task)
     }
 }
 
@@ -1288,9 +1288,9 @@ unsafe extern "C" fn buf_free<T: Transport>(task: *mut sys::rpc_task) {
         let (x, t) = Xprt::transport::<T>((*rqst).rq_xprt);
         let r = Rqst { raw, _life: PhantomData };
         t.release_request(x, &r);
-        // Only what `rpc_malloc` allocated goes back to it.
+        // Only what `rpcrdma_rs_buf_alloc` allocated goes back to it.
         if !t.owns_buffers(&r) {
-            sys::rpc_free(task);
+            sys::rpcrdma_rs_buf_free(task);
         }
     }
 }
