@@ -6,6 +6,7 @@
 #   make check      every test (host unit tests + guest selftests)
 #   make setup      install host packages and tools
 #   make kernel     build (or reuse) the cached Rust-enabled test kernel
+#                   (KERNEL=6.12|7.3 picks the line, for every target)
 #   make module     build rpcrdma_rs.ko against KDIR (default: cached kernel)
 #   make unit       protocol core unit tests (cargo test)
 #   make peer       the hostile RPC-over-RDMA peer (tools/rdma-peer)
@@ -14,6 +15,8 @@
 #                   (~2.3 GiB), a 50,000-entry directory, reconnects that
 #                   hit callbacks in flight, every selftest over the C
 #                   client (the hostile peer included), fuzzing
+#   make check-all  make check with every selftest on every supported kernel
+#                   line (the test kernel and Debian's stock 7.3 image)
 #   make debug-check  make check on the debug kernel (RDMARS_KERNEL=debug)
 #   make soak       an hour (SOAK_SECONDS) of mixed load, then umount and
 #                   rmmod: slab back where it started (RDMARS_KERNEL=debug
@@ -30,13 +33,23 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
+# make KERNEL=6.12|7.3 TARGET: the test kernel's line (default 6.12).
+ifdef KERNEL
+export RDMARS_LINE := $(KERNEL)
+endif
+# The LLVM the test kernels are built with (scripts/lib.sh); a module must
+# be built with its kernel's compiler: LLVM=1 for a tree built with that.
+LLVM_VERSION := $(shell sed -n 's/^LLVM_VERSION=//p' scripts/lib.sh)
+LLVM ?= -$(LLVM_VERSION)
+export LIBCLANG_PATH ?= /usr/lib/llvm-$(LLVM_VERSION)/lib
+
 # Without KDIR=, the module builds against the cached test kernel.
 ifeq ($(origin KDIR),undefined)
 KERNEL_DEP := kernel
 KDIR = $(shell bash scripts/build-kernel.sh --path)
 endif
 
-.PHONY: all demo check debug-check soak long-check bench ab profile setup kernel module peer unit selftests fuzz clippy clean
+.PHONY: all demo check check-all debug-check soak long-check bench ab profile setup kernel module peer unit selftests fuzz clippy clean
 
 all: module
 
@@ -47,10 +60,10 @@ kernel: setup
 	bash scripts/build-kernel.sh >/dev/null
 
 module: $(KERNEL_DEP)
-	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" LLVM=1 modules
+	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" LLVM=$(LLVM) modules
 
 clippy: $(KERNEL_DEP)
-	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" LLVM=1 CLIPPY=1 modules
+	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" LLVM=$(LLVM) CLIPPY=1 modules
 
 unit:
 	cd rust/proto && cargo test
@@ -81,6 +94,9 @@ ab:
 profile:
 	bash scripts/profile.sh --rounds $(or $(PROFILE_ROUNDS),2) --iodepth $(or $(PROFILE_IODEPTH),64) $(if $(OLD),--old $(OLD))
 
+check-all:
+	RDMARS_STOCK_TESTS=all bash scripts/check.sh
+
 # The whole suite on the debug kernel (KASAN, lockdep, kmemleak, ...).
 debug-check:
 	RDMARS_KERNEL=debug bash scripts/check.sh
@@ -102,6 +118,6 @@ long-check: module
 	FUZZ_SECONDS=150 bash scripts/fuzz.sh
 
 clean:
-	-[ -z "$(KDIR)" ] || $(MAKE) -C "$(KDIR)" M="$(CURDIR)" LLVM=1 clean
+	-[ -z "$(KDIR)" ] || $(MAKE) -C "$(KDIR)" M="$(CURDIR)" LLVM=$(LLVM) clean
 	rm -f rust/bindings_generated.rs rust/.bindings_generated.rs.cmd
 	cd rust/proto && cargo clean

@@ -4,8 +4,9 @@
 #   scripts/build-kernel.sh          build if needed; print the build directory
 #   scripts/build-kernel.sh --path   print where it is (or will be); build nothing
 #
-# RDMARS_KERNEL=debug selects the debug variant (scripts/kernel/debug.config
-# on top of the regular fragment), cached under its own key.
+# RDMARS_LINE (make KERNEL=6.12|7.3) picks the kernel line, RDMARS_KERNEL=debug
+# the debug variant (scripts/kernel/debug.config on top of the regular
+# fragments); each is cached under its own key.
 #
 # The cache key covers everything that changes the result: the kernel source
 # package version, the config fragment, rustc, bindgen and clang. A finished
@@ -25,18 +26,16 @@ main() {
   local image; image=$(kernel_boot_image)
   if [ -f "$build/.rpcrdma-rs-complete" ] && [ -f "$build/$image" ]; then echo "$build"; return 0; fi
 
-  local tarball=/usr/src/linux-source-6.12.tar.xz
-  [ -f "$tarball" ] || die "$tarball missing: run scripts/setup-host.sh"
   mkdir -p "$CACHE_DIR"
-  local src="$CACHE_DIR/src-$(kernel_src_version | tr '~:' '__')"
+  local src="$CACHE_DIR/src-$(kernel_line)-$(kernel_src_version | tr '~:' '__')"
   if [ ! -f "$src/.extracted" ]; then
-    log "extracting $tarball"
+    log "extracting the $(kernel_line) kernel source"
     rm -rf "$src"; mkdir -p "$src"
-    tar -xJf "$tarball" -C "$src" --strip-components=1
+    kernel_src_extract "$src"
     touch "$src/.extracted"
   fi
 
-  kmake() { make -C "$src" O="$build" LLVM=1 "$@"; }
+  kmake() { make -C "$src" O="$build" LLVM=-"$LLVM_VERSION" "$@"; }
   if [ ! -f "$build/.rpcrdma-rs-configured" ]; then
     rm -rf "$build"; mkdir -p "$build"
     local fragment="$build/rpcrdma-rs.fragment"
@@ -47,7 +46,7 @@ main() {
     log "resuming the build in $build"
   fi
 
-  log "building the ${RDMARS_KERNEL:-regular} kernel (about 20 minutes on 2 cores from scratch; longer for debug)"
+  log "building the $(kernel_line) ${RDMARS_KERNEL:-regular} kernel (about 20 minutes on 2 cores from scratch; longer for debug)"
   if ! kmake -j"$(nproc)" vmlinux modules "$(basename "$image")" >"$build/build.log" 2>&1; then
     tail -40 "$build/build.log" >&2
     die "kernel build failed (log: $build/build.log)"

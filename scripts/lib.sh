@@ -1,7 +1,11 @@
 # Shared settings for the rpcrdma-rs scripts (sourced, not run).
 # shellcheck shell=bash
 
-BINDGEN_VERSION=0.70.1
+# One toolchain builds the test kernels of every line (7.3 needs bindgen
+# >= 0.71.1 and LLVM >= 17; bookworm has LLVM 19) and the module for them.
+BINDGEN_VERSION=0.71.1
+LLVM_VERSION=19
+export LIBCLANG_PATH=/usr/lib/llvm-$LLVM_VERSION/lib
 # Everything built or cached lives outside the repository.
 CACHE_DIR=${RPCRDMA_CACHE:-/var/cache/rpcrdma-rs}
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -9,15 +13,76 @@ export PATH="$HOME/.cargo/bin:$PATH"
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# Version of the installed linux-source-6.12 package (e.g. 6.12.117-1~deb12u1).
-kernel_src_version() { dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null || echo none; }
+# The test kernel's line: RDMARS_LINE (make KERNEL=6.12|7.3), 6.12 unless
+# set. 6.12 is bookworm's linux-source-6.12; 7.3 is trixie-backports'
+# linux-source-7.3, fetched through a private apt state (apt_private).
+kernel_line() {
+  case "${RDMARS_LINE:-6.12}" in
+    6.12|7.3) echo "${RDMARS_LINE:-6.12}" ;;
+    *) die "KERNEL (RDMARS_LINE) must be 6.12 or 7.3, not '$RDMARS_LINE'" ;;
+  esac
+}
 
-# The config fragments of the test kernel, in merge order. RDMARS_KERNEL
-# picks the variant: unset or "regular", or "debug" (KASAN, lockdep,
-# kmemleak and friends on top; see scripts/kernel/debug.config).
+# apt_private ARGS: apt-get on a private view of trixie-backports, under
+# the cache: the host's own apt sources are never changed and nothing from
+# that suite is installed on the host.
+apt_private() {
+  local a=$CACHE_DIR/apt-trixie-backports
+  mkdir -p "$a/lists/partial" "$a/cache/archives/partial"
+  touch "$a/status"
+  printf 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s trixie-backports main\n' \
+    "$(debian_mirror)" > "$a/sources.list"
+  apt-get -q -o Dir::Etc::SourceList="$a/sources.list" -o Dir::Etc::SourceParts=/nonexistent \
+    -o Dir::State::Lists="$a/lists" -o Dir::Cache="$a/cache" -o Dir::State::Status="$a/status" \
+    -o APT::Get::List-Cleanup=0 -o APT::Sandbox::User=root "$@"
+}
+
+# fetch_debs DIR PKG...: the packages' .debs from trixie-backports in DIR
+# (downloaded once).
+fetch_debs() {
+  local dir=$1 p missing=(); shift
+  mkdir -p "$dir"
+  for p in "$@"; do
+    ls "$dir/${p}_"*.deb > /dev/null 2>&1 || missing+=("$p")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  log "apt (private, trixie-backports): downloading ${missing[*]}"
+  apt_private update > /dev/null || die "apt update of trixie-backports failed"
+  (cd "$dir" && apt_private download "${missing[@]}" > /dev/null) ||
+    die "cannot download ${missing[*]} from trixie-backports"
+}
+
+# The source package version of the test kernel's line (for the cache key).
+kernel_src_version() {
+  case "$(kernel_line)" in
+    6.12) dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null || echo none ;;
+    7.3) fetch_debs "$CACHE_DIR/debs" linux-source-7.3 && ls "$CACHE_DIR/debs/"linux-source-7.3_*.deb | head -1 | sed 's/.*_\(.*\)_all.deb/\1/' ;;
+  esac
+}
+
+# kernel_src_extract DIR: the line's kernel source tree, unpacked into DIR.
+kernel_src_extract() {
+  local line; line=$(kernel_line)
+  case "$line" in
+    6.12)
+      [ -f /usr/src/linux-source-6.12.tar.xz ] || die "linux-source-6.12 missing: run scripts/setup-host.sh"
+      tar -xJf /usr/src/linux-source-6.12.tar.xz -C "$1" --strip-components=1 ;;
+    7.3)
+      fetch_debs "$CACHE_DIR/debs" linux-source-7.3
+      dpkg-deb --fsys-tarfile "$(ls "$CACHE_DIR/debs/"linux-source-7.3_*.deb | head -1)" |
+        tar -xO ./usr/src/linux-source-7.3.tar.xz | tar -xJ -C "$1" --strip-components=1 ;;
+  esac
+}
+
+# The config fragments of the test kernel, in merge order: what every line
+# takes, what only this line's Kconfig has (symbols come and go: 7.x has no
+# NFS_V4_1 or PROC_SYSCTL), then the variant. RDMARS_KERNEL picks the
+# variant: unset or "regular", or "debug" (KASAN, lockdep, kmemleak and
+# friends on top; see scripts/kernel/debug.config).
 kernel_fragments() {
   local here; here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
   echo "$here/kernel/rpcrdma-rs.config"
+  echo "$here/kernel/line-$(kernel_line).config"
   case "${RDMARS_KERNEL:-regular}" in
     regular) ;;
     debug) echo "$here/kernel/debug.config" ;;
@@ -29,9 +94,10 @@ kernel_fragments() {
 kernel_cache_key() {
   local f
   {
+    kernel_line
     kernel_src_version
     for f in $(kernel_fragments); do cat "$f"; done
-    rustc --version; bindgen --version 2>&1; clang --version | head -1
+    rustc --version; bindgen --version 2>&1; "clang-$LLVM_VERSION" --version | head -1
   } | sha256sum | cut -c1-16
 }
 
@@ -90,4 +156,17 @@ insn_plugin() {
     find "$CACHE_DIR" -maxdepth 1 -name 'insn_count-*.so' ! -path "$so" -delete
   fi
   echo "$so"
+}
+
+# The Debian stock kernel scripts/stock-kernel.sh builds for (a release of
+# trixie-backports' linux-image-*-amd64 with CONFIG_RUST=y).
+STOCK_RELEASE_DEFAULT=7.3.4+deb13-amd64
+stock_release() { echo "${RDMARS_STOCK_RELEASE:-$STOCK_RELEASE_DEFAULT}"; }
+
+# The Debian mirror the host's own apt sources use.
+debian_mirror() {
+  local m
+  m=$(grep -hE '^URIs:.*/debian/?$' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1 | awk '{print $2}')
+  [ -n "$m" ] || m=$(grep -hE '^deb .*/debian/? ' /etc/apt/sources.list 2>/dev/null | head -1 | awk '{print $2}')
+  echo "${m:-http://deb.debian.org/debian}"
 }

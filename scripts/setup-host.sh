@@ -14,7 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 APT_PKGS=(
   linux-source-6.12 xz-utils
   build-essential bc flex bison libelf-dev libssl-dev cpio dwarves kmod
-  clang lld llvm
+  clang-19 lld-19 llvm-19 libclang-19-dev
   qemu-system-x86
   nfs-kernel-server nfs-common rpcbind
   rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils
@@ -22,6 +22,7 @@ APT_PKGS=(
   linux-perf
   python3-matplotlib
   cmake
+  debootstrap busybox-static
 )
 
 need_apt=()

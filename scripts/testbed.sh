@@ -52,20 +52,36 @@ done
 case "$client_module" in ours|c) ;; *) die "--client-module takes ours or c" ;; esac
 script=$(printf '%q ' "$@")
 
-kdir=$(cached_kernel) || true
-[ -n "$kdir" ] || die "no cached kernel: run 'make kernel' first"
-image="$kdir/$(kernel_boot_image)"
-[ -f "$image" ] || die "$image missing: run 'make kernel' (RDMARS_KERNEL=${RDMARS_KERNEL:-regular})"
-kver=$(cat "$kdir/include/config/kernel.release")
-ko="$repo/rpcrdma_rs.ko"
+# RDMARS_KO: the module to test (default: the working tree's build).
+ko=${RDMARS_KO:-$repo/rpcrdma_rs.ko}
 [ -f "$ko" ] || die "$ko not built: run 'make module' first"
-# Both test kernels are the same release, but a module built for one does
-# not load into the other; the debug kernel's KASAN is what tells them apart.
-# grep reads all of nm's output: with -q it would stop at the first match,
-# and nm, killed by SIGPIPE, would fail the pipeline (pipefail).
-if nm -u "$ko" 2>/dev/null | grep ' __asan_' > /dev/null; then built_for=debug; else built_for=regular; fi
-[ "$built_for" = "${RDMARS_KERNEL:-regular}" ] ||
-  die "$ko was built for the $built_for kernel: run 'RDMARS_KERNEL=${RDMARS_KERNEL:-regular} make module' first"
+initrd=()
+if [ "${RDMARS_KERNEL:-regular}" = stock ]; then
+  # Debian's stock kernel, unmodified (scripts/stock-kernel.sh): its
+  # vmlinuz, an initramfs that mounts the 9p root, its own modules.
+  read -r image initrd_file base_modroot < <(bash "$here/stock-kernel.sh" guest) ||
+    die "the stock kernel's guest files are missing"
+  kver=$(stock_release)
+  initrd=(-initrd "$initrd_file")
+  [ "$(modinfo -F vermagic "$ko" | cut -d' ' -f1)" = "$kver" ] ||
+    die "$ko is not built for $kver: run 'scripts/stock-kernel.sh module FILE' and set RDMARS_KO=FILE"
+else
+  kdir=$(cached_kernel) || true
+  [ -n "$kdir" ] || die "no cached kernel: run 'make kernel' first"
+  image="$kdir/$(kernel_boot_image)"
+  [ -f "$image" ] || die "$image missing: run 'make kernel' (RDMARS_KERNEL=${RDMARS_KERNEL:-regular})"
+  kver=$(cat "$kdir/include/config/kernel.release")
+  base_modroot=$kdir/modroot
+  [ "$(modinfo -F vermagic "$ko" | cut -d' ' -f1)" = "$kver" ] ||
+    die "$ko is not built for the test kernel $kver: run 'make module' first"
+  # Both test kernels are the same release, but a module built for one does
+  # not load into the other; the debug kernel's KASAN is what tells them apart.
+  # grep reads all of nm's output: with -q it would stop at the first match,
+  # and nm, killed by SIGPIPE, would fail the pipeline (pipefail).
+  if nm -u "$ko" 2>/dev/null | grep ' __asan_' > /dev/null; then built_for=debug; else built_for=regular; fi
+  [ "$built_for" = "${RDMARS_KERNEL:-regular}" ] ||
+    die "$ko was built for the $built_for kernel: run 'RDMARS_KERNEL=${RDMARS_KERNEL:-regular} make module' first"
+fi
 
 mkdir -p "$CACHE_DIR/runs"
 # Keep the ten most recent run directories for post-mortems.
@@ -73,10 +89,11 @@ find "$CACHE_DIR/runs" -mindepth 1 -maxdepth 1 -type d | sort -r | tail -n +11 |
 run=$(mktemp -d "$CACHE_DIR/runs/$(date +%Y%m%d-%H%M%S)-XXXX")
 mkdir -p "$run/share"
 
-# The guests' module tree: the kernel's modules plus ours, indexed by depmod.
-cp -a "$kdir/modroot" "$run/modroot"
+# The guests' module tree: the kernel's modules plus ours, indexed by depmod
+# (the stock tree's 130 MB are hard links into the cache).
+if [ "${RDMARS_KERNEL:-regular}" = stock ]; then cp -al "$base_modroot" "$run/modroot"; else cp -a "$base_modroot" "$run/modroot"; fi
 mkdir -p "$run/modroot/lib/modules/$kver/extra"
-cp "$ko" "$run/modroot/lib/modules/$kver/extra/"
+cp "$ko" "$run/modroot/lib/modules/$kver/extra/rpcrdma_rs.ko"
 depmod -b "$run/modroot" "$kver"
 
 accel=tcg,thread=multi
@@ -115,7 +132,7 @@ boot() { # role ip4 ip6 mac netdev-args
   append+=" init=$repo/scripts/guest/init.sh RDMARS_ROLE=$role RDMARS_MODROOT=$run/modroot"
   append+=" RDMARS_IP4=$2 RDMARS_IP6=$3 RDMARS_SERVER4=$server4 RDMARS_SERVER6=$server6"
   append+=" RDMARS_CLIENT4=$client4 RDMARS_CLIENT6=$client6 RDMARS_REPO=$repo RDMARS_KVER=$kver"
-  append+=" RDMARS_CLIENT_MODULE=$client_module"
+  append+=" RDMARS_CLIENT_MODULE=$client_module RDMARS_KERNEL=${RDMARS_KERNEL:-regular}"
   local extra=()
   # Under KVM no translated code runs, so there is nothing to count.
   if [ -n "$plugin" ] && [ "$accel" != kvm ]; then
@@ -124,7 +141,7 @@ boot() { # role ip4 ip6 mac netdev-args
   # The script's command line is passed through a file: it may contain spaces.
   qemu-system-x86_64 "${extra[@]}" -machine q35 -accel "$accel" -cpu max -smp "$smp" -m 2G \
     -display none -monitor "unix:$run/$role.mon,server=on,wait=off" -serial "file:$run/$role.console" -no-reboot \
-    -kernel "$image" -append "$append" \
+    -kernel "$image" "${initrd[@]}" -append "$append" \
     -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=root,mount_tag=hostroot \
     -fsdev "local,id=share,path=$run/share,security_model=none" \

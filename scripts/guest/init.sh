@@ -26,6 +26,17 @@ mkdir -p /run/repo /run/modroot
 mount --bind "$RDMARS_REPO" /run/repo || fail "repo $RDMARS_REPO not visible"
 mount --bind "$modroot" /run/modroot || fail "module tree $modroot not visible"
 RDMARS_REPO=/run/repo modroot=/run/modroot
+
+# Modules come from the run's module tree (kernel modules + rpcrdma_rs).
+# /run/bin comes first in PATH, so `modprobe` everywhere uses that tree,
+# and so does the kernel's own request_module (the overlay and 9p mounts
+# below load their file systems this way where they are modules).
+mkdir -p /run/bin
+printf '#!/bin/sh\nexec /sbin/modprobe -d %s "$@"\n' "$modroot" > /run/bin/modprobe
+chmod +x /run/bin/modprobe
+echo /run/bin/modprobe > /proc/sys/kernel/modprobe
+export PATH=/run/bin:$PATH
+
 mkdir -p /run/etc/upper /run/etc/work /run/varlibnfs "$share"
 mount -t overlay overlay -o lowerdir=/etc,upperdir=/run/etc/upper,workdir=/run/etc/work /etc || fail "overlay /etc"
 cp -a /var/lib/nfs/. /run/varlibnfs/ && mount --bind /run/varlibnfs /var/lib/nfs
@@ -35,16 +46,11 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 share "$share" || fail
 echo 1 > /proc/sys/kernel/sysrq
 hostname "rdmars-$role"
 
-# Modules come from the run's module tree (kernel modules + rpcrdma_rs).
-# /run/bin comes first in PATH, so `modprobe` everywhere uses that tree.
-mkdir -p /run/bin
-printf '#!/bin/sh\nexec /sbin/modprobe -d %s "$@"\n' "$modroot" > /run/bin/modprobe
-chmod +x /run/bin/modprobe
-echo /run/bin/modprobe > /proc/sys/kernel/modprobe
-export PATH=/run/bin:$PATH
-
 # The private link between the two guests.
 ip link set lo up
+# No udev here: a kernel with virtio_net as a module (Debian's) needs it
+# loaded by hand (on one where it is built in, modprobe just succeeds).
+[ -e /sys/class/net/eth0 ] || modprobe virtio_net
 ip link set eth0 up || fail "no eth0"
 ip addr add "$RDMARS_IP4/24" dev eth0
 ip -6 addr add "$RDMARS_IP6/64" dev eth0 nodad
@@ -219,7 +225,7 @@ CONF
   fi
   for _ in $(seq 1 600); do [ -e "$share/server-ready" ] && break; [ -e "$share/server.setup-error" ] && break; sleep 0.2; done
   [ -e "$share/server-ready" ] || fail "server guest not ready"
-  export RDMARS_SERVER4 RDMARS_SERVER6 RDMARS_CLIENT4 RDMARS_CLIENT6 RDMARS_REPO RDMARS_KVER RDMARS_CLIENT_MODULE
+  export RDMARS_SERVER4 RDMARS_SERVER6 RDMARS_CLIENT4 RDMARS_CLIENT6 RDMARS_REPO RDMARS_KVER RDMARS_CLIENT_MODULE RDMARS_KERNEL
   cd "$RDMARS_REPO" || fail "repo not visible"
   script=$(cat "$share/script")
   say "running $script"

@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Debian's stock kernel (default: trixie-backports' 7.3 image, built with
+# CONFIG_RUST=y), unmodified: rpcrdma_rs.ko built for it the way a user of
+# that kernel would build it, and what the testbed needs to boot it.
+#
+#   scripts/stock-kernel.sh module DEST  build the module of this working
+#                                        tree for the stock kernel, copy it
+#                                        to DEST
+#   scripts/stock-kernel.sh dkms         build it through dkms (dkms.conf)
+#   scripts/stock-kernel.sh guest        print "VMLINUZ INITRD MODROOT": the
+#                                        stock image, an initramfs for the
+#                                        testbed's 9p root, its modules
+#
+# The host is bookworm; the user is on trixie. So the build runs in a cached
+# trixie chroot (debootstrap) set up as that user's machine: trixie-backports
+# in its apt sources, the kernel's headers and source packages, Debian's
+# rustc, bindgen and gcc-14 (the toolchain the kernel was built with), dkms.
+# In it the README's own commands run (scripts/kernel-tree.sh). The boot
+# files come through a private apt state under the cache (scripts/lib.sh
+# apt_private): the host's own apt sources are never changed, and nothing
+# from trixie is installed on it.
+#
+# RDMARS_STOCK_RELEASE picks the kernel (default in scripts/lib.sh).
+# Everything lives under $CACHE_DIR/stock (RPCRDMA_CACHE= moves the cache).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+. "$here/lib.sh"
+
+rel=$(stock_release)
+ver=${rel%%[-+]*}; ver=${ver%.*}   # 7.3.4+deb13-amd64 -> 7.3
+top=$CACHE_DIR/stock
+root=$top/trixie-root              # the user's machine
+debs=$CACHE_DIR/debs
+unpacked=$top/unpacked-$rel        # the image and modules packages, unpacked
+mirror=$(debian_mirror)
+
+# The user's packages: the toolchain Debian's trixie kernels are built with,
+# and what README says to install for building the module.
+CHROOT_PKGS=(rustc rust-src rustfmt bindgen libclang-dev gcc-14 gcc make bc flex bison libelf-dev
+  libssl-dev dwarves cpio kmod python3 xz-utils dkms)
+CHROOT_KERNEL_PKGS=("linux-headers-$rel" "linux-source-$ver")
+
+# in_root CMD...: runs CMD in the chroot with /proc and /dev mounted for its
+# duration only.
+in_root() {
+  local rc=0
+  mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
+  mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
+  chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@" || rc=$?
+  umount "$root/dev" 2>/dev/null || true
+  umount "$root/proc" 2>/dev/null || true
+  return $rc
+}
+
+# The trixie machine, with the packages above (a minute or two, once).
+machine() {
+  local want="${CHROOT_PKGS[*]} ${CHROOT_KERNEL_PKGS[*]}"
+  [ -f "$root/.rpcrdma-rs-complete" ] && [ "$(cat "$root/.rpcrdma-rs-complete")" = "$want" ] && return 0
+  if [ ! -f "$root/.rpcrdma-rs-bootstrapped" ]; then
+    command -v debootstrap > /dev/null || die "debootstrap missing: run scripts/setup-host.sh"
+    log "debootstrap: a trixie machine in $root"
+    # Whatever an interrupted run left mounted in there goes first, and
+    # the removal never crosses into another file system.
+    findmnt -rn -o TARGET | grep "^$root/" | sort -r | xargs -r umount -l
+    rm -rf --one-file-system "$root"; mkdir -p "$root"
+    debootstrap --variant=minbase --include=ca-certificates trixie "$root" "$mirror" > "$top/debootstrap.log" 2>&1 ||
+      { tail -20 "$top/debootstrap.log" >&2; die "debootstrap failed"; }
+    touch "$root/.rpcrdma-rs-bootstrapped"
+  fi
+  printf 'deb %s trixie-backports main\n' "$mirror" > "$root/etc/apt/sources.list.d/backports.list"
+  log "apt (in the trixie machine): ${CHROOT_PKGS[*]}; from trixie-backports: ${CHROOT_KERNEL_PKGS[*]}"
+  {
+    in_root apt-get update -q &&
+      in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${CHROOT_PKGS[@]}" &&
+      in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        -t trixie-backports "${CHROOT_KERNEL_PKGS[@]}"
+  } > "$top/chroot-apt.log" 2>&1 || { tail -20 "$top/chroot-apt.log" >&2; die "installing the packages failed"; }
+  echo "$want" > "$root/.rpcrdma-rs-complete"
+}
+
+# copy_source DIR: this working tree's module source into DIR of the chroot.
+copy_source() {
+  rm -rf "${root:?}/$1"; mkdir -p "$root/$1"
+  (cd "$repo" && cp -a Kbuild probes.mk Makefile dkms.conf rust scripts "$root/$1/")
+  rm -rf "$root/$1/rust/proto/target" "$root/$1/rust/proto/fuzz/target"
+  find "$root/$1" \( -name '*.o' -o -name '*.ko' -o -name '.*.cmd' -o -name 'bindings_generated.rs' \) -delete
+}
+
+# module DEST: README's user path in the trixie machine.
+module() {
+  local dest=$1 m=build/rpcrdma-rs
+  machine
+  copy_source "$m"
+  in_root bash "/$m/scripts/kernel-tree.sh" --release "$rel" --build
+  cp "$root/$m/rpcrdma_rs.ko" "$dest"
+}
+
+# dkms: dkms.conf's path in the trixie machine: add, build, check, remove.
+dkms_build() {
+  local m=usr/src/rpcrdma-rs-0.1 ko
+  machine
+  in_root dkms remove rpcrdma-rs/0.1 --all > /dev/null 2>&1 || true
+  copy_source "$m"
+  in_root dkms add rpcrdma-rs/0.1
+  in_root dkms build rpcrdma-rs/0.1 -k "$rel"
+  ko=$(find "$root/var/lib/dkms/rpcrdma-rs/0.1/$rel" -name 'rpcrdma_rs.ko*' | head -1)
+  [ -n "$ko" ] || die "dkms left no rpcrdma_rs.ko"
+  log "dkms built $ko"
+  in_root dkms remove rpcrdma-rs/0.1 --all > /dev/null
+}
+
+# The image and its modules, downloaded (scripts/lib.sh fetch_debs: a
+# private apt view of trixie-backports) and unpacked under the cache.
+fetch_boot() {
+  local p pkgs=("linux-binary-$rel" "linux-modules-$rel")
+  fetch_debs "$debs" "${pkgs[@]}"
+  for p in "${pkgs[@]}"; do
+    [ -f "$unpacked/.$p" ] && continue
+    mkdir -p "$unpacked"
+    dpkg-deb -x "$(ls "$debs/${p}_"*.deb | head -1)" "$unpacked"
+    touch "$unpacked/.$p"
+  done
+}
+
+# guest: the stock vmlinuz, a small initramfs that mounts the 9p root (the
+# stock kernel has 9p as modules), and its modules indexed by depmod.
+guest() {
+  fetch_boot
+  local mods=$unpacked/usr/lib/modules/$rel g=$top/guest-$rel
+  [ -f "$mods/vmlinuz" ] || die "no vmlinuz in the $rel packages"
+  if [ ! -f "$g/.done" ]; then
+    log "stock guest files for $rel: module tree and initramfs"
+    rm -rf "$g"; mkdir -p "$g/modroot/lib/modules"
+    cp -al "$mods" "$g/modroot/lib/modules/$rel"
+    depmod -b "$g/modroot" "$rel"
+    initramfs "$g/modroot/lib/modules/$rel" "$g/initrd.cpio.gz"
+    touch "$g/.done"
+  fi
+  echo "$mods/vmlinuz $g/initrd.cpio.gz $g/modroot"
+}
+
+# initramfs MODDIR OUT: busybox, the 9p modules (with what they need, in
+# load order, uncompressed) and an /init that mounts the root the kernel
+# command line names and switches to the init it names.
+initramfs() {
+  local moddir=$1 out=$2 d m dep path deps base want=(9pnet_virtio 9p) list=()
+  # busybox-static's: nothing else goes into the initramfs.
+  local bb=/bin/busybox
+  [ -x "$bb" ] || die "busybox missing: run scripts/setup-host.sh"
+  d=$(mktemp -d)
+  mkdir -p "$d/bin" "$d/lib" "$d/proc" "$d/sys" "$d/dev" "$d/newroot"
+  cp "$bb" "$d/bin/busybox"
+  for m in "${want[@]}"; do
+    path=$(awk -F: -v m="/$m.ko.xz" 'substr($1, length($1) - length(m) + 1) == m { print $1 }' "$moddir/modules.dep")
+    [ -n "$path" ] || die "module $m not in $moddir/modules.dep"
+    deps=$(awk -F: -v p="$path" '$1 == p { print $2 }' "$moddir/modules.dep")
+    # modules.dep lists what a module needs, the deepest last.
+    for dep in $(printf '%s\n' $deps | tac) "$path"; do
+      case " ${list[*]} " in *" $dep "*) ;; *) list+=("$dep") ;; esac
+    done
+  done
+  : > "$d/modules"
+  for m in "${list[@]}"; do
+    base=$(basename "$m" .xz)
+    xz -dc "$moddir/$m" > "$d/lib/$base"
+    echo "$base" >> "$d/modules"
+  done
+  cat > "$d/init" <<'INIT'
+#!/bin/busybox sh
+# rpcrdma-rs stock-kernel initramfs: load the 9p modules, mount the root
+# named by root= and rootflags= (read-only), and hand over to init=.
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+for m in $(cat /modules); do insmod "/lib/$m" || echo "initramfs: insmod $m failed"; done
+for arg in $(cat /proc/cmdline); do
+  case "$arg" in
+    root=*) root=${arg#root=} ;;
+    rootflags=*) flags=${arg#rootflags=} ;;
+    init=*) init=${arg#init=} ;;
+  esac
+done
+if ! mount -t 9p -o "ro,$flags" "$root" /newroot; then
+  echo "initramfs: cannot mount $root"; poweroff -f
+fi
+umount /dev /sys /proc
+exec switch_root /newroot "$init"
+INIT
+  chmod +x "$d/init"
+  (cd "$d" && find . | cpio -o -H newc --quiet | gzip -1) > "$out"
+  rm -rf "$d"
+}
+
+case "${1:-}" in
+  module) [ -n "${2:-}" ] || die "usage: $0 module DEST"; module "$2" ;;
+  dkms) dkms_build ;;
+  guest) guest ;;
+  *) die "usage: $0 module DEST | dkms | guest" ;;
+esac
