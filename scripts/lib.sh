@@ -90,13 +90,15 @@ kernel_fragments() {
   esac
 }
 
-# Everything that changes the built kernel goes into its cache key.
+# Everything that changes the built kernel goes into its cache key: the
+# fragments' options (not their comments or order), the source and the
+# toolchain.
 kernel_cache_key() {
-  local f
   {
     kernel_line
     kernel_src_version
-    for f in $(kernel_fragments); do cat "$f"; done
+    # shellcheck disable=SC2046
+    grep -hvE '^[[:space:]]*(#|$)' $(kernel_fragments) | sort
     rustc --version; bindgen --version 2>&1; "clang-$LLVM_VERSION" --version | head -1
   } | sha256sum | cut -c1-16
 }
