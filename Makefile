@@ -46,7 +46,7 @@ export LIBCLANG_PATH ?= /usr/lib/llvm-$(LLVM_VERSION)/lib
 # Without KDIR=, the module builds against the cached test kernel.
 ifeq ($(origin KDIR),undefined)
 KERNEL_DEP := kernel
-KDIR = $(shell bash scripts/build-kernel.sh --path)
+KDIR = $(shell RDMARS_LINE=$(RDMARS_LINE) bash scripts/build-kernel.sh --path)
 endif
 
 .PHONY: all demo check check-all debug-check soak long-check bench ab profile setup kernel module peer unit selftests fuzz clippy clean

@@ -21,6 +21,16 @@
 // Newer bindgen output trips this lint, which rustc before 1.88 (the one
 // Debian builds its 7.x kernels with) does not know.
 #![allow(unknown_lints, unnecessary_transmutes)]
+// Lints newer kernels' clippy set enables beyond clippy::all, which bindgen
+// output does not follow.
+#![allow(
+    clippy::as_ptr_cast_mut,
+    clippy::as_underscore,
+    clippy::cast_lossless,
+    clippy::ptr_as_ptr,
+    clippy::ptr_cast_constness,
+    clippy::ref_as_ptr
+)]
 
 use kernel::ffi;
 

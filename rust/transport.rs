@@ -306,7 +306,7 @@ impl RdmaXprt {
     }
 
     fn cookie(&self) -> *mut c_void {
-        (self as *const Self).cast_mut().cast()
+        core::ptr::from_ref(self).cast_mut().cast()
     }
 
     fn endpoint(&self) -> Option<Arc<Endpoint>> {
@@ -1123,7 +1123,7 @@ impl EpShared {
             if left <= 0 {
                 return Err(errno::ETIMEDOUT());
             }
-            match self.changed.wait_interruptible_timeout(&mut g, left as _) {
+            match self.changed.wait_interruptible_timeout(&mut g, left as kernel::ffi::c_ulong) {
                 kernel::sync::CondVarTimeoutResult::Woken { jiffies } => left = jiffies as i64,
                 kernel::sync::CondVarTimeoutResult::Timeout => left = 0,
                 kernel::sync::CondVarTimeoutResult::Signal { .. } => return Err(ERESTARTSYS),

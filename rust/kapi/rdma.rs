@@ -364,7 +364,7 @@ impl SendWriter<'_> {
         // SAFETY: the device is valid while the connection exists; the
         // caller vouches for the page (a page of the RPC's send buffer, which
         // the RPC keeps until its `PagesInFlight` is waited for).
-        let dma = unsafe { sys::rpcrdma_rs_dma_map_page(self.device, page.0, offset as _, len as usize) };
+        let dma = unsafe { sys::rpcrdma_rs_dma_map_page(self.device, page.0, offset as kernel::ffi::c_ulong, len as usize) };
         // SAFETY: as above.
         if unsafe { sys::rpcrdma_rs_dma_mapping_error(self.device, dma) } != 0 {
             return Err(EIO);
@@ -693,7 +693,7 @@ impl<T: ConnHandler> Connection<T> {
             }),
             GFP_KERNEL,
         )?;
-        let ctx = (&*inner as *const Inner<T>).cast_mut().cast::<c_void>();
+        let ctx = ptr::from_ref::<Inner<T>>(&*inner).cast_mut().cast::<c_void>();
         // SAFETY: `ctx` points to the pinned `Inner`, which outlives the id:
         // `Drop` destroys the id (waiting for running handlers) before freeing
         // it. `net` is valid per the caller.
@@ -718,17 +718,20 @@ impl<T: ConnHandler> Connection<T> {
     /// `dst` must point to a valid socket address for the duration of the call.
     pub(crate) unsafe fn resolve_addr(&self, dst: *const sys::sockaddr, timeout_ms: u32) -> Result {
         // SAFETY: the id is valid (type invariant) and `dst` per the caller.
-        to_result(unsafe { sys::rdma_resolve_addr(self.inner.id, ptr::null_mut(), dst, timeout_ms as _) })
+        to_result(unsafe { sys::rdma_resolve_addr(self.inner.id, ptr::null_mut(), dst, timeout_ms as kernel::ffi::c_ulong) })
     }
 
     /// Starts resolving the route; the outcome arrives as
     /// [`CmEvent::RouteResolved`] or [`CmEvent::RouteError`].
     pub(crate) fn resolve_route(&self, timeout_ms: u32) -> Result {
         // SAFETY: the id is valid (type invariant).
-        to_result(unsafe { sys::rdma_resolve_route(self.inner.id, timeout_ms as _) })
+        to_result(unsafe { sys::rdma_resolve_route(self.inner.id, timeout_ms as kernel::ffi::c_ulong) })
     }
 
     /// The resolved device's capabilities (after [`CmEvent::AddrResolved`]).
+    // The limits are ints on 6.12 and u32s on 7.x: converting them is a
+    // no-op on one line only.
+    #[allow(clippy::useless_conversion)]
     pub(crate) fn device_caps(&self) -> Result<DeviceCaps> {
         // SAFETY: the id is valid; `device` is set by address resolution and
         // stays valid while the id holds it.
@@ -773,7 +776,7 @@ impl<T: ConnHandler> Connection<T> {
         }
         let send_wrs = u32::try_from(cfg.send_wrs.max(cfg.send_bufs)).map_err(|_| EINVAL)?;
         let recv_wrs = u32::try_from(cfg.recv_bufs).map_err(|_| EINVAL)?;
-        let ctx = (inner as *const Inner<T>).cast_mut().cast::<c_void>();
+        let ctx = ptr::from_ref::<Inner<T>>(inner).cast_mut().cast::<c_void>();
         inner.recv_cache = Some(cache.clone());
 
         // SAFETY: `device` is valid while the id holds it.

@@ -212,7 +212,7 @@ impl<D: Default> SlotTable<D> {
     pub(crate) fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
         let Some(slot) = self.slot_of(rqst) else { return false };
         let (call, reply) = (rqst.get().rq_callsize, rqst.get().rq_rcvsize);
-        if call.checked_add(reply).map_or(true, |n| n > SLOT_BUFFER) {
+        if !matches!(call.checked_add(reply), Some(n) if n <= SLOT_BUFFER) {
             return false;
         }
         let base = slot.buffer.get().cast::<u8>();
@@ -818,7 +818,7 @@ impl<'a> Xprt<'a> {
             x.connect_cookie = x.connect_cookie.wrapping_add(1);
             x.stat.connect_count = x.stat.connect_count.wrapping_add(1);
             let now = core::ptr::read_volatile(&raw const sys::jiffies);
-            x.stat.connect_time = x.stat.connect_time.wrapping_add(now.wrapping_sub(x.stat.connect_start) as _);
+            x.stat.connect_time = x.stat.connect_time.wrapping_add(now.wrapping_sub(x.stat.connect_start));
         }
     }
 

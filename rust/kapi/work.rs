@@ -49,7 +49,7 @@ impl<T: DelayedWorkItem<ID>, const ID: u64> DelayedWork<T, ID> {
         // SAFETY: the work is not queued yet (it cannot be before `init`), and
         // `owner` is pinned for as long as the work exists.
         unsafe {
-            *this.owner.get() = &*owner as *const T;
+            *this.owner.get() = core::ptr::from_ref::<T>(&*owner);
             sys::rpcrdma_rs_init_delayed_work(this.raw.get(), Some(run::<T, ID>));
         }
     }
@@ -57,7 +57,7 @@ impl<T: DelayedWorkItem<ID>, const ID: u64> DelayedWork<T, ID> {
     /// Queues the work to run after `delay` jiffies (no-op if queued).
     pub(crate) fn queue(&self, delay: u64) {
         // SAFETY: initialised by `init` (callers queue only after it).
-        unsafe { sys::rpcrdma_rs_queue_long_delayed(self.raw.get(), delay as _) };
+        unsafe { sys::rpcrdma_rs_queue_long_delayed(self.raw.get(), delay as kernel::ffi::c_ulong) };
     }
 
     /// Cancels the work and waits for a running callback to finish.

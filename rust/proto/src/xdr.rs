@@ -98,8 +98,8 @@ impl<'a> XdrReader<'a> {
     /// Decodes an unsigned 64-bit hyper integer.
     #[inline]
     pub fn u64(&mut self) -> Result<u64, XdrError> {
-        let hi = self.u32()? as u64;
-        let lo = self.u32()? as u64;
+        let hi = u64::from(self.u32()?);
+        let lo = u64::from(self.u32()?);
         Ok(hi << 32 | lo)
     }
 
@@ -204,7 +204,7 @@ impl<'a> XdrWriter<'a> {
 
     /// Encodes a boolean.
     pub fn put_bool(&mut self, v: bool) -> Result<(), XdrError> {
-        self.put_u32(v as u32)
+        self.put_u32(u32::from(v))
     }
 
     /// Encodes fixed-length opaque data plus zero padding.
