@@ -101,58 +101,31 @@ check_good() {
   [ "$(rdma_xprt_field 11)" -gt 0 ] || bad good "no Read chunk went to the peer"
   [ "$(rdma_xprt_field 12)" -gt 0 ] || bad good "no Write chunk offered to the peer"
 }
-check_write-chunk-foreign() {
-  local got; got=$(read_file peer.dat)
-  [ "$got" = EIO ] || [ "$got" = "$want" ] || bad write-chunk-foreign "a READ returned wrong data ($got)"
-  [ "$(read_file peer.dat)" = "$want" ] || bad write-chunk-foreign "data wrong after the bad reply"
-  if [ "$XPRT_MOD" = rpcrdma_rs ]; then
-    [ "$got" = EIO ] || bad write-chunk-foreign "the READ with a foreign Write chunk did not fail"
-    moved || bad write-chunk-foreign "bad_replies did not move"
-    dmesg_s | grep -q 'does not match the one offered' || bad write-chunk-foreign "no dmesg line"
-  fi
-}
-check_write-chunk-long() {
-  local got; got=$(read_file peer.dat)
-  [ "$got" = EIO ] || [ "$got" = "$want" ] || bad write-chunk-long "a READ returned wrong data ($got)"
-  [ "$(read_file peer.dat)" = "$want" ] || bad write-chunk-long "data wrong after the bad reply"
-  if [ "$XPRT_MOD" = rpcrdma_rs ]; then
-    [ "$got" = EIO ] || bad write-chunk-long "the READ with an overlong Write chunk did not fail"
-    moved || bad write-chunk-long "bad_replies did not move"
-  fi
-}
-# The reason for a bad chunk is in a rate-limited message (one per 5 s):
-# the scenarios that check it wait that long after the one before.
-check_write-chunk-extra() {
-  local got
+# check_bad_chunk SCENARIO WHY WHAT: the first READ (write-chunk-*) or
+# READDIR (reply-chunk-*) whose chunk came back WHAT fails, or, over a
+# client that does not check, at least never returns wrong data; the next
+# one is right; and rpcrdma_rs says WHY. The reason is in a rate-limited
+# message (one per 5 s): each check waits that long after the one before.
+check_bad_chunk() {
+  local got fetch=(read_file peer.dat) expect=$want op=READ
+  case "$1" in reply-chunk-*) fetch=(list_dir) expect=$want_dir op=READDIR ;; esac
   sleep 5
-  got=$(read_file peer.dat)
-  [ "$got" = EIO ] || [ "$got" = "$want" ] || bad write-chunk-extra "a READ returned wrong data ($got)"
-  [ "$(read_file peer.dat)" = "$want" ] || bad write-chunk-extra "data wrong after the bad reply"
+  got=$("${fetch[@]}")
+  [ "$got" = EIO ] || [ "$got" = "$expect" ] || bad "$1" "a $op returned wrong data ($got)"
+  [ "$("${fetch[@]}")" = "$expect" ] || bad "$1" "$op wrong or failed after the bad reply"
   if [ "$XPRT_MOD" = rpcrdma_rs ]; then
-    [ "$got" = EIO ] || bad write-chunk-extra "the READ with an extra Write chunk segment did not fail"
-    moved || bad write-chunk-extra "bad_replies did not move"
-    dmesg_s | grep -q 'TooManySegments' || bad write-chunk-extra "no dmesg line"
-  fi
-}
-# check_reply_chunk SCENARIO WHY: the first listing fails (or, over a
-# client that does not check, is at least never wrong), the next one is
-# right, and rpcrdma_rs says WHY.
-check_reply_chunk() {
-  local got
-  sleep 5
-  got=$(list_dir)
-  [ "$got" = EIO ] || [ "$got" = "$want_dir" ] || bad "$1" "a READDIR returned a wrong listing"
-  [ "$(list_dir)" = "$want_dir" ] || bad "$1" "listing wrong or failed after the bad reply"
-  if [ "$XPRT_MOD" = rpcrdma_rs ]; then
-    [ "$got" = EIO ] || bad "$1" "the READDIR whose Reply chunk was $3 did not fail"
+    [ "$got" = EIO ] || bad "$1" "the $op whose chunk $3 did not fail"
     moved || bad "$1" "bad_replies did not move"
     dmesg_s | grep -q "does not match the one offered ($2" || bad "$1" "no dmesg line naming $2"
   fi
 }
-check_reply-chunk-gap() { check_reply_chunk reply-chunk-gap Gap "returned with a gap"; }
-check_reply-chunk-swapped() { check_reply_chunk reply-chunk-swapped ForeignSegment "reordered"; }
-check_reply-chunk-repeated() { check_reply_chunk reply-chunk-repeated ForeignSegment "naming a handle twice"; }
-check_reply-chunk-long() { check_reply_chunk reply-chunk-long TooLong "longer than offered"; }
+check_write-chunk-foreign() { check_bad_chunk write-chunk-foreign ForeignSegment "named a foreign handle"; }
+check_write-chunk-long() { check_bad_chunk write-chunk-long TooLong "was longer than offered"; }
+check_write-chunk-extra() { check_bad_chunk write-chunk-extra TooManySegments "had an extra segment"; }
+check_reply-chunk-gap() { check_bad_chunk reply-chunk-gap Gap "had a gap"; }
+check_reply-chunk-swapped() { check_bad_chunk reply-chunk-swapped ForeignSegment "was reordered"; }
+check_reply-chunk-repeated() { check_bad_chunk reply-chunk-repeated ForeignSegment "named a handle twice"; }
+check_reply-chunk-long() { check_bad_chunk reply-chunk-long TooLong "was longer than offered"; }
 check_inv-stale() {
   local i
   for i in 1 2 3 4; do
