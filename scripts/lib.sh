@@ -37,13 +37,16 @@ apt_private() {
     -o APT::Get::List-Cleanup=0 -o APT::Sandbox::User=root "$@"
 }
 
+# deb_file DIR PKG: the path of PKG's .deb in DIR (empty if none).
+deb_file() { ls "$1/${2}_"*.deb 2> /dev/null | head -1; }
+
 # fetch_debs DIR PKG...: the packages' .debs from trixie-backports in DIR
 # (downloaded once).
 fetch_debs() {
   local dir=$1 p missing=(); shift
   mkdir -p "$dir"
   for p in "$@"; do
-    ls "$dir/${p}_"*.deb > /dev/null 2>&1 || missing+=("$p")
+    [ -n "$(deb_file "$dir" "$p")" ] || missing+=("$p")
   done
   [ ${#missing[@]} -gt 0 ] || return 0
   log "apt (private, trixie-backports): downloading ${missing[*]}"
@@ -56,7 +59,7 @@ fetch_debs() {
 kernel_src_version() {
   case "$(kernel_line)" in
     6.12) dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null || echo none ;;
-    7.3) fetch_debs "$CACHE_DIR/debs" linux-source-7.3 && ls "$CACHE_DIR/debs/"linux-source-7.3_*.deb | head -1 | sed 's/.*_\(.*\)_all.deb/\1/' ;;
+    7.3) fetch_debs "$CACHE_DIR/debs" linux-source-7.3 && deb_file "$CACHE_DIR/debs" linux-source-7.3 | sed 's/.*_\(.*\)_all.deb/\1/' ;;
   esac
 }
 
@@ -69,7 +72,7 @@ kernel_src_extract() {
       tar -xJf /usr/src/linux-source-6.12.tar.xz -C "$1" --strip-components=1 ;;
     7.3)
       fetch_debs "$CACHE_DIR/debs" linux-source-7.3
-      dpkg-deb --fsys-tarfile "$(ls "$CACHE_DIR/debs/"linux-source-7.3_*.deb | head -1)" |
+      dpkg-deb --fsys-tarfile "$(deb_file "$CACHE_DIR/debs" linux-source-7.3)" |
         tar -xO ./usr/src/linux-source-7.3.tar.xz | tar -xJ -C "$1" --strip-components=1 ;;
   esac
 }

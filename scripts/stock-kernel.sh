@@ -79,12 +79,13 @@ machine() {
   echo "$want" > "$root/.rpcrdma-rs-complete"
 }
 
-# copy_source DIR: this working tree's module source into DIR of the chroot.
+# copy_source DIR: this working tree's module source into DIR of the chroot,
+# without what builds leave in it (cargo's targets alone are hundreds of MB).
 copy_source() {
   rm -rf "${root:?}/$1"; mkdir -p "$root/$1"
-  (cd "$repo" && cp -a Kbuild probes.mk Makefile dkms.conf rust scripts "$root/$1/")
-  rm -rf "$root/$1/rust/proto/target" "$root/$1/rust/proto/fuzz/target"
-  find "$root/$1" \( -name '*.o' -o -name '*.ko' -o -name '.*.cmd' -o -name 'bindings_generated.rs' \) -delete
+  tar -C "$repo" --exclude=target --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' \
+    --exclude=bindings_generated.rs -cf - Kbuild probes.mk Makefile dkms.conf rust scripts |
+    tar -C "$root/$1" -xf -
 }
 
 # module DEST: README's user path in the trixie machine.
@@ -118,7 +119,7 @@ fetch_boot() {
   for p in "${pkgs[@]}"; do
     [ -f "$unpacked/.$p" ] && continue
     mkdir -p "$unpacked"
-    dpkg-deb -x "$(ls "$debs/${p}_"*.deb | head -1)" "$unpacked"
+    dpkg-deb -x "$(deb_file "$debs" "$p")" "$unpacked"
     touch "$unpacked/.$p"
   done
 }

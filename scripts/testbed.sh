@@ -63,8 +63,7 @@ if [ "${RDMARS_KERNEL:-regular}" = stock ]; then
     die "the stock kernel's guest files are missing"
   kver=$(stock_release)
   initrd=(-initrd "$initrd_file")
-  [ "$(modinfo -F vermagic "$ko" | cut -d' ' -f1)" = "$kver" ] ||
-    die "$ko is not built for $kver: run 'scripts/stock-kernel.sh module FILE' and set RDMARS_KO=FILE"
+  build_hint="run 'scripts/stock-kernel.sh module FILE' and set RDMARS_KO=FILE"
 else
   kdir=$(cached_kernel) || true
   [ -n "$kdir" ] || die "no cached kernel: run 'make kernel' first"
@@ -72,8 +71,7 @@ else
   [ -f "$image" ] || die "$image missing: run 'make kernel' (RDMARS_KERNEL=${RDMARS_KERNEL:-regular})"
   kver=$(cat "$kdir/include/config/kernel.release")
   base_modroot=$kdir/modroot
-  [ "$(modinfo -F vermagic "$ko" | cut -d' ' -f1)" = "$kver" ] ||
-    die "$ko is not built for the test kernel $kver: run 'make module' first"
+  build_hint="run 'make module' first"
   # Both test kernels are the same release, but a module built for one does
   # not load into the other; the debug kernel's KASAN is what tells them apart.
   # grep reads all of nm's output: with -q it would stop at the first match,
@@ -82,6 +80,7 @@ else
   [ "$built_for" = "${RDMARS_KERNEL:-regular}" ] ||
     die "$ko was built for the $built_for kernel: run 'RDMARS_KERNEL=${RDMARS_KERNEL:-regular} make module' first"
 fi
+[ "$(modinfo -F vermagic "$ko" | cut -d' ' -f1)" = "$kver" ] || die "$ko is not built for $kver: $build_hint"
 
 mkdir -p "$CACHE_DIR/runs"
 # Keep the ten most recent run directories for post-mortems.
@@ -89,9 +88,10 @@ find "$CACHE_DIR/runs" -mindepth 1 -maxdepth 1 -type d | sort -r | tail -n +11 |
 run=$(mktemp -d "$CACHE_DIR/runs/$(date +%Y%m%d-%H%M%S)-XXXX")
 mkdir -p "$run/share"
 
-# The guests' module tree: the kernel's modules plus ours, indexed by depmod
-# (the stock tree's 130 MB are hard links into the cache).
-if [ "${RDMARS_KERNEL:-regular}" = stock ]; then cp -al "$base_modroot" "$run/modroot"; else cp -a "$base_modroot" "$run/modroot"; fi
+# The guests' module tree: the kernel's modules plus ours, indexed by depmod.
+# Hard links into the cache (the stock tree alone is 130 MB): nothing writes
+# to those files, and depmod replaces its indexes rather than rewriting them.
+cp -al "$base_modroot" "$run/modroot"
 mkdir -p "$run/modroot/lib/modules/$kver/extra"
 cp "$ko" "$run/modroot/lib/modules/$kver/extra/rpcrdma_rs.ko"
 depmod -b "$run/modroot" "$kver"

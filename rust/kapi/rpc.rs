@@ -207,8 +207,8 @@ impl<D: Default> SlotTable<D> {
 
     /// `buf_alloc`: points the call and reply buffers of `rqst` (sized by
     /// SUNRPC in `rq_callsize` and `rq_rcvsize`) into its slot's own
-    /// buffer, call first, as SUNRPC lays them out. False if `rqst` is not one of
-    /// this table's or they do not fit.
+    /// buffer, call first, as SUNRPC lays them out. False if `rqst` is not
+    /// one of this table's or they do not fit.
     pub(crate) fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
         let Some(slot) = self.slot_of(rqst) else { return false };
         let (call, reply) = (rqst.get().rq_callsize, rqst.get().rq_rcvsize);
