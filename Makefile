@@ -16,7 +16,7 @@
 #                   hit callbacks in flight, every selftest over the C
 #                   client (the hostile peer included), fuzzing
 #   make check-all  make check with every selftest on every supported kernel
-#                   line (the test kernel and Debian's stock 7.3 image)
+#                   line (both test kernels and Debian's stock 7.3 image)
 #   make debug-check  make check on the debug kernel (RDMARS_KERNEL=debug)
 #   make soak       an hour (SOAK_SECONDS) of mixed load, then umount and
 #                   rmmod: slab back where it started (RDMARS_KERNEL=debug
@@ -95,7 +95,7 @@ profile:
 	bash scripts/profile.sh --rounds $(or $(PROFILE_ROUNDS),2) --iodepth $(or $(PROFILE_IODEPTH),64) $(if $(OLD),--old $(OLD))
 
 check-all:
-	RDMARS_STOCK_TESTS=all bash scripts/check.sh
+	RDMARS_OTHER_LINES="6.12 7.3" RDMARS_STOCK_TESTS=all bash scripts/check.sh
 
 # The whole suite on the debug kernel (KASAN, lockdep, kmemleak, ...).
 debug-check:
