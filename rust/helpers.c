@@ -275,9 +275,10 @@ struct dentry *rpcrdma_rs_debugfs_dir(void)
 	return debugfs_create_dir("rpcrdma_rs", NULL);
 }
 
-void rpcrdma_rs_debugfs_u64(struct dentry *dir, const char *name, u64 *value)
+void rpcrdma_rs_debugfs_u64(struct dentry *dir, const char *name, u64 *value,
+		bool writable)
 {
-	debugfs_create_u64(name, 0444, dir, value);
+	debugfs_create_u64(name, writable ? 0600 : 0444, dir, value);
 }
 
 void rpcrdma_rs_debugfs_exit(struct dentry *dir)

@@ -105,7 +105,8 @@ void rpcrdma_rs_buf_free(struct rpc_task *task);
 /* debugfs counters (rpcrdma_rs/ in debugfs), values owned by Rust */
 struct dentry;
 struct dentry *rpcrdma_rs_debugfs_dir(void);
-void rpcrdma_rs_debugfs_u64(struct dentry *dir, const char *name, u64 *value);
+void rpcrdma_rs_debugfs_u64(struct dentry *dir, const char *name, u64 *value,
+		bool writable);
 void rpcrdma_rs_debugfs_exit(struct dentry *dir);
 
 /* module parameters (params.c) */

@@ -82,6 +82,11 @@ impl kernel::Module for RpcRdma {
             (c_str!("sends_signalled"), &kapi::rdma::SENDS_SIGNALLED),
             (c_str!("sends_mapped"), &kapi::rdma::SENDS_MAPPED),
             (c_str!("recv_bufs_allocated"), &kapi::rdma::RECV_BUFS_ALLOCATED),
+            (c_str!("err_vers_sent"), &transport::ERR_VERS_SENT),
+            (c_str!("backward_replies_unsendable"), &transport::BACKWARD_REPLIES_UNSENDABLE),
+            (c_str!("invalidate_failures"), &transport::INVALIDATE_FAILURES),
+        ], &[
+            (c_str!("fail_local_inv"), &kapi::rdma::FAIL_LOCAL_INV),
         ]);
         Ok(RpcRdma { _class: class, _devices: devices, _debugfs: debugfs })
     }

@@ -95,6 +95,15 @@ pub(crate) static V1_FALLBACKS: AtomicU64 = AtomicU64::new(0);
 /// Transport characteristics messages (xcharext) received and applied,
 /// answered or refused (debugfs).
 pub(crate) static XCHAR_MESSAGES: AtomicU64 = AtomicU64::new(0);
+/// Messages in a protocol version the connection does not speak, answered
+/// with ERR_VERS (debugfs).
+pub(crate) static ERR_VERS_SENT: AtomicU64 = AtomicU64::new(0);
+/// Answers to backward calls (replies, RDMA_ERROR, xcharext responses)
+/// that could not be sent, each closing its connection (debugfs).
+pub(crate) static BACKWARD_REPLIES_UNSENDABLE: AtomicU64 = AtomicU64::new(0);
+/// LOCAL_INV requests that could not be posted, each closing its
+/// connection before the RPC completed (debugfs).
+pub(crate) static INVALIDATE_FAILURES: AtomicU64 = AtomicU64::new(0);
 
 /// The RPC-over-RDMA transport class.
 pub(crate) struct RdmaTransport;
@@ -125,7 +134,7 @@ impl xprt::TransportClass for RdmaTransport {
         };
         let netid = if v6 { c_str!("rdma6") } else { c_str!("rdma") };
         rpc::new_xprt::<RdmaXprt>(&create, crate::kapi::compat::this_module(), &p, netid, |x| {
-            let t = KBox::pin_init(RdmaXprt::new(x, p.max_slots)?, GFP_KERNEL)?;
+            let t = KBox::pin_init(RdmaXprt::new(x, p.max_slots, params::Settings::now())?, GFP_KERNEL)?;
             DelayedWork::<RdmaXprt>::init(t.as_ref());
             DelayedWork::<RdmaXprt, LIVENESS>::init(t.as_ref());
             // The transport stays pinned at this address until `destroy`.
@@ -262,6 +271,13 @@ pub(crate) struct RdmaXprt {
     receives_seen: AtomicU64,
     xprt: Xprt<'static>,
     max_requests: u32,
+    /// The parameters as they were when the transport was created.
+    settings: params::Settings,
+    /// Numbers the transport's connections (1, 2, ...).
+    generation: AtomicU64,
+    /// The connection whose replies may change SUNRPC's congestion window
+    /// (its generation; 0: none), shared with every connection.
+    window: Arc<SpinLock<u64>>,
     #[pin]
     ep: SpinLock<Option<Arc<Endpoint>>>,
     /// The task holding the connect lock, as SUNRPC's cookie.
@@ -282,17 +298,21 @@ pub(crate) struct RdmaXprt {
 }
 
 impl RdmaXprt {
-    fn new(xprt: Xprt<'static>, max_requests: u32) -> Result<impl PinInit<Self, Error>> {
+    fn new(xprt: Xprt<'static>, max_requests: u32, settings: params::Settings) -> Result<impl PinInit<Self, Error>> {
         let slots = Arc::new(SlotTable::new(max_requests as usize)?, GFP_KERNEL)?;
         let stats = Arc::new(Stats::default(), GFP_KERNEL)?;
         let bc = Arc::new(BcPool::new(BC_SLOTS)?, GFP_KERNEL)?;
         let recv_cache = Arc::pin_init(RecvCache::new(), GFP_KERNEL)?;
+        let window = Arc::pin_init(new_spinlock!(0, "rpcrdma_rs:window"), GFP_KERNEL)?;
         Ok(try_pin_init!(RdmaXprt {
             connect_work: DelayedWork::new(),
             liveness: DelayedWork::new(),
             receives_seen: AtomicU64::new(u64::MAX),
             xprt,
             max_requests,
+            settings,
+            generation: AtomicU64::new(0),
+            window,
             ep <- new_spinlock!(None, "rpcrdma_rs:ep"),
             connecting: AtomicBool::new(false),
             tried: AtomicBool::new(false),
@@ -315,6 +335,11 @@ impl RdmaXprt {
 
     fn disconnect(&self) {
         let ep = self.ep.lock().take();
+        if ep.is_some() {
+            // Its late replies no longer move the window (RFC 8166
+            // section 3.3.3: credits belong to a connection).
+            *self.window.lock() = 0;
+        }
         if let Some(ep) = ep.as_ref() {
             let shared = ep.shared();
             if shared.version.lock().probing() {
@@ -331,8 +356,16 @@ impl RdmaXprt {
     /// Establishes a new connection (connect worker).
     fn establish(&self) -> Result<Arc<Endpoint>> {
         let x = self.xprt;
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         let shared = Arc::pin_init(
-            EpShared::new(x, self.max_requests, self.slots.clone(), self.bc.clone(), self.stats.clone()),
+            EpShared::new(
+                x,
+                self.max_requests,
+                EpConfig { settings: self.settings, generation, window: self.window.clone() },
+                self.slots.clone(),
+                self.bc.clone(),
+                self.stats.clone(),
+            ),
             GFP_KERNEL,
         )?;
         // Visible to `shutdown` from now on; it aborts the waits below.
@@ -367,7 +400,7 @@ impl RdmaXprt {
             );
             return Err(ENOMEM);
         }
-        let (inline_send, inline_recv) = (params::max_inline_write(), params::max_inline_read());
+        let (inline_send, inline_recv) = (self.settings.inline_write, self.settings.inline_read);
         // Every outstanding call needs a Send and, with the backchannel, a
         // Receive; the device bounds both queues.
         // Each request may chain a REG_MR per region before its Send and a
@@ -652,9 +685,14 @@ impl DelayedWorkItem for RdmaXprt {
                     n.recv_threshold
                 );
                 // RFC 8166 section 3.3.3: credits do not outlive their
-                // connection; one credit until the peer says more.
-                self.slots.forget_cong(x);
-                x.reset_credits(1);
+                // connection; one credit until the peer says more. From
+                // now on only this connection's replies move the window.
+                {
+                    let mut owner = self.window.lock();
+                    *owner = ep.shared().cfg.generation;
+                    self.slots.forget_cong(x);
+                    x.reset_credits(1);
+                }
                 *self.ep.lock() = Some(ep);
                 x.count_connect();
                 x.set_connected();
@@ -732,8 +770,12 @@ impl RdmaXprt {
         let threshold = ep.shared().inline().0 as usize;
         let version = if ep.shared().is_v2() { Version::V2 } else { Version::V1 };
         if v1::MIN_MSG_HEADER_LEN + 4 + len > threshold {
-            pr_warn!("backchannel reply of {} bytes does not fit inline; dropped\n", len);
-            return Err(EIO);
+            // A reply we cannot send ends the connection (RFC 8166 section
+            // 4.5.4): the server learns at once that its call failed.
+            pr_warn!("backchannel reply of {} bytes does not fit inline: closing the connection\n", len);
+            BACKWARD_REPLIES_UNSENDABLE.fetch_add(1, Ordering::Relaxed);
+            rpc::Transport::close(self, x);
+            return Err(errno::ENOTCONN());
         }
         let xid = u32::from_be(rqst.xid_be());
         let epoch = ep.conn.release_epoch();
@@ -770,7 +812,7 @@ impl rpc::Transport for RdmaXprt {
 
     fn bc_maxpayload(&self, _x: Xprt<'_>) -> usize {
         // Backward calls and replies travel inline, in one page each side.
-        let inline = params::max_inline_read().min(params::max_inline_write()).min(PAGE);
+        let inline = self.settings.inline_read.min(self.settings.inline_write).min(PAGE);
         match self.ep.lock().as_ref() {
             Some(ep) => {
                 let (send, recv) = ep.shared().inline();
@@ -947,8 +989,6 @@ impl rpc::Transport for RdmaXprt {
     fn print_stats(&self, x: Xprt<'_>, out: &mut StatsWriter<'_>) {
         let st = x.stat();
         let hz = u64::from(sys::HZ);
-        let ep = self.endpoint();
-        let shared = ep.as_ref().map(|e| e.shared());
         let c = stats::Counters {
             bind_count: st.bind_count,
             connect_count: st.connect_count,
@@ -961,8 +1001,7 @@ impl rpc::Transport for RdmaXprt {
             bklog_u: st.bklog_u,
             pullup_copy_count: self.stats.pullup_copy.load(Ordering::Relaxed),
             failed_marshal_count: self.stats.failed_marshal.load(Ordering::Relaxed),
-            bad_reply_count: self.stats.bad_reply.load(Ordering::Relaxed)
-                + shared.map_or(0, |s| s.bad_reply.load(Ordering::Relaxed)),
+            bad_reply_count: self.stats.bad_reply.load(Ordering::Relaxed),
             empty_sendctx_q: self.stats.empty_sendctx_q.load(Ordering::Relaxed),
             total_rdma_request: self.stats.total_rdma_request.load(Ordering::Relaxed),
             total_rdma_reply: self.stats.total_rdma_reply.load(Ordering::Relaxed),
@@ -1012,6 +1051,7 @@ enum CmState {
 #[pin_data]
 struct EpShared {
     xprt: Xprt<'static>,
+    cfg: EpConfig,
     #[pin]
     state: SpinLock<(CmState, Option<cm::Negotiated>)>,
     #[pin]
@@ -1022,7 +1062,9 @@ struct EpShared {
     disconnecting: AtomicBool,
     /// The transport is going away: connection setup stops waiting.
     aborted: AtomicBool,
-    bad_reply: AtomicU64,
+    /// Credits the next grant is reduced by: messages of ours that took a
+    /// server Receive and get no reply (ROPT_INITXCH).
+    grant_debt: AtomicU32,
     mr_pages: AtomicU32,
     send_sges: AtomicU32,
     slots: Arc<SlotTable<ReqState>>,
@@ -1051,6 +1093,16 @@ struct EpShared {
     peer_xch: SpinLock<Characteristics>,
 }
 
+/// What a connection takes from its transport when it is set up.
+struct EpConfig {
+    /// The transport's parameters (never the live module parameters).
+    settings: params::Settings,
+    /// This connection's number in its transport.
+    generation: u64,
+    /// The transport's window owner ([`RdmaXprt::window`]).
+    window: Arc<SpinLock<u64>>,
+}
+
 /// The version number `v` has settled on, or 0 (for [`EpShared::settled`]).
 fn settled_number(v: &ConnVersion) -> u32 {
     match v {
@@ -1066,13 +1118,15 @@ impl EpShared {
     fn new(
         xprt: Xprt<'static>,
         max_requests: u32,
+        cfg: EpConfig,
         slots: Arc<SlotTable<ReqState>>,
         bc: Arc<BcPool>,
         stats: Arc<Stats>,
     ) -> impl PinInit<Self, Error> {
         let server_key = vers::server_key(xprt.peer_bytes());
-        let start = vers::start(server_key, params::max_inline_read());
+        let start = vers::start(server_key, cfg.settings.versions, cfg.settings.inline_read);
         try_pin_init!(EpShared {
+            cfg,
             settled: AtomicU32::new(settled_number(&start)),
             inline_cache: AtomicU64::new(0),
             version <- new_spinlock!(start, "rpcrdma_rs:version"),
@@ -1086,7 +1140,7 @@ impl EpShared {
             credits: AtomicU32::new(1),
             disconnecting: AtomicBool::new(false),
             aborted: AtomicBool::new(false),
-            bad_reply: AtomicU64::new(0),
+            grant_debt: AtomicU32::new(0),
             mr_pages: AtomicU32::new(1),
             send_sges: AtomicU32::new(plan::MIN_SEND_SGES),
             slots,
@@ -1152,7 +1206,8 @@ impl EpShared {
                 // Send buffers hold. Replies: the 4096 default the server
                 // assumes of us, though our buffers may be larger.
                 let d = Version::V2.default_inline_threshold();
-                (peer.rbsiz.min(params::max_inline_write()), d.min(params::max_inline_read()))
+                let s = &self.cfg.settings;
+                (peer.rbsiz.min(s.inline_write), d.min(s.inline_read))
             }
             _ => {
                 let d = v2::NEGOTIATION_MAX_MESSAGE;
@@ -1195,8 +1250,82 @@ impl EpShared {
 
     /// A reply was dropped or failed its RPC as malformed or unexpected.
     fn count_bad_reply(&self) {
-        self.bad_reply.fetch_add(1, Ordering::Relaxed);
+        // In the transport's statistics, which outlive the connection: the
+        // mountstats count only grows.
+        self.stats.bad_reply.fetch_add(1, Ordering::Relaxed);
         BAD_REPLIES.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Applies the server's credit grant from a reply that matched one of
+    /// our calls (RFC 8166 section 3.3): from no other message, and only
+    /// while this connection owns the transport's window, so that a late
+    /// reply of an old connection cannot change the new one's.
+    fn grant(&self, credits: u32) {
+        let max = self.max_requests.load(Ordering::Relaxed);
+        let mut grant = credits::sanitize_grant(credits, max);
+        if self.grant_debt.load(Ordering::Relaxed) != 0 {
+            let debt = self.grant_debt.swap(0, Ordering::Relaxed);
+            grant = grant.saturating_sub(debt).max(1);
+        }
+        // The grant rarely changes: look before taking the lock.
+        if self.credits.load(Ordering::Relaxed) == grant {
+            return;
+        }
+        let owner = self.cfg.window.lock();
+        if *owner == self.cfg.generation {
+            self.credits.store(grant, Ordering::Relaxed);
+            self.xprt.set_credits(grant);
+        }
+        drop(owner);
+    }
+
+    /// Sends a message that answers the server (a backward reply or error,
+    /// an xcharext response). One we cannot send closes the connection
+    /// (RFC 8166 section 4.5.4) rather than leave the server waiting.
+    fn send_answer(&self, conn: &Live<'_, Self>, what: &str, encode: impl FnOnce(&mut [u8]) -> Result<usize>) -> bool {
+        match conn.send(&Registration::empty(), |out| out.copy(encode)) {
+            // Copied only: nothing stays mapped.
+            Ok(_copied_only) => true,
+            Err(e) => {
+                BACKWARD_REPLIES_UNSENDABLE.fetch_add(1, Ordering::Relaxed);
+                static MSG: RateLimit = RateLimit::new();
+                if MSG.allow() {
+                    pr_warn!("{}: cannot send {} (error {}): closing the connection\n", self.xprt.addr_str(), what, e.to_errno());
+                }
+                self.force_disconnect();
+                false
+            }
+        }
+    }
+
+    /// A message that does not decode in this connection's version: if its
+    /// fixed prefix names another version, it is a request we cannot
+    /// process (a reply to our calls comes in their version, draft section
+    /// 5.3), and is answered with ERR_VERS in a version we speak, giving
+    /// the range we speak (RFC 8166 section 4.2, draft section 5.2).
+    /// Returns false if the message is not of another version.
+    fn refuse_version(&self, conn: &Live<'_, Self>, data: &[u8]) -> bool {
+        let Ok(p) = v1::peek(data) else { return false };
+        let allowed = self.cfg.settings.versions;
+        let (ours, low, high) = match self.settled() {
+            Some(v) => (v.number(), v.number(), v.number()),
+            None => {
+                let low = if allowed.v1 { Version::V1 } else { Version::V2 };
+                let high = if allowed.v2 { Version::V2 } else { Version::V1 };
+                (low.number(), low.number(), high.number())
+            }
+        };
+        // Never answer an error with an error.
+        if (low..=high).contains(&p.vers) || p.procedure == v1::RDMA_ERROR {
+            return false;
+        }
+        self.count_bad_reply();
+        if self.send_answer(conn, "ERR_VERS", |buf| {
+            v1::encode_err_vers_any_version(buf, p.xid, ours, BC_SLOTS as u32, low, high).map_err(|_| EINVAL)
+        }) {
+            ERR_VERS_SENT.fetch_add(1, Ordering::Relaxed);
+        }
+        true
     }
 
     /// A reply's Write or Reply chunk does not match what its call offered:
@@ -1217,8 +1346,11 @@ impl EpShared {
         }
         let decoded = if self.is_v2() { Incoming::decode_v2(data) } else { Incoming::decode_v1(data) };
         let Some(inc) = decoded else {
-            // Unparseable (short, wrong version, bad procedure): drop it.
-            self.count_bad_reply();
+            // Another version's request gets ERR_VERS; anything else that
+            // does not parse (short, bad procedure, bad lists) is dropped.
+            if !self.refuse_version(conn, data) {
+                self.count_bad_reply();
+            }
             return;
         };
         self.xprt.clear_reestablish_timeout();
@@ -1249,18 +1381,20 @@ impl EpShared {
             }
             _ => {}
         }
-        let max = self.max_requests.load(Ordering::Relaxed);
-        let grant = credits::sanitize_grant(inc.credits, max);
-        // The grant rarely changes: look before the locked exchange.
-        if self.credits.load(Ordering::Relaxed) != grant && self.credits.swap(grant, Ordering::Relaxed) != grant {
-            self.xprt.set_credits(grant);
-        }
         let Some((rqst, verdict)) = self.take_request(conn, &inc.kind, inc.xid, invalidated) else {
             // No such XID (a late reply, or a backchannel call): the counter
             // SUNRPC keeps for TCP counts it in `bad_xids`; we count it here.
+            // Its credit field is no grant.
             self.count_bad_reply();
             return;
         };
+        // Only a reply proper grants credits: not an RDMA_ERROR (Version
+        // Two's answer to a refused probe says nothing of the server's
+        // Receives), nor the retired RDMA_MSGP and RDMA_DONE, whose
+        // direction we cannot tell (RFC 8167 section 4.1).
+        if matches!(inc.kind, Kind::Msg(..) | Kind::NoMsg(..)) {
+            self.grant(inc.credits);
+        }
         self.complete(rqst, inc.payload, verdict);
     }
 
@@ -1314,21 +1448,36 @@ impl EpShared {
         }
         let decision = {
             let mut g = self.version.lock();
-            let d = match &mut *g {
+            let mut d = match &mut *g {
                 ConnVersion::Neg(n @ v2::Negotiation::Probing { .. }) => n.on_reply(data),
                 _ => return true,
             };
+            // versions=2: Version Two or nothing.
+            if let Decision::FallBackToV1 { low, high } = d {
+                if !self.cfg.settings.versions.v1 {
+                    *g = ConnVersion::Neg(v2::Negotiation::Failed);
+                    d = Decision::NoCommonVersion { low, high };
+                }
+            }
             self.settled.store(settled_number(&g), Ordering::Release);
             d
         };
         let addr = self.xprt.addr_str();
         match decision {
             Decision::NotForProbe => true,
+            // A refused probe (RejectedV2) still settles Version Two; the
+            // error fails the probe's RPC in `reply`, and grants nothing.
             Decision::UseV2 { .. } | Decision::RejectedV2(_) => {
                 V2_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
                 pr_info!("{}: using RPC-over-RDMA Version Two\n", addr);
-                if let Ok(p) = v1::peek(data) {
-                    self.send_initxch(conn, p.xid);
+                // Our characteristics go only where the grant has room for
+                // a message without reply beside the next call: the server
+                // assumes the defaults otherwise (xcharext section 4.1).
+                let max = self.max_requests.load(Ordering::Relaxed);
+                if let (Decision::UseV2 { credit }, Ok(p)) = (decision, v1::peek(data)) {
+                    if credits::sanitize_grant(credit, max) >= 2 {
+                        self.send_initxch(conn, p.xid);
+                    }
                 }
                 true
             }
@@ -1347,7 +1496,13 @@ impl EpShared {
                 false
             }
             Decision::NoCommonVersion { low, high } => {
-                pr_warn!("{}: server speaks RPC-over-RDMA versions {}..{} only, none of ours\n", addr, low, high);
+                pr_warn!(
+                    "{}: server speaks RPC-over-RDMA versions {}..{} only, none of those allowed (versions={})\n",
+                    addr,
+                    low,
+                    high,
+                    self.cfg.settings.versions.as_param()
+                );
                 if let Ok(p) = v1::peek(data) {
                     if let Some((rqst, _)) = self.take_request(conn, &Kind::Error, p.xid, invalidated) {
                         rqst.fail(errno::EPROTONOSUPPORT());
@@ -1372,7 +1527,7 @@ impl EpShared {
     /// requests come inline. None of them changes during the connection.
     fn send_initxch(&self, conn: &Live<'_, Self>, probe_xid: u32) {
         let ours = Characteristics {
-            rbsiz: params::max_inline_read(),
+            rbsiz: self.cfg.settings.inline_read,
             req_rem_inv: true,
             brs: xchar::BkReqSup::Inline,
             ..Characteristics::DEFAULT
@@ -1383,8 +1538,15 @@ impl EpShared {
         // An OPTIONAL message without payload takes an XID of the calls'
         // XID space (draft 4.2.2); the server answers nothing to it.
         let xid = probe_xid ^ 0x8000_0000;
-        let _ = conn.send(&Registration::empty(), |out| {
-            out.copy(|buf| op.encode_message(xid, BC_SLOTS as u32, v2::Direction::Call, buf).map_err(|_| EINVAL))
+        // A forward-direction message: its credit field asks for our
+        // forward credits, as a call's does. It takes a server Receive and
+        // gets no reply: the probe's reply, which just arrived, is the
+        // only one outstanding, so the grant it carries pays for it
+        // ([`Self::grant`]); later replies grant afresh.
+        let max = self.max_requests.load(Ordering::Relaxed);
+        self.grant_debt.store(1, Ordering::Relaxed);
+        self.send_answer(conn, "ROPT_INITXCH", |buf| {
+            op.encode_message(xid, max, v2::Direction::Call, buf).map_err(|_| EINVAL)
         });
     }
 
@@ -1394,7 +1556,7 @@ impl EpShared {
     fn optional(&self, conn: &Live<'_, Self>, xid: u32, o: &v2::Optional<'_>) {
         let err = |e: v2::ErrorBody| {
             let h = v2::Header::error(xid, BC_SLOTS as u32, e);
-            let _ = conn.send(&Registration::empty(), |out| out.copy(|buf| h.encode(buf).map_err(|_| EINVAL)));
+            self.send_answer(conn, "RDMA2_ERROR", |buf| h.encode(buf).map_err(|_| EINVAL));
         };
         if !xchar::is_xchar_opttype(o.opttype) {
             return err(v2::ErrorBody::InvalOption);
@@ -1426,14 +1588,14 @@ impl EpShared {
                         "{}: server's receive buffer is {} bytes: calls up to {} bytes go inline\n",
                         self.xprt.addr_str(),
                         after,
-                        after.min(params::max_inline_write())
+                        after.min(self.cfg.settings.inline_write)
                     );
                 }
             }
             XchOp::ReqXch { want } => {
                 // Our characteristics are fixed: a request for the values
                 // we already have is done, any other is rejected.
-                let rbsiz = params::max_inline_read();
+                let rbsiz = self.cfg.settings.inline_read;
                 let (mut done, mut rej, mut pend) = ([0u32; 8], [0u32; 8], [0u32; 8]);
                 let decide = |x: &Xchar<'_>| match x {
                     Xchar::RecvBufSize(v) if *v == rbsiz => xchar::Disposition::Done,
@@ -1453,12 +1615,16 @@ impl EpShared {
                 // The answer takes the request's XID, and the direction of
                 // the side that answers.
                 let dir = if o.direction == v2::Direction::Call { v2::Direction::Reply } else { v2::Direction::Call };
-                let _ = conn.send(&Registration::empty(), |out| {
-                    out.copy(|buf| resp.encode_message(xid, BC_SLOTS as u32, dir, buf).map_err(|_| EINVAL))
+                self.send_answer(conn, "ROPT_RESPXCH", |buf| {
+                    resp.encode_message(xid, BC_SLOTS as u32, dir, buf).map_err(|_| EINVAL)
                 });
             }
-            // We never ask the server to change anything.
-            XchOp::RespXch { .. } => self.count_bad_reply(),
+            // We never ask the server to change anything: a response
+            // answers nothing of ours (xcharext section 4).
+            XchOp::RespXch { .. } => {
+                self.count_bad_reply();
+                err(v2::ErrorBody::InvalOption)
+            }
         }
     }
 
@@ -1496,21 +1662,18 @@ impl EpShared {
         }
         self.count_bad_reply();
         let v2 = self.is_v2();
-        let sent = conn.send(&Registration::empty(), |out| {
-            out.copy(|buf| {
-                if v2 {
-                    // Version Two has no ERR_CHUNK: the closest is a header
-                    // we cannot process.
-                    let err = v2::Header::error(xid, BC_SLOTS as u32, v2::ErrorBody::BadHeader);
-                    err.encode(buf).map_err(|_| EINVAL)
-                } else {
-                    let err = v1::Body::Error(v1::ErrorBody::Chunk);
-                    v1::encode(buf, xid, BC_SLOTS as u32, &err).map_err(|_| EINVAL)
-                }
-            })
+        let sent = self.send_answer(conn, "ERR_CHUNK", |buf| {
+            if v2 {
+                // Version Two has no ERR_CHUNK: the closest is a header we
+                // cannot process.
+                let err = v2::Header::error(xid, BC_SLOTS as u32, v2::ErrorBody::BadHeader);
+                err.encode(buf).map_err(|_| EINVAL)
+            } else {
+                let err = v1::Body::Error(v1::ErrorBody::Chunk);
+                v1::encode(buf, xid, BC_SLOTS as u32, &err).map_err(|_| EINVAL)
+            }
         });
-        // With no Send buffer free the server's call times out instead.
-        if let Ok(_copied_only) = sent {
+        if sent {
             BACKWARD_CHUNK_ERRORS.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -1550,7 +1713,9 @@ impl ConnHandler for EpShared {
             CmEvent::RouteResolved => self.set(CmState::RouteResolved),
             CmEvent::Established(pdata) => {
                 let peer = cm::PrivateData::find(pdata);
-                let n = cm::negotiate(params::max_inline_write(), params::max_inline_read(), true, peer.as_ref());
+                // Our sizes as the private data advertised them.
+                let s = &self.cfg.settings;
+                let n = cm::negotiate(s.inline_write, s.inline_read, true, peer.as_ref());
                 let mut g = self.state.lock();
                 *g = (CmState::Established, Some(n));
                 drop(g);
@@ -1602,6 +1767,15 @@ impl ConnHandler for EpShared {
         static MSG: RateLimit = RateLimit::new();
         if MSG.allow() {
             pr_warn!("Receive failed (status {}): reconnecting\n", status);
+        }
+        self.force_disconnect();
+    }
+
+    fn invalidate_failed(&self) {
+        INVALIDATE_FAILURES.fetch_add(1, Ordering::Relaxed);
+        static MSG: RateLimit = RateLimit::new();
+        if MSG.allow() {
+            pr_warn!("{}: cannot invalidate memory regions: closing the connection\n", self.xprt.addr_str());
         }
         self.force_disconnect();
     }

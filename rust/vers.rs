@@ -45,8 +45,7 @@ pub(crate) fn remember_v1_only(key: u64) {
 }
 
 /// How a new connection to the server with `key` starts, given the
-/// `versions=` parameter and our Receive buffer size.
-pub(crate) fn start(key: u64, recv_buf: u32) -> ConnVersion {
-    let allowed = params::versions();
+/// versions the transport may use and our Receive buffer size.
+pub(crate) fn start(key: u64, allowed: params::Versions, recv_buf: u32) -> ConnVersion {
     ConnVersion::start(allowed.v1, allowed.v2, known_v1_only(key), recv_buf)
 }

@@ -146,6 +146,30 @@ server_cmd() { share_request cmd res "$1" "${2:-120}"; }
 # the C baseline, which does not export it).
 remote_invalidations() { cat /sys/kernel/debug/rpcrdma_rs/remote_invalidations 2>/dev/null || echo 0; }
 
+# force_disconnect [PORT]: makes SUNRPC close the RDMA transport to PORT
+# (default 20049) of the mount on $MNT, which reconnects at its next RPC:
+# rewriting the transport's dstaddr in sysfs forces a disconnect. The write
+# takes the transport's send lock (XPRT_LOCKED) with wait_on_bit_lock(),
+# but an RPC task releasing that lock does not wake bit waiters
+# (net/sunrpc/xprt.c xprt_clear_locked, 6.12): a write that finds an RPC in
+# transmission can sleep until the next close or connect, which never comes
+# while I/O flows. That is SUNRPC's, for every transport: the write is
+# killed after a few seconds and tried again.
+force_disconnect() {
+  local port=${1:-20049} x xprt= addr try secs
+  secs=$(slow_secs 5)
+  for x in /sys/kernel/sunrpc/xprt-switches/*/xprt-*; do
+    grep -qx "dst_port=$port" "$x/xprt_info" 2>/dev/null && xprt=$x
+  done
+  [ -n "$xprt" ] || fail "no RDMA transport to port $port in /sys/kernel/sunrpc"
+  addr=$(cat "$xprt/dstaddr") || fail "cannot read $xprt/dstaddr"
+  for try in 1 2 3 4 5; do
+    timeout -s KILL "$secs" sh -c 'echo "$1" > "$2"' sh "$addr" "$xprt/dstaddr" && return
+    diag "writing $xprt/dstaddr did not finish in $secs s (try $try)"
+  done
+  fail "cannot force a disconnect through $xprt/dstaddr"
+}
+
 # rs_counter NAME: a module-wide rpcrdma_rs counter from debugfs (0 when the
 # module is not loaded, or for the C baseline).
 rs_counter() { cat "/sys/kernel/debug/rpcrdma_rs/$1" 2>/dev/null || echo 0; }

@@ -111,9 +111,10 @@ for t in "${tests[@]}"; do
       echo "# $p $(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null)"
       sed 's/^/#   /' /proc/$p/stack 2>/dev/null
     done
-  elif [ "$rc" = 124 ] && ! bounded 120 clear_mount; then
-    # A test killed mid-way may leave its mount: it goes here, or the
-    # guest is as good as wedged.
+  elif [ "$rc" != 0 ] && [ "$rc" != 4 ] && ! bounded 120 clear_mount; then
+    # A test that failed or was killed mid-way may leave its mount and
+    # module: they go here (else every later test fails to unload), or
+    # the guest is as good as wedged.
     wedged="the unmount after $name is stuck in the kernel"
   fi
   # The filter ends with the last writer; one stuck in the kernel keeps it.

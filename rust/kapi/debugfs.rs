@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Read-only module-wide counters in debugfs (`rpcrdma_rs/`).
+//! Module-wide counters (read-only) and test hooks in debugfs (`rpcrdma_rs/`).
 
 use core::sync::atomic::AtomicU64;
 
@@ -17,19 +17,23 @@ unsafe impl Send for Counters {}
 unsafe impl Sync for Counters {}
 
 impl Counters {
-    /// Publishes the module's `'static` counters under the given file names.
+    /// Publishes the module's `'static` counters under the given file names,
+    /// read-only, and its test hooks (`knobs`) readable and writable by root.
     /// debugfs being absent or failing is not an error: the files are for
     /// operators and tests only.
-    pub(crate) fn new(files: &[(&'static CStr, &'static AtomicU64)]) -> Self {
+    pub(crate) fn new(files: &[(&'static CStr, &'static AtomicU64)], knobs: &[(&'static CStr, &'static AtomicU64)]) -> Self {
         // SAFETY: no arguments.
         let dir = unsafe { sys::rpcrdma_rs_debugfs_dir() };
-        for (name, value) in files {
+        let all = files.iter().map(|f| (f, false)).chain(knobs.iter().map(|k| (k, true)));
+        for ((name, value), writable) in all {
             // SAFETY: `dir` came from debugfs (an error pointer makes this a
             // no-op); the name is a static string, copied by debugfs; the
-            // counters are statics, so they outlive the files, which `drop`
+            // values are statics, so they outlive the files, which `drop`
             // removes before the module (and its statics) goes away. An
-            // `AtomicU64` has the layout of a `u64`, and debugfs only reads it.
-            unsafe { sys::rpcrdma_rs_debugfs_u64(dir, super::compat::cstr_ptr(name), value.as_ptr()) };
+            // `AtomicU64` has the layout of a `u64`. debugfs reads it, and
+            // writes a knob, with single aligned 64-bit accesses, the way
+            // the kernel's own C code shares such values with atomic users.
+            unsafe { sys::rpcrdma_rs_debugfs_u64(dir, super::compat::cstr_ptr(name), value.as_ptr(), writable) };
         }
         Counters(dir)
     }

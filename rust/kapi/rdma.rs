@@ -109,6 +109,11 @@ pub(crate) trait ConnHandler: Send + Sync + Sized {
     /// A Receive failed (not flushed): the connection must be dropped.
     fn receive_failed(&self, status: u32);
 
+    /// A LOCAL_INV could not be posted. The queue pair is already in the
+    /// error state (the regions' rkeys reach nothing any more); the
+    /// connection must be dropped.
+    fn invalidate_failed(&self);
+
     /// A Send completed; its buffer is free again.
     fn send_done(&self, how: Completion);
 
@@ -173,6 +178,15 @@ pub(crate) static SENDS_SIGNALLED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static SENDS_MAPPED: AtomicU64 = AtomicU64::new(0);
 /// Liveness probes posted ([`Connection::probe`]), all connections.
 pub(crate) static PROBES: AtomicU64 = AtomicU64::new(0);
+/// A test hook (debugfs `fail_local_inv`, writable): the next N LOCAL_INV
+/// posts fail as if the device had refused them.
+pub(crate) static FAIL_LOCAL_INV: AtomicU64 = AtomicU64::new(0);
+
+/// Takes one injected failure from `hook`, if any is left.
+fn injected(hook: &AtomicU64) -> bool {
+    hook.load(Ordering::Relaxed) != 0
+        && hook.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
+}
 
 /// Most SGEs one Send carries: the copied transport header and RPC head,
 /// DMA-mapped pieces of the page list, the copied tail.
@@ -1212,14 +1226,29 @@ impl<T: ConnHandler> Inner<T> {
         }
         let mut broken = false;
         if let Some(last) = last {
-            let rc = if self.dying.load(Ordering::Acquire) {
+            let dying = self.dying.load(Ordering::Acquire);
+            let rc = if dying {
                 -1
+            } else if injected(&FAIL_LOCAL_INV) {
+                EIO.to_errno()
             } else {
                 // SAFETY: the QP is valid; the chain's WRs belong to our regions.
                 unsafe { sys::rpcrdma_rs_post_send(verbs.qp, chain) }
             };
             if rc != 0 {
                 broken = true;
+                // The regions keep live rkeys. Before the caller may give
+                // their pages back (and complete the RPC), the queue pair
+                // goes to the error state, so that no RDMA operation of the
+                // peer reaches them (RFC 8166 section 4.5.4): rdma_disconnect
+                // does that synchronously, then asks the peer to disconnect.
+                // A dying connection's teardown does the same.
+                // SAFETY: the id is valid while the connection exists, and
+                // disconnecting twice is harmless.
+                let _ = unsafe { sys::rdma_disconnect(self.id) };
+                if !dying {
+                    self.handler.invalidate_failed();
+                }
             } else {
                 let mut g = self.free_mrs.lock();
                 while !last.inv_done.load(Ordering::Acquire) {

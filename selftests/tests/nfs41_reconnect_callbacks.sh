@@ -27,27 +27,6 @@ unload_all
 dmesg_mark
 timeout 120 mount -t nfs -o vers=4.1,proto=rdma,port=20049,retry=0 "$SERVER4:/" "$MNT" || fail "mount failed"
 out=$(server_cmd "mkfiles rcb 32"); printf '%s' "$out" | grep -q 'rc=0' || fail "server mkfiles: $out"
-xprt=
-for x in /sys/kernel/sunrpc/xprt-switches/*/xprt-*; do
-  grep -qx 'dst_port=20049' "$x/xprt_info" 2>/dev/null && xprt=$x
-done
-[ -n "$xprt" ] || fail "no RDMA transport in /sys/kernel/sunrpc"
-# The write takes the transport's send lock (XPRT_LOCKED) with
-# wait_on_bit_lock(), but an RPC task releasing that lock does not wake bit
-# waiters (net/sunrpc/xprt.c xprt_clear_locked, 6.12): a write that finds an
-# RPC in transmission can sleep until the next close or connect, which
-# never comes while I/O flows. That is SUNRPC's, for every transport: the
-# write is killed after a few seconds and tried again.
-WRITE_SECS=$(slow_secs 5)
-disconnect() {
-  local addr try
-  addr=$(cat "$xprt/dstaddr") || fail "cannot read $xprt/dstaddr"
-  for try in 1 2 3 4 5; do
-    timeout -s KILL "$WRITE_SECS" sh -c 'echo "$1" > "$2"' sh "$addr" "$xprt/dstaddr" && return
-    diag "writing $xprt/dstaddr did not finish in $WRITE_SECS s (try $try)"
-  done
-  fail "cannot force a disconnect through $xprt/dstaddr"
-}
 recall_ms() { printf '%s' "$1" | sed -n 's/.* ms=\([0-9]*\).*/\1/p'; }
 entry() { echo "rcb/entry-with-a-reasonably-long-name-$1"; }
 connects0=$(rdma_xprt_field 3)
@@ -64,7 +43,7 @@ if [ "${RDMARS_RECONNECT_INFLIGHT:-0}" = 1 ]; then
   for i in $(seq 1 32); do exec {fd}< "$MNT/$(entry $i)" && fds+=("$fd"); done
   server_cmd "append-all rcb" 400 > /tmp/rcb.recall &
   recall=$!
-  for k in 1 2 3; do sleep 1; disconnect; done
+  for k in 1 2 3; do sleep 1; force_disconnect; done
   # Recalls dropped by the server in the rebinding window (see above) end
   # only when the client lets go of the files.
   sleep 20
@@ -75,7 +54,7 @@ if [ "${RDMARS_RECONNECT_INFLIGHT:-0}" = 1 ]; then
   diag "32 recalls with 3 disconnects in flight: $(cat /tmp/rcb.recall)"
 else
   for i in $(seq 1 6); do
-    disconnect
+    force_disconnect
     exec {fd}< "$MNT/$(entry $i)"   # reconnects, then a delegation
     out=$(server_cmd "append-export $(entry $i)")
     exec {fd}<&-

@@ -6,7 +6,8 @@
 # the same call goes again as Version One on the same connection (no
 # reconnect), the log says so once, and a second mount to the same server
 # starts with Version One (no probe, so no extra round trip). With
-# versions=1 nothing is probed at all.
+# versions=1 nothing is probed at all; with versions=2 ("Version Two or
+# nothing") the mount fails with EPROTONOSUPPORT rather than fall back.
 . "$(dirname "$0")/../lib.sh"
 only_ours
 unload_all
@@ -38,6 +39,14 @@ unload rpcrdma_rs
 modprobe rpcrdma_rs versions=1 || fail "cannot load rpcrdma_rs versions=1"
 io 3
 [ "$(rs_counter v1_fallbacks)" = 0 ] || fail "versions=1 probed Version Two"
+unload rpcrdma_rs
+modprobe rpcrdma_rs versions=2 || fail "cannot load rpcrdma_rs versions=2"
+dmesg_mark
+if mount_rs; then umount "$MNT"; fail "versions=2 mounted a Version One server"; fi
+refused=$(dmesg_since_mark | grep -c 'none of those allowed (versions=2)')
+diag "versions=2: the mount failed; refusal logged $refused time(s), fallbacks $(rs_counter v1_fallbacks)"
+[ "$refused" -ge 1 ] || fail "versions=2: no refusal in the log"
+[ "$(rs_counter v1_fallbacks)" = 0 ] || fail "versions=2 fell back to Version One"
 unload rpcrdma_rs
 if modprobe rpcrdma_rs versions=3 2>/dev/null; then unload rpcrdma_rs; fail "versions=3 accepted"; fi
 dmesg_assert_clean

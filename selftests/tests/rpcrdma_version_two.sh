@@ -21,7 +21,8 @@
 #                     (rpcrdma_rs loaded with max_inline_write=8192)
 #   xch-req (v2)      ROPT_REQXCH for a 2 KiB Receive buffer is answered
 #                     with ROPT_RESPXCH (rejected: ours are fixed)
-#   xch-resp (v2)     an ROPT_RESPXCH we never asked for: dropped, counted
+#   xch-resp (v2)     an ROPT_RESPXCH we never asked for: counted, answered
+#                     with RDMA2_ERROR / ERR_INVAL_OPTION
 . "$(dirname "$0")/../lib.sh"
 only_ours
 unload_all
@@ -113,6 +114,7 @@ if peer xch-resp v2; then
   done_ xch-resp
   [ "$b1" -ge 1 ] || bad xch-resp "the unsolicited ROPT_RESPXCH was not counted as a bad reply"
   printf '%s' "$LOG" | grep -q 'send ROPT_RESPXCH' || bad xch-resp "the peer sent no ROPT_RESPXCH"
+  printf '%s' "$LOG" | grep -q ': Error(InvalOption)' || bad xch-resp "the ROPT_RESPXCH was not answered with ERR_INVAL_OPTION"
 else
   bad xch-resp "mount failed"; done_ xch-resp
 fi
@@ -157,7 +159,7 @@ if peer vers-none; then
   bad vers-none "mounted with no version in common"
 fi
 done_ vers-none
-new_dmesg | grep -q 'versions 3..3 only, none of ours' || bad vers-none "no log line"
+new_dmesg | grep -q 'versions 3..3 only, none of those allowed' || bad vers-none "no log line"
 [ "$fails" = "$f0" ] || show_log
 
 unload rpcrdma_rs
