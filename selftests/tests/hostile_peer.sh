@@ -72,7 +72,9 @@ case_ good 'peer:recv call .* proc=0' 'peer:recv call .* proc=[1-9]'
 # Headers cut inside the fixed part or the chunk lists: dropped, counted;
 # the ping times out and is retried on a new connection.
 for n in $TRUNCATIONS; do case_ truncated-$n rs:bad+ rs:conns\>=2; done
-case_ bad-version rs:bad+
+# A message in a version the connection does not speak is answered with
+# ERR_VERS in ours (RFC 8166 section 4.2), whatever it claims to be.
+case_ bad-version rs:bad+ 'rs:peer:recv RDMA_ERROR .*Vers \{ low: 1, high: 1 \}'
 case_ unknown-proc rs:bad+
 case_ msgp rs:bad+
 case_ done rs:bad+
@@ -89,6 +91,7 @@ case_ reply-chunk-unoffered rs:bad+
 case_ inv-foreign 'peer:send reply .* invalidate' 'rs:dmesg:Receive failed' rs:conns\>=2
 case_ reverse-call-chunks rs:errchunk+ 'rs:peer:recv RDMA_ERROR xid=0x7e570001'
 case_ reverse-call rs:bad+
+case_ reverse-call-vers 'rs:peer:recv RDMA_ERROR xid=0x7e570001 Vers \{ low: 1, high: 1 \}'
 case_ disconnect-mid conns\>=2
 case_ cm-none 'rs:dmesg:inline thresholds 1024 \(calls\) and 1024'
 case_ cm-garbage 'rs:dmesg:inline thresholds 1024 \(calls\) and 1024'

@@ -13,6 +13,9 @@
 #   write-chunk-long     a READ reply claiming more than offered: fails
 #   write-chunk-extra    a READ reply returning one segment more than
 #                        offered: fails
+#   write-chunk-short    a READ reply whose Write chunk is empty while its
+#                        count says 4096 and more: fails or is retried,
+#                        never returns the pages' old contents
 #   reply-chunk-gap      a READDIR reply whose Reply chunk has its first
 #                        segment half filled and the next ones full: fails,
 #                        and the unwritten half never reaches the listing
@@ -23,8 +26,16 @@
 #                        Receive fails, the client reconnects, I/O goes on
 #   inv-other-rpc        a reply invalidating another pending RPC's region:
 #                        both reads still return the right data
+#   cm-8k                the peer advertises 8 KiB sizes, the client is
+#                        asked for 5000-byte Receives: a 4.1 KB READLINK
+#                        reply comes in a Reply chunk (the client sizes
+#                        replies by the 4096 it advertised)
+#   cm-change            the peer's CM private data says 2 KiB on the first
+#                        connection, 8 KiB on the next: the thresholds
+#                        follow, data stays right
 #   extra-sends          360 copies of a reply back to back, more than the
-#                        client has Receives: dropped and counted
+#                        client has Receives: dropped and counted, and the
+#                        mount's count survives a reconnect
 # After each, the data read through the peer matches the server's checksum
 # whenever a read succeeds, and the mount keeps working.
 . "$(dirname "$0")/../lib.sh"
@@ -60,10 +71,15 @@ list_dir() {
 
 # A directory whose listing is too large to come back inline, made and
 # listed through knfsd directly.
+# And a symlink whose READLINK reply is about 4.1 KB: over the 4096 bytes
+# a client advertises with max_inline_read=5000 (rounded down), under the
+# 5000 it was asked for.
+link_target=$(printf 'x%.0s' $(seq 1 4000))
 mount_rs || fail "mount over knfsd failed"
 mkdir -p "$MNT/peer.dir"
 for i in $(seq 1 150); do : > "$MNT/peer.dir/entry-with-a-long-enough-name-$i"; done
 want_dir=$(list_dir)
+ln -sfn "$link_target" "$MNT/peer.link" || fail "cannot make the long symlink"
 umount "$MNT"
 [ "$want_dir" != EIO ] || fail "listing peer.dir over knfsd failed"
 
@@ -83,6 +99,11 @@ scenario() {
   timeout 60 umount "$MNT" || { umount -f -l "$MNT"; bad "$s" "umount hung"; }
   log=$(server_cmd peer-stop)
   diag "$s: connects $conns, bad replies $b0 -> $(rs_counter bad_replies)"
+  # What the peer checks of every message (tools/rdma-peer/src/checks.rs):
+  # the header's XID mirrors the RPC message's, and Sends are plain.
+  if printf '%s\n' "$log" | grep -qE 'xid mismatch|recv Send With Invalidate'; then
+    bad "$s" "$(printf '%s\n' "$log" | grep -E 'xid mismatch|recv Send With Invalidate' | head -1)"
+  fi
   if [ "$fails" != "${fails_before:-0}" ]; then printf '%s\n' "$log" | tail -12 | sed 's/^/#     peer: /'; fi
   fails_before=$fails
 }
@@ -122,6 +143,17 @@ check_bad_chunk() {
 check_write-chunk-foreign() { check_bad_chunk write-chunk-foreign ForeignSegment "named a foreign handle"; }
 check_write-chunk-long() { check_bad_chunk write-chunk-long TooLong "was longer than offered"; }
 check_write-chunk-extra() { check_bad_chunk write-chunk-extra TooManySegments "had an extra segment"; }
+# write-chunk-short: the Write chunk comes back empty while the READ result
+# still says 4096 bytes and more: the transport passes SUNRPC only the bytes
+# received (the inline part and the chunk's 0), so the NFS decoder sees a
+# short result ("server cheating") and the READ fails or is retried; the
+# pages' old contents never become file data.
+check_write-chunk-short() {
+  local got; got=$(read_file peer.dat)
+  [ "$got" = EIO ] || [ "$got" = "$want" ] || bad write-chunk-short "a READ returned wrong data ($got)"
+  [ "$(read_file peer.dat)" = "$want" ] || bad write-chunk-short "READ wrong or failed after the empty Write chunk"
+  diag "  write-chunk-short: the read through the empty Write chunk: $got"
+}
 check_reply-chunk-gap() { check_bad_chunk reply-chunk-gap Gap "had a gap"; }
 check_reply-chunk-swapped() { check_bad_chunk reply-chunk-swapped ForeignSegment "was reordered"; }
 check_reply-chunk-repeated() { check_bad_chunk reply-chunk-repeated ForeignSegment "named a handle twice"; }
@@ -163,16 +195,60 @@ check_extra-sends() {
   [ "$(read_file peer.dat)" = "$want" ] || bad extra-sends "data wrong or READ failed after the extra Sends"
   if [ "$XPRT_MOD" = rpcrdma_rs ]; then
     [ "$(( $(rs_counter bad_replies) - b0 ))" -ge 300 ] || bad extra-sends "only $(( $(rs_counter bad_replies) - b0 )) of 360 extra replies counted"
+    # The mount's count of them (mountstats field 20) outlives the
+    # connection: a reconnect must not reset it.
+    local before after c0
+    before=$(rdma_xprt_field 20) c0=$(rdma_xprt_field 3)
+    force_disconnect 20050
+    [ "$(read_file peer.dat)" = "$want" ] || bad extra-sends "data wrong or READ failed after the reconnect"
+    after=$(rdma_xprt_field 20)
+    diag "  extra-sends: mountstats bad replies $before, after a reconnect ($c0 -> $(rdma_xprt_field 3) connects) $after"
+    [ "$before" -ge 300 ] || bad extra-sends "mountstats counted only $before bad replies"
+    [ "$(rdma_xprt_field 3)" -gt "$c0" ] || bad extra-sends "no reconnect after the forced disconnect"
+    [ "$after" -ge "$before" ] || bad extra-sends "the mountstats bad reply count went back from $before to $after"
   fi
 }
 
-for s in good write-chunk-foreign write-chunk-long write-chunk-extra \
-  reply-chunk-gap reply-chunk-swapped reply-chunk-repeated reply-chunk-long inv-stale inv-other-rpc extra-sends; do
+# cm-8k: the peer could send 8 KiB, the client was asked for 5000-byte
+# Receives and advertised 4096 (a KiB multiple): a 4.1 KB READLINK reply
+# must come in a Reply chunk. A client whose reply threshold were the raw
+# 5000 would offer none, and the peer, keeping to the 4096 advertised,
+# could only answer ERR_CHUNK.
+check_cm-8k() {
+  local got
+  got=$(readlink "$MNT/peer.link" 2>/dev/null) || got=EIO
+  [ "$got" = "$link_target" ] || bad cm-8k "READLINK of a 4000-byte target failed or read wrong (${#got} bytes)"
+  if [ "$XPRT_MOD" = rpcrdma_rs ]; then
+    dmesg_s | grep -q 'inline thresholds 4096 (calls) and 4096 (replies)' ||
+      bad cm-8k "thresholds not 4096/4096: $(dmesg_s | grep -o 'inline thresholds.*' | tail -1)"
+  fi
+}
+# cm-change: the peer's private data differs from one connection to the
+# next (RFC 8797 section 4: be prepared for that on every reconnect). The
+# thresholds follow it, and data moves right before and after.
+check_cm-change() {
+  [ "$(read_file peer.dat)" = "$want" ] || bad cm-change "data wrong over the first connection"
+  force_disconnect 20050
+  [ "$(read_file peer.dat)" = "$want" ] || bad cm-change "data wrong after the reconnect"
+  [ "$(list_dir)" = "$want_dir" ] || bad cm-change "listing wrong after the reconnect"
+  if [ "$XPRT_MOD" = rpcrdma_rs ]; then
+    local t; t=$(dmesg_s | sed -n 's/.*inline thresholds \([0-9]*\) (calls) and \([0-9]*\) (replies).*/\1\/\2/p' | tr '\n' ' ')
+    diag "  cm-change: thresholds per connection: $t"
+    [ "$t" = "2048/2048 4096/4096 " ] || bad cm-change "thresholds $t, want 2048/2048 then 4096/4096"
+  fi
+}
+PARAMS=/sys/module/$XPRT_MOD/parameters
+
+for s in good write-chunk-foreign write-chunk-long write-chunk-extra write-chunk-short \
+  reply-chunk-gap reply-chunk-swapped reply-chunk-repeated reply-chunk-long inv-stale inv-other-rpc extra-sends cm-8k cm-change; do
+  # Read when a mount is made: this one only.
+  [ "$s" = cm-8k ] && echo 5000 > $PARAMS/max_inline_read
   if [ "$s" = inv-other-rpc ]; then
     # The reference copy, read once through a healthy peer's mount above.
     [ -s /tmp/peer.ref ] || bad "$s" "no reference copy"
   fi
   scenario "$s"
+  [ "$s" = cm-8k ] && echo 4096 > $PARAMS/max_inline_read
   if [ "$s" = good ] && [ ! -s /tmp/peer.ref ]; then
     # Keep a copy for the partial-read checks (taken through knfsd).
     mount_rs && { dd if="$MNT/peer.dat" of=/tmp/peer.ref bs=64k status=none; umount "$MNT"; }
@@ -180,6 +256,7 @@ for s in good write-chunk-foreign write-chunk-long write-chunk-extra \
 done
 out=$(server_cmd "rmdir-export peer.dat")
 out=$(server_cmd "rmdir-export peer.dir")
+out=$(server_cmd "rmdir-export peer.link")
 unload $XPRT_MOD
 [ "$fails" = 0 ] || fail "$fails checks failed"
 # The messages the scenarios provoke are expected; no warning or oops is.

@@ -24,8 +24,14 @@
 //! with RDMA, as an RPC-over-RDMA server does (see `proxy`). The scenarios
 //! marked "(proxy)" need it: they aim at a mounted client's data path.
 //!
+//! In every mode the peer also checks the client's credit accounting
+//! (`credits`): a client with more calls outstanding than the peer granted
+//! gets a `credit overrun: N outstanding, grant G` line in the log.
+//!
 //! `rdma-peer --list` prints the catalogue.
 
+mod checks;
+mod credits;
 mod proxy;
 mod verbs;
 
@@ -59,20 +65,25 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("duplicate-reply", "first reply sent twice"),
     ("credits-0", "every reply grants 0 credits"),
     ("credits-max", "every reply grants 2^32-1 credits"),
+    ("credits-2", "every reply grants 2 credits (proxy mode: under a real mount's load)"),
     ("huge-counts", "first reply's Write list claims 2^32-1 segments"),
     ("write-chunk-unoffered", "first reply carries a Write chunk the client never offered"),
     ("reply-chunk-unoffered", "first reply is RDMA_NOMSG with a Reply chunk never offered"),
     ("inv-foreign", "first reply is Send With Invalidate of an rkey that is not the client's"),
     ("reverse-call-chunks", "before the first reply, a backward call with a Read chunk"),
     ("reverse-call", "before the first reply, a backward call (no chunks)"),
+    ("reverse-call-vers", "before the first reply, a backward call with rdma_vers 3"),
     ("disconnect-mid", "disconnect instead of answering the first call"),
     ("cm-none", "accept with no private data"),
     ("cm-garbage", "accept with 8 bytes of garbage private data"),
     ("cm-short", "accept with 3 bytes of private data"),
     ("cm-misplaced", "accept with the RFC 8797 message at offset 4 (2 KiB / 2 KiB)"),
+    ("cm-8k", "(proxy) accept with 8 KiB send and receive sizes; replies still fit what the client advertised"),
+    ("cm-change", "(proxy) accept the first connection with 2 KiB sizes, every later one with 8 KiB"),
     ("reject", "reject every connection with garbage private data"),
     ("write-chunk-long", "(proxy) first READ reply's Write chunk claims 4 KiB more than offered"),
     ("write-chunk-foreign", "(proxy) first READ reply's Write chunk names a handle never offered (no data written)"),
+    ("write-chunk-short", "(proxy) first READ reply's Write chunk returned empty (nothing written), the READ's count unchanged"),
     ("write-chunk-extra", "(proxy) first READ reply's Write chunk returns one segment more than offered"),
     ("reply-chunk-gap", "(proxy) first Reply chunk of 2+ segments: the first half filled, the rest full (unwritten bytes inside)"),
     ("reply-chunk-swapped", "(proxy) first Reply chunk of 2+ segments returned with its first two segments swapped"),
@@ -89,6 +100,11 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("xch-upd", "(proxy, --v2) ROPT_INITXCH says 4 KiB, ROPT_UPDXCH raises it to 8 KiB after 15 calls"),
     ("xch-req", "(proxy, --v2) after the first reply, ROPT_REQXCH asks the client for a 2 KiB Receive buffer"),
     ("xch-resp", "(proxy, --v2) after the first reply, an ROPT_RESPXCH the client never asked for"),
+    ("grant-done", "(proxy) as credits-2; after the first reply and every 16th, an RDMA_DONE with credits 2^32-1"),
+    ("grant-unknown-xid", "(proxy) as credits-2; after the first reply and every 16th, a reply to no call with credits 2^32-1"),
+    ("grant-error", "(proxy) as credits-2; after the first reply and every 16th, RDMA_ERROR / ERR_CHUNK for no call, credits 2^32-1"),
+    ("grant-reverse", "(proxy) as credits-2; after the first reply and every 16th, a backward call (CB_NULL) with credits 2^32-1"),
+    ("v2-probe-rejected", "(proxy, --v2) the Version Two probe gets RDMA2_ERROR / ERR_BAD_HEADER with credits 2^32-1; then as credits-2"),
 ];
 
 /// What the peer advertises in its CM private data: its send and receive
@@ -99,6 +115,13 @@ const RPC_REPLY: u32 = 1;
 const PROC_UNAVAIL: u32 = 3;
 /// The credits the peer grants when it behaves.
 const CREDITS: u32 = 8;
+/// The grant-* scenarios send their message after the first reply and
+/// then after every this many: a client takes a new grant from every
+/// reply, so a false one only shows while calls are queued behind the
+/// grant, under load.
+const BAIT_EVERY: u32 = 16;
+/// The grant of the credits-2 scenarios.
+const CREDITS_2: &[&str] = &["credits-2", "grant-done", "grant-unknown-xid", "grant-error", "grant-reverse", "v2-probe-rejected"];
 
 fn words(w: &[u32]) -> Vec<u8> {
     w.iter().flat_map(|x| x.to_be_bytes()).collect()
@@ -156,6 +179,7 @@ fn parse_call(msg: &[u8], log: &mut Log) -> Option<Call> {
     Some(Call { xid, procedure })
 }
 
+#[derive(Clone, Copy)]
 struct Log {
     start: Instant,
 }
@@ -193,6 +217,10 @@ struct Peer {
     sent_initxch: bool,
     /// The last call was in Version Two.
     last_v2: bool,
+    /// Proxy mode: replies sent (RDMA_MSG or RDMA_NOMSG).
+    replies: u32,
+    /// grant-*: messages with a false grant sent.
+    baits: u32,
 }
 
 /// A call as the proxy reads it, in either version.
@@ -203,16 +231,30 @@ struct Incoming<'a> {
     inline: &'a [u8],
 }
 
-/// Encodes a reply header of the given version: RDMA_MSG, or RDMA_NOMSG
-/// when the reply went in the Reply chunk.
-fn encode_reply(out: &mut [u8], v2: bool, xid: u32, nomsg: bool, lists: v1::ChunkLists<'_>) -> io::Result<usize> {
+/// Encodes a reply header of the given version granting `credits`:
+/// RDMA_MSG, or RDMA_NOMSG when the reply went in the Reply chunk.
+fn encode_reply(out: &mut [u8], v2: bool, xid: u32, credits: u32, nomsg: bool, lists: v1::ChunkLists<'_>) -> io::Result<usize> {
+    encode_msg(out, v2, xid, credits, nomsg, v2::Direction::Reply, lists)
+}
+
+/// Encodes an RDMA_MSG or RDMA_NOMSG header of the given version; the
+/// direction goes in a Version Two header only.
+fn encode_msg(
+    out: &mut [u8],
+    v2: bool,
+    xid: u32,
+    credits: u32,
+    nomsg: bool,
+    direction: v2::Direction,
+    lists: v1::ChunkLists<'_>,
+) -> io::Result<usize> {
     let r = if v2 {
-        let c = v2::Chunks { direction: v2::Direction::Reply, lists };
+        let c = v2::Chunks { direction, lists };
         let body = if nomsg { v2::Body::NoMsg(c) } else { v2::Body::Msg(c) };
-        v2::Header { xid, credit: CREDITS, body }.encode(out).map_err(|e| format!("{e:?}"))
+        v2::Header { xid, credit: credits, body }.encode(out).map_err(|e| format!("{e:?}"))
     } else {
         let body = if nomsg { v1::Body::NoMsg(lists) } else { v1::Body::Msg(lists) };
-        v1::encode(out, xid, CREDITS, &body).map_err(|e| format!("{e:?}"))
+        v1::encode(out, xid, credits, &body).map_err(|e| format!("{e:?}"))
     };
     r.map_err(io::Error::other)
 }
@@ -269,9 +311,43 @@ fn remote(s: &v1::Segment, len: usize) -> Remote {
 }
 
 impl Peer {
+    /// The peer decodes Version Two (else answers it with ERR_VERS).
+    fn speaks_v2(&self) -> bool {
+        self.v2 && self.scenario != "vers-none"
+    }
+
+    /// The grant of every reply (and of every other message of the peer's
+    /// but the grant-* scenarios' false ones).
+    fn grant(&self) -> u32 {
+        match self.scenario.as_str() {
+            "credits-0" => 0,
+            "credits-max" => u32::MAX,
+            s if CREDITS_2.contains(&s) => 2,
+            _ => CREDITS,
+        }
+    }
+
+    /// The send and receive sizes the peer advertises (its Receives hold
+    /// `verbs::SLOT` bytes).
+    fn peer_inline(&self) -> u32 {
+        self.peer_inline_of(self.conns)
+    }
+
+    /// [`Self::peer_inline`] of connection `n` (the first is 1).
+    fn peer_inline_of(&self, n: u32) -> u32 {
+        match self.scenario.as_str() {
+            "cm-8k" => verbs::SLOT as u32,
+            "cm-change" if n <= 1 => 2048,
+            "cm-change" => verbs::SLOT as u32,
+            _ => PEER_INLINE,
+        }
+    }
+
     /// The private data to accept with, or `None` to reject.
     fn accept_pdata(&self) -> Option<Vec<u8>> {
-        let ours = cm::PrivateData::new(PEER_INLINE, PEER_INLINE, true).to_bytes().to_vec();
+        // For the connection being accepted.
+        let size = self.peer_inline_of(self.conns + 1);
+        let ours = cm::PrivateData::new(size, size, true).to_bytes().to_vec();
         Some(match self.scenario.as_str() {
             "cm-none" => Vec::new(),
             "cm-garbage" => vec![0xde, 0xad, 0xbe, 0xef, 0x01, 0x02, 0x03, 0x04],
@@ -289,11 +365,7 @@ impl Peer {
     /// Answers one call.
     fn answer(&mut self, conn: &mut Conn, call: &Call) -> std::io::Result<()> {
         let (xid, p) = (call.xid, call.procedure);
-        let credits = match self.scenario.as_str() {
-            "credits-0" => 0,
-            "credits-max" => u32::MAX,
-            _ => CREDITS,
-        };
+        let credits = self.grant();
         let good = good_reply(xid, p, credits);
         if self.done {
             return conn.send(&good, None);
@@ -307,7 +379,7 @@ impl Peer {
         };
         let s = self.scenario.clone();
         let msg: Vec<u8> = match s.as_str() {
-            "good" | "credits-0" | "credits-max" | "cm-none" | "cm-garbage" | "cm-short" | "cm-misplaced" => good,
+            "good" | "credits-0" | "credits-max" | "credits-2" | "cm-none" | "cm-garbage" | "cm-short" | "cm-misplaced" => good,
             t if t.starts_with("truncated-") => {
                 let n: usize = t["truncated-".len()..].parse().unwrap_or(0);
                 good[..n.min(good.len())].to_vec()
@@ -332,7 +404,7 @@ impl Peer {
                 self.log.line(&format!("send reply xid={xid:#x} with invalidate of rkey {rkey:#x} (ours)"));
                 return conn.send(&good, Some(rkey));
             }
-            "reverse-call-chunks" | "reverse-call" => {
+            "reverse-call-chunks" | "reverse-call" | "reverse-call-vers" => {
                 // The backward call goes first, so that the client has
                 // answered it before the reply lets its mount go on: else
                 // a mount that fails fast can close the connection while
@@ -343,7 +415,8 @@ impl Peer {
                 } else {
                     &[0, 0, 0]
                 };
-                let mut m = words(&[bxid, 1, 2, 0]);
+                let vers = if s == "reverse-call-vers" { 3 } else { 1 };
+                let mut m = words(&[bxid, vers, 2, 0]);
                 m.extend(words(lists));
                 // CB_NULL of the NFSv4 callback program.
                 m.extend(words(&[bxid, 0, 2, 0x4000_0000, 1, 0, 0, 0, 0, 0]));
@@ -418,6 +491,56 @@ impl Peer {
         Ok(())
     }
 
+    /// grant-*: right after the reply to `xid` (in Version Two if
+    /// `is_v2`), a message whose credit field says 2^32-1 but which is no
+    /// grant: it answers no pending call, or is no reply at all. A client
+    /// that takes it as one sends the calls queued behind the grant of 2,
+    /// and the peer logs a credit overrun.
+    fn bait(&mut self, conn: &mut Conn, xid: u32, is_v2: bool) -> io::Result<()> {
+        self.baits += 1;
+        let n = self.baits;
+        let max = u32::MAX;
+        // An XID no call has.
+        let mut unknown = 0xbad0_0000 | (n & 0xffff);
+        while conn.is_pending(unknown) || unknown == xid {
+            unknown = unknown.wrapping_add(1);
+        }
+        let mut out = vec![0u8; 64];
+        let (what, m) = match self.scenario.as_str() {
+            // Version One's procedure 3 (RFC 5666), retired; never in
+            // Version Two, so a Version Two client gets it as such too.
+            "grant-done" => (format!("RDMA_DONE xid={xid:#x}"), words(&[xid, 1, max, v1::RDMA_DONE])),
+            "grant-unknown-xid" => {
+                let k = encode_reply(&mut out, is_v2, unknown, max, false, v1::ChunkLists::NONE)?;
+                out.truncate(k);
+                out.extend(rpc_reply(unknown, 0));
+                (format!("reply xid={unknown:#x} (no such call)"), out)
+            }
+            "grant-error" if is_v2 => {
+                let k = v2::Header::error(unknown, max, v2::ErrorBody::BadHeader).encode(&mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
+                out.truncate(k);
+                (format!("RDMA2_ERROR / ERR_BAD_HEADER xid={unknown:#x} (no such call)"), out)
+            }
+            "grant-error" => (
+                format!("RDMA_ERROR / ERR_CHUNK xid={unknown:#x} (no such call)"),
+                words(&[unknown, 1, max, v1::RDMA_ERROR, v1::ERR_CHUNK]),
+            ),
+            "grant-reverse" => {
+                // CB_NULL of the NFSv4 callback program, which an NFSv3
+                // mount does not serve; its credit field asks for backward
+                // credits.
+                let bxid = 0x7e57_1000 | (n & 0xfff);
+                let k = encode_msg(&mut out, is_v2, bxid, max, false, v2::Direction::Call, v1::ChunkLists::NONE)?;
+                out.truncate(k);
+                out.extend(words(&[bxid, 0, 2, 0x4000_0000, 1, 0, 0, 0, 0, 0]));
+                (format!("backward call xid={bxid:#x} (CB_NULL)"), out)
+            }
+            _ => return Ok(()),
+        };
+        self.log.line(&format!("send {what}, credits {max} (after reply {} xid={xid:#x})", self.replies));
+        conn.send_chain(&m, None, &[], true)
+    }
+
     /// Version Two: the transport characteristics messages the peer sends
     /// (xcharext): its ROPT_INITXCH after the first reply, and what the
     /// scenario adds.
@@ -428,25 +551,26 @@ impl Peer {
         let mut out = [0u8; 256];
         let reply = v2::Direction::Reply;
         let s = self.scenario.clone();
+        let grant = self.grant();
         if !self.sent_initxch {
             self.sent_initxch = true;
             let rbsiz = if s == "xch-big" { 8192 } else { 4096 };
             let vals = [Xchar::RecvBufSize(rbsiz), Xchar::ReqRemInv(false), Xchar::BackwardRequest(xchar::BkReqSup::Inline)];
             let op = XchOp::InitXch { start: XcharSpec::from_slice(&vals), nochg: XcharSubset::empty() };
-            let n = op.encode_message(0x7200_0001, CREDITS, reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
+            let n = op.encode_message(0x7200_0001, grant, reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
             self.log.line(&format!("send ROPT_INITXCH rbsiz={rbsiz}"));
             conn.send(&out[..n], None)?;
             if s == "xch-resp" {
                 let none = XcharSubset::empty();
                 let op = XchOp::RespXch { done: none, rej: none, pend: none };
-                let n = op.encode_message(0x7200_0004, CREDITS, reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
+                let n = op.encode_message(0x7200_0004, grant, reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
                 self.log.line("send ROPT_RESPXCH xid=0x72000004 (unsolicited)");
                 conn.send(&out[..n], None)?;
             }
             if s == "xch-req" {
                 let want = [Xchar::RecvBufSize(2048)];
                 let op = XchOp::ReqXch { want: XcharSpec::from_slice(&want) };
-                let n = op.encode_message(0x7200_0002, CREDITS, reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
+                let n = op.encode_message(0x7200_0002, grant, reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
                 self.log.line("send ROPT_REQXCH xid=0x72000002 rbsiz=2048");
                 conn.send(&out[..n], None)?;
             }
@@ -454,7 +578,7 @@ impl Peer {
         if s == "xch-upd" && !self.done && self.calls >= 15 {
             self.done = true;
             let op = XchOp::UpdXch { now: Xchar::RecvBufSize(8192), pendclr: false };
-            let n = op.encode_message(0x7200_0003, CREDITS, reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
+            let n = op.encode_message(0x7200_0003, grant, reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
             self.log.line("send ROPT_UPDXCH rbsiz=8192");
             conn.send(&out[..n], None)?;
         }
@@ -517,9 +641,10 @@ impl Peer {
         let (xid, is_v2, inline) = (inc.xid, inc.v2, inc.inline);
         self.last_v2 = is_v2;
         let chunks = &inc.chunks;
+        let grant = self.grant();
         let err_chunk = |conn: &mut Conn| {
             // Version Two has no ERR_CHUNK: BAD_HEADER is the nearest.
-            let e = if is_v2 { words(&[xid, 2, CREDITS, 4, 2]) } else { words(&[xid, 1, CREDITS, 4, 2]) };
+            let e = if is_v2 { words(&[xid, 2, grant, 4, 2]) } else { words(&[xid, 1, grant, 4, 2]) };
             conn.send_chain(&e, None, &[], true)
         };
         let mut pieces = Vec::new();
@@ -573,6 +698,14 @@ impl Peer {
                     returned[0].push(first);
                     self.log.line(&format!("xid={xid:#x}: Write chunk returned with one segment more than offered"));
                 }
+                "write-chunk-short" => {
+                    self.done = true;
+                    rdma.clear();
+                    for seg in returned[0].iter_mut() {
+                        seg.length = 0;
+                    }
+                    self.log.line(&format!("xid={xid:#x}: Write chunk returned empty, nothing written, the count left as it was"));
+                }
                 "write-chunk-foreign" => {
                     self.done = true;
                     rdma.clear();
@@ -586,13 +719,13 @@ impl Peer {
         }
         // Version Two's default inline threshold is 4096 both ways; Version
         // One's comes from the client's CM private data (1024 without).
-        let max_inline = if is_v2 { self.client_rbsiz.min(verbs::SLOT as u32) } else { self.client.recv_size.min(PEER_INLINE) } as usize;
+        let max_inline = if is_v2 { self.client_rbsiz.min(verbs::SLOT as u32) } else { self.client.recv_size.min(self.peer_inline()) } as usize;
         let hdr_extra = if is_v2 { 4 } else { 0 };
         let wrefs: Vec<&[v1::Segment]> = returned.iter().map(|c| c.as_slice()).collect();
         let lists = v1::ChunkLists { reads: &[], writes: &wrefs, reply: None };
         let mut out = vec![0u8; 1024];
         let (sent_inline, how) = if v1::FIXED_HEADER_LEN + hdr_extra + lists.encoded_len() + body.len() <= max_inline {
-            let n = encode_reply(&mut out, is_v2, xid, false, lists)?;
+            let n = encode_reply(&mut out, is_v2, xid, grant, false, lists)?;
             out.truncate(n);
             out.extend_from_slice(&body);
             (true, if ddp { "Write chunk" } else { "inline" })
@@ -615,7 +748,7 @@ impl Peer {
                 }
             }
             let lists = v1::ChunkLists { reads: &[], writes: &wrefs, reply: Some(&rret) };
-            let n = encode_reply(&mut out, is_v2, xid, true, lists)?;
+            let n = encode_reply(&mut out, is_v2, xid, grant, true, lists)?;
             out.truncate(n);
             (false, "Reply chunk")
         } else {
@@ -642,6 +775,10 @@ impl Peer {
         ));
         let wr: Vec<(&[u8], Remote)> = rdma.iter().map(|(d, r)| (d.as_slice(), *r)).collect();
         conn.send_chain(&out, inv, &wr, true)?;
+        self.replies += 1;
+        if s.starts_with("grant-") && self.replies % BAIT_EVERY == 1 {
+            self.bait(conn, xid, is_v2)?;
+        }
         Ok(sent_inline.then_some(out))
     }
 }
@@ -687,6 +824,8 @@ fn main() -> ExitCode {
         client_rbsiz: xchar::DEFAULT_RBSIZ,
         sent_initxch: false,
         last_v2: false,
+        replies: 0,
+        baits: 0,
     };
     let listener = match Listener::bind(addr) {
         Ok(l) => l,
@@ -720,7 +859,7 @@ fn main() -> ExitCode {
                                 let r = ev.id.reject(&[0xff, 0xee, 0xdd]);
                                 peer.log.line(&format!("rejected: {r:?}"));
                             }
-                            Some(pdata) => match Conn::accept(ev.id, &pdata, ev.responder_resources) {
+                            Some(pdata) => match Conn::accept(ev.id, &pdata, ev.responder_resources, peer.speaks_v2(), peer.log) {
                                 Ok(c) => {
                                     peer.conns += 1;
                                     peer.log.line(&format!("accepted connection {}", peer.conns));
@@ -752,10 +891,34 @@ fn main() -> ExitCode {
                     peer.received += 1;
                     if peer.scenario == "drop-first" && peer.received == 1 {
                         peer.log.line(&format!("dropping the first message ({} bytes)", msg.len()));
+                        if let Ok(p) = v1::peek(&msg) {
+                            c.forget(p.xid);
+                        }
                         if let Err(e) = c.post_recv(slot) {
                             peer.log.line(&format!("repost failed: {e}"));
                         }
                         continue;
+                    }
+                    if peer.scenario == "v2-probe-rejected" && peer.speaks_v2() && peer.received == 1 {
+                        if let Some(p) = v1::peek(&msg).ok().filter(|p| p.vers == v2::RPCRDMA_VERSION_2) {
+                            // The client learns that Version Two is spoken,
+                            // its first call fails, and no grant came.
+                            peer.done = true;
+                            let mut e = [0u8; 32];
+                            let n = v2::Header::error(p.xid, u32::MAX, v2::ErrorBody::BadHeader).encode(&mut e).unwrap_or(0);
+                            peer.log.line(&format!(
+                                "recv Version Two probe xid={:#x}: send RDMA2_ERROR / ERR_BAD_HEADER, credits {}",
+                                p.xid,
+                                u32::MAX
+                            ));
+                            if let Err(e) = c.send(&e[..n], None) {
+                                peer.log.line(&format!("send failed: {e}"));
+                            }
+                            if let Err(e) = c.post_recv(slot) {
+                                peer.log.line(&format!("repost failed: {e}"));
+                            }
+                            continue;
+                        }
                     }
                     if let Ok(p) = v1::peek(&msg) {
                         let (low, high) = match (peer.scenario.as_str(), peer.v2) {
@@ -766,7 +929,7 @@ fn main() -> ExitCode {
                         let ours = p.vers == v1::VERSION || (p.vers == 2 && peer.v2);
                         if !ours || (peer.scenario == "vers-none" && p.vers == 2) {
                             let mut e = [0u8; 32];
-                            let n = v1::encode_err_vers_any_version(&mut e, p.xid, p.vers, CREDITS, low, high).unwrap_or(0);
+                            let n = v1::encode_err_vers_any_version(&mut e, p.xid, p.vers, peer.grant(), low, high).unwrap_or(0);
                             peer.log.line(&format!("recv xid={:#x} in version {}: ERR_VERS {low}..{high}", p.xid, p.vers));
                             if let Err(e) = c.send(&e[..n], None) {
                                 peer.log.line(&format!("send failed: {e}"));
@@ -797,7 +960,7 @@ fn main() -> ExitCode {
                             peer.done = true;
                             // An OPTIONAL call with no payload, of a type
                             // nobody defined (draft section 3.1).
-                            let m = words(&[0x7100_0001, 2, CREDITS, v2::RDMA2_OPTIONAL, 0, 0x7777, 4, 0xdead_beef]);
+                            let m = words(&[0x7100_0001, 2, peer.grant(), v2::RDMA2_OPTIONAL, 0, 0x7777, 4, 0xdead_beef]);
                             peer.log.line("send RDMA2_OPTIONAL call xid=0x71000001 opttype 0x7777");
                             if let Err(e) = c.send(&m, None) {
                                 peer.log.line(&format!("send failed: {e}"));

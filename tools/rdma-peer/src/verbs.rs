@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The RDMA side of the peer: an rdma_cm listener and one accepted
 //! connection with its PD, CQ, QP and a registered buffer. All `unsafe`
-//! of the peer lives here.
+//! of the peer lives here. Every message a connection receives or sends
+//! also goes through its credit count (`credits`), which logs the client's
+//! overruns.
 
 use std::{
     collections::VecDeque,
@@ -12,6 +14,15 @@ use std::{
 };
 
 use rdma_mummy_sys as sys;
+
+use crate::{
+    checks,
+    credits::{self, Account},
+    Log,
+};
+
+/// `ibv_wc_flags`: the Receive completed a Send With Invalidate.
+const IBV_WC_WITH_INV: u32 = 1 << 3;
 
 /// Receive slots posted (the client must never exceed our credits).
 pub const RECVS: usize = 32;
@@ -213,6 +224,12 @@ pub struct Conn {
     qp_created: bool,
     /// Completions polled while waiting for a particular one.
     stash: VecDeque<Completion>,
+    /// The client's messages outstanding against the grants sent.
+    credits: Account,
+    /// The peer decodes Version Two (else answers it with ERR_VERS).
+    speaks_v2: bool,
+    /// Where overruns are logged.
+    log: Log,
 }
 
 const WR_RECV: u64 = 1 << 32;
@@ -221,8 +238,9 @@ const WR_READ: u64 = 1 << 33;
 
 impl Conn {
     /// Accepts the connect request `id` with `private_data`: creates the
-    /// QP, posts [`RECVS`] Receives, then accepts.
-    pub fn accept(id: Id, private_data: &[u8], req_initiator_depth: u8) -> io::Result<Conn> {
+    /// QP, posts [`RECVS`] Receives, then accepts. `speaks_v2` and `log`
+    /// are for the credit count.
+    pub fn accept(id: Id, private_data: &[u8], req_initiator_depth: u8, speaks_v2: bool, log: Log) -> io::Result<Conn> {
         let id = id.0;
         let total = (RECVS + SENDS) * SLOT + WRITE_AREA + READ_AREA;
         let mut c = Conn {
@@ -234,6 +252,9 @@ impl Conn {
             next_send: 0,
             qp_created: false,
             stash: VecDeque::new(),
+            credits: Account::default(),
+            speaks_v2,
+            log,
         };
         // SAFETY: `id` is a connect request's id with its device context;
         // every object is checked and released by `Drop` in reverse order.
@@ -325,12 +346,48 @@ impl Conn {
     }
 
     /// The next completion, if any (those polled while waiting for a
-    /// particular one first).
+    /// particular one first). Everything the CQ holds is polled first, so
+    /// that every message that arrived is counted before the peer answers
+    /// the next one.
     pub fn poll(&mut self) -> io::Result<Option<Completion>> {
-        if let Some(c) = self.stash.pop_front() {
-            return Ok(Some(c));
+        self.drain()?;
+        Ok(self.stash.pop_front())
+    }
+
+    /// Polls every completion there is into the stash.
+    fn drain(&mut self) -> io::Result<()> {
+        while let Some(c) = self.poll_cq()? {
+            self.stash.push_back(c);
         }
-        self.poll_cq()
+        Ok(())
+    }
+
+    /// The call `xid` is waiting for an answer on this connection.
+    pub fn is_pending(&self, xid: u32) -> bool {
+        self.credits.is_pending(xid)
+    }
+
+    /// The peer drops the call `xid` and will never answer it: it no
+    /// longer counts.
+    pub fn forget(&mut self, xid: u32) {
+        self.credits.forget(xid);
+    }
+
+    /// Counts a message that arrived in Receive slot `slot`; logs an
+    /// overrun, and each new peak.
+    fn count_arrival(&mut self, slot: usize, len: usize) {
+        if let Some((hdr, rpc)) = checks::xid_mismatch(self.received(slot, len)) {
+            self.log.line(&format!("xid mismatch: header {hdr:#x}, RPC message {rpc:#x}"));
+        }
+        let kind = credits::inbound(self.received(slot, len), self.speaks_v2);
+        if let Some(a) = self.credits.arrive(kind) {
+            if a.overrun() {
+                self.log.line(&a.to_string());
+            }
+            if a.new_peak {
+                self.log.line(&format!("credits: {} outstanding, the most so far (grant {})", a.outstanding, a.grant));
+            }
+        }
     }
 
     /// Waits (up to 120 s: a Send may wait out RNR retries behind a
@@ -367,7 +424,16 @@ impl Conn {
             return Ok(Some(Completion::Failed { status: wc.status, recv, wr_id: wc.wr_id }));
         }
         Ok(Some(if recv {
-            Completion::Recv { slot: (wc.wr_id & 0xffff) as usize, len: wc.byte_len as usize }
+            let (slot, len) = ((wc.wr_id & 0xffff) as usize, wc.byte_len as usize);
+            if wc.wc_flags & IBV_WC_WITH_INV != 0 {
+                // The client advertises nothing of ours to invalidate, and a
+                // responder of its (backward replies) may use only plain
+                // Send when we did not offer Send With Invalidate (RFC 8797
+                // section 4.1; we never do).
+                self.log.line("recv Send With Invalidate: the client must use plain Sends");
+            }
+            self.count_arrival(slot, len);
+            Completion::Recv { slot, len }
         } else {
             Completion::Sent { wr_id: wc.wr_id }
         }))
@@ -427,6 +493,9 @@ impl Conn {
     /// before the client sees the Send). With `wait`, returns once the
     /// Send completed, so the buffers may be reused at once.
     pub fn send_chain(&mut self, msg: &[u8], invalidate: Option<u32>, writes: &[(&[u8], Remote)], wait: bool) -> io::Result<()> {
+        // What arrived before this Send is counted before it answers
+        // anything (an OPTIONAL is done with by the next answer only).
+        self.drain()?;
         let slot = RECVS + self.next_send % SENDS;
         // Unique per Send: several Sends share a slot, and waiting for the
         // slot number could match an older Send and return too early.
@@ -475,6 +544,8 @@ impl Conn {
             w.next = next;
         }
         let first: *mut sys::ibv_send_wr = if k > 0 { wwrs.as_mut_ptr() } else { &mut wr };
+        // Counted before the client can see it.
+        self.credits.send(credits::outbound(&msg[..n]));
         let mut bad = ptr::null_mut();
         // SAFETY: the QP is valid; the chain and its SGEs live for the call
         // and describe registered memory the connection owns.
