@@ -175,6 +175,15 @@ void rpcrdma_rs_complete_and_unpin_rqst(struct rpc_rqst *rqst, int copied)
 	spin_unlock(&xprt->queue_lock);
 }
 
+void rpcrdma_rs_unpin_rqst(struct rpc_rqst *rqst)
+{
+	struct rpc_xprt *xprt = rqst->rq_xprt;
+
+	spin_lock(&xprt->queue_lock);
+	xprt_unpin_rqst(rqst);
+	spin_unlock(&xprt->queue_lock);
+}
+
 void rpcrdma_rs_set_cwnd(struct rpc_xprt *xprt, unsigned long cwnd)
 {
 	spin_lock(&xprt->transport_lock);

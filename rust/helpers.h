@@ -64,6 +64,7 @@ bool rpcrdma_rs_try_module_get(struct module *module);
 struct rpc_rqst;
 struct rpc_rqst *rpcrdma_rs_lookup_and_pin_rqst(struct rpc_xprt *xprt, __be32 xid);
 void rpcrdma_rs_complete_and_unpin_rqst(struct rpc_rqst *rqst, int copied);
+void rpcrdma_rs_unpin_rqst(struct rpc_rqst *rqst);
 void rpcrdma_rs_set_cwnd(struct rpc_xprt *xprt, unsigned long cwnd);
 void rpcrdma_rs_clear_rq_cong(struct rpc_xprt *xprt, struct rpc_rqst *rqst);
 void rpcrdma_rs_reset_cong(struct rpc_xprt *xprt, unsigned long cwnd);

@@ -105,7 +105,8 @@ pub(crate) struct Rqst<'a> {
 }
 
 /// A request found by XID and pinned: SUNRPC will not free or reuse it until
-/// [`PinnedRqst::complete`] (or drop) unpins it.
+/// it is completed (or failed), which unpins it; dropping it unpins it and
+/// leaves it waiting for its reply.
 pub(crate) struct PinnedRqst {
     raw: NonNull<sys::rpc_rqst>,
     done: bool,
@@ -1187,8 +1188,15 @@ impl PinnedRqst {
 
 impl Drop for PinnedRqst {
     fn drop(&mut self) {
-        // An abandoned lookup fails the request rather than leaving it pinned.
-        self.finish(-(sys::EIO as c_int));
+        // A lookup that completes nothing (a late reply of an old
+        // connection, for a call sent again on the new one) only unpins:
+        // the request goes on waiting for the reply that counts.
+        if !self.done {
+            self.done = true;
+            // SAFETY: pinned in `lookup` and not completed; unpins under
+            // queue_lock.
+            unsafe { sys::rpcrdma_rs_unpin_rqst(self.raw.as_ptr()) };
+        }
     }
 }
 
