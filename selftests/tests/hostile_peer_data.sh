@@ -132,7 +132,14 @@ check_bad_chunk() {
   case "$1" in reply-chunk-*) fetch=(list_dir) expect=$want_dir op=READDIR ;; esac
   sleep 5
   got=$("${fetch[@]}")
-  [ "$got" = EIO ] || [ "$got" = "$expect" ] || bad "$1" "a $op returned wrong data ($got)"
+  if [ "$XPRT_MOD" != rpcrdma_rs ] && [ "$got" != EIO ] && [ "$got" != "$expect" ]; then
+    # Shown for comparison (make long-check), not held against the run:
+    # the in-tree C client does not check returned chunks against its
+    # offer, and hands up the pages' old contents.
+    diag "  $1: the C client's $op returned wrong data ($got): it trusted a chunk that $3"
+  else
+    [ "$got" = EIO ] || [ "$got" = "$expect" ] || bad "$1" "a $op returned wrong data ($got)"
+  fi
   [ "$("${fetch[@]}")" = "$expect" ] || bad "$1" "$op wrong or failed after the bad reply"
   if [ "$XPRT_MOD" = rpcrdma_rs ]; then
     [ "$got" = EIO ] || bad "$1" "the $op whose chunk $3 did not fail"
@@ -217,6 +224,13 @@ check_extra-sends() {
 check_cm-8k() {
   local got
   got=$(readlink "$MNT/peer.link" 2>/dev/null) || got=EIO
+  if [ "$XPRT_MOD" != rpcrdma_rs ]; then
+    # The C client sizes replies by its max_inline_read as given, not as
+    # advertised (rpcrdma_update_cm_private): shown for comparison.
+    [ "$got" = "$link_target" ] && diag "  cm-8k: the C client read the link" ||
+      diag "  cm-8k: the C client's READLINK failed (${#got} bytes): it offered no Reply chunk"
+    return
+  fi
   [ "$got" = "$link_target" ] || bad cm-8k "READLINK of a 4000-byte target failed or read wrong (${#got} bytes)"
   if [ "$XPRT_MOD" = rpcrdma_rs ]; then
     dmesg_s | grep -q 'inline thresholds 4096 (calls) and 4096 (replies)' ||
