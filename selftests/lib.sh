@@ -158,10 +158,16 @@ remote_invalidations() { cat /sys/kernel/debug/rpcrdma_rs/remote_invalidations 2
 force_disconnect() {
   local port=${1:-20049} x xprt= addr try secs
   secs=$(slow_secs 5)
-  for x in /sys/kernel/sunrpc/xprt-switches/*/xprt-*; do
-    grep -qx "dst_port=$port" "$x/xprt_info" 2>/dev/null && xprt=$x
+  # xprt_info reads fail while the transport is not connected (ENOTCONN):
+  # one forced just before may still be reconnecting.
+  for try in $(seq 1 $((secs * 4))); do
+    for x in /sys/kernel/sunrpc/xprt-switches/*/xprt-*; do
+      grep -qx "dst_port=$port" "$x/xprt_info" 2>/dev/null && xprt=$x
+    done
+    [ -n "$xprt" ] && break
+    sleep 0.5
   done
-  [ -n "$xprt" ] || fail "no RDMA transport to port $port in /sys/kernel/sunrpc"
+  [ -n "$xprt" ] || fail "no connected RDMA transport to port $port in /sys/kernel/sunrpc"
   addr=$(cat "$xprt/dstaddr") || fail "cannot read $xprt/dstaddr"
   for try in 1 2 3 4 5; do
     timeout -s KILL "$secs" sh -c 'echo "$1" > "$2"' sh "$addr" "$xprt/dstaddr" && return
