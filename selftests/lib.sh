@@ -146,34 +146,48 @@ server_cmd() { share_request cmd res "$1" "${2:-120}"; }
 # the C baseline, which does not export it).
 remote_invalidations() { cat /sys/kernel/debug/rpcrdma_rs/remote_invalidations 2>/dev/null || echo 0; }
 
-# force_disconnect [PORT]: makes SUNRPC close the RDMA transport to PORT
-# (default 20049) of the mount on $MNT, which reconnects at its next RPC:
-# rewriting the transport's dstaddr in sysfs forces a disconnect. The write
-# takes the transport's send lock (XPRT_LOCKED) with wait_on_bit_lock(),
-# but an RPC task releasing that lock does not wake bit waiters
-# (net/sunrpc/xprt.c xprt_clear_locked, 6.12): a write that finds an RPC in
-# transmission can sleep until the next close or connect, which never comes
-# while I/O flows. That is SUNRPC's, for every transport: the write is
-# killed after a few seconds and tried again.
-force_disconnect() {
-  local port=${1:-20049} x xprt= addr try secs
-  secs=$(slow_secs 5)
-  # xprt_info reads fail while the transport is not connected (ENOTCONN):
-  # one forced just before may still be reconnecting.
-  for try in $(seq 1 $((secs * 4))); do
+# rdma_xprt_dir [PORT]: the sysfs directory of the connected RDMA transport
+# to PORT (default 20049) of the mount on $MNT. xprt_info reads "<closed>"
+# while a transport is not connected: one just forced to disconnect may
+# still be reconnecting, so the lookup waits a few seconds for it.
+rdma_xprt_dir() {
+  local port=${1:-20049} x try
+  for try in $(seq 1 $(( $(slow_secs 5) * 4 ))); do
     for x in /sys/kernel/sunrpc/xprt-switches/*/xprt-*; do
-      grep -qx "dst_port=$port" "$x/xprt_info" 2>/dev/null && xprt=$x
+      grep -qx "dst_port=$port" "$x/xprt_info" 2>/dev/null && { echo "$x"; return 0; }
     done
-    [ -n "$xprt" ] && break
     sleep 0.5
   done
-  [ -n "$xprt" ] || fail "no connected RDMA transport to port $port in /sys/kernel/sunrpc"
+  return 1
+}
+
+# force_disconnect_at DIR: makes SUNRPC close the transport whose sysfs
+# directory is DIR (rdma_xprt_dir), which reconnects at its next RPC:
+# rewriting the transport's dstaddr forces a disconnect, whether or not it
+# is connected now. The write takes the transport's send lock
+# (XPRT_LOCKED) with wait_on_bit_lock(), but an RPC task releasing that
+# lock does not wake bit waiters (net/sunrpc/xprt.c xprt_clear_locked,
+# 6.12): a write that finds an RPC in transmission can sleep until the next
+# close or connect, which never comes while I/O flows. That is SUNRPC's,
+# for every transport: the write is killed after a few seconds and tried
+# again.
+force_disconnect_at() {
+  local xprt=$1 addr try secs
+  secs=$(slow_secs 5)
   addr=$(cat "$xprt/dstaddr") || fail "cannot read $xprt/dstaddr"
   for try in 1 2 3 4 5; do
     timeout -s KILL "$secs" sh -c 'echo "$1" > "$2"' sh "$addr" "$xprt/dstaddr" && return
     diag "writing $xprt/dstaddr did not finish in $secs s (try $try)"
   done
   fail "cannot force a disconnect through $xprt/dstaddr"
+}
+
+# force_disconnect [PORT]: force_disconnect_at the connected transport to
+# PORT (default 20049) of the mount on $MNT.
+force_disconnect() {
+  local xprt
+  xprt=$(rdma_xprt_dir "${1:-20049}") || fail "no connected RDMA transport to port ${1:-20049} in /sys/kernel/sunrpc"
+  force_disconnect_at "$xprt"
 }
 
 # rs_counter NAME: a module-wide rpcrdma_rs counter from debugfs (0 when the

@@ -29,6 +29,9 @@ timeout 120 mount -t nfs -o vers=4.1,proto=rdma,port=20049,retry=0 "$SERVER4:/" 
 out=$(server_cmd "mkfiles rcb 32"); printf '%s' "$out" | grep -q 'rc=0' || fail "server mkfiles: $out"
 recall_ms() { printf '%s' "$1" | sed -n 's/.* ms=\([0-9]*\).*/\1/p'; }
 entry() { echo "rcb/entry-with-a-reasonably-long-name-$1"; }
+# Found once: each disconnect below hits the same transport whether or not
+# it has reconnected from the one before.
+xprt=$(rdma_xprt_dir) || fail "no RDMA transport in /sys/kernel/sunrpc"
 connects0=$(rdma_xprt_field 3)
 bufs0=$(rs_counter recv_bufs_allocated)
 head -c $((256 << 10)) /dev/urandom > /tmp/rcb.src
@@ -43,7 +46,7 @@ if [ "${RDMARS_RECONNECT_INFLIGHT:-0}" = 1 ]; then
   for i in $(seq 1 32); do exec {fd}< "$MNT/$(entry $i)" && fds+=("$fd"); done
   server_cmd "append-all rcb" 400 > /tmp/rcb.recall &
   recall=$!
-  for k in 1 2 3; do sleep 1; force_disconnect; done
+  for k in 1 2 3; do sleep 1; force_disconnect_at "$xprt"; done
   # Recalls dropped by the server in the rebinding window (see above) end
   # only when the client lets go of the files.
   sleep 20
@@ -54,7 +57,7 @@ if [ "${RDMARS_RECONNECT_INFLIGHT:-0}" = 1 ]; then
   diag "32 recalls with 3 disconnects in flight: $(cat /tmp/rcb.recall)"
 else
   for i in $(seq 1 6); do
-    force_disconnect
+    force_disconnect_at "$xprt"
     exec {fd}< "$MNT/$(entry $i)"   # reconnects, then a delegation
     out=$(server_cmd "append-export $(entry $i)")
     exec {fd}<&-
