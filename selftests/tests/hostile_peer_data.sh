@@ -251,18 +251,23 @@ check_cm-change() {
     [ "$t" = "2048/2048 4096/4096 " ] || bad cm-change "thresholds $t, want 2048/2048 then 4096/4096"
   fi
 }
-PARAMS=/sys/module/$XPRT_MOD/parameters
+# max_inline_read for the mounts made from now on: our module parameter,
+# or the C client's sysctl.
+set_max_inline_read() {
+  if [ "$XPRT_MOD" = rpcrdma_rs ]; then echo "$1" > /sys/module/rpcrdma_rs/parameters/max_inline_read
+  else echo "$1" > /proc/sys/sunrpc/rdma_max_inline_read; fi
+}
 
 for s in good write-chunk-foreign write-chunk-long write-chunk-extra write-chunk-short \
   reply-chunk-gap reply-chunk-swapped reply-chunk-repeated reply-chunk-long inv-stale inv-other-rpc extra-sends cm-8k cm-change; do
   # Read when a mount is made: this one only.
-  [ "$s" = cm-8k ] && echo 5000 > $PARAMS/max_inline_read
+  [ "$s" = cm-8k ] && set_max_inline_read 5000
   if [ "$s" = inv-other-rpc ]; then
     # The reference copy, read once through a healthy peer's mount above.
     [ -s /tmp/peer.ref ] || bad "$s" "no reference copy"
   fi
   scenario "$s"
-  [ "$s" = cm-8k ] && echo 4096 > $PARAMS/max_inline_read
+  [ "$s" = cm-8k ] && set_max_inline_read 4096
   if [ "$s" = good ] && [ ! -s /tmp/peer.ref ]; then
     # Keep a copy for the partial-read checks (taken through knfsd).
     mount_rs && { dd if="$MNT/peer.dat" of=/tmp/peer.ref bs=64k status=none; umount "$MNT"; }

@@ -8,6 +8,8 @@
 #                     Read chunk (Version Two's 4096-byte default)
 #   v2-optional (v2)  an RDMA2_OPTIONAL call of an unknown type is answered
 #                     with RDMA2_ERROR / ERR_INVAL_OPTION
+#   v2-reverse-call (v2) Version Two backward calls on an NFSv3 mount: one
+#                     dropped, one with a chunk refused, one malformed
 #   v2-malformed (v2) a broken Version Two answer to the probe: disconnect,
 #                     then Version One with that server
 #   drop-first (v2)   the probe is lost: after the timeout the client
@@ -117,6 +119,25 @@ if peer xch-resp v2; then
   printf '%s' "$LOG" | grep -q ': Error(InvalOption)' || bad xch-resp "the ROPT_RESPXCH was not answered with ERR_INVAL_OPTION"
 else
   bad xch-resp "mount failed"; done_ xch-resp
+fi
+[ "$fails" = "$f0" ] || show_log
+
+f0=$fails
+# Version Two's backward direction (draft section 4.2.2) on an NFSv3
+# mount, which has no callback service: a plain backward call is dropped
+# and counted; one with a Read chunk gets RDMA2_ERROR / ERR_BAD_HEADER
+# (Version Two has no ERR_CHUNK); a CALL direction over an RPC reply is
+# counted as malformed.
+if peer v2-reverse-call v2; then
+  # The module was loaded afresh (peer): its counters start at 0.
+  ls "$MNT" > /dev/null; sleep 2; ls "$MNT" > /dev/null || bad v2-reverse-call "READDIR failed"
+  b1=$(rs_counter bad_replies) e1=$(rs_counter backward_chunk_errors)
+  done_ v2-reverse-call
+  printf '%s' "$LOG" | grep -q 'xid=0x7e572002: Error(BadHeader)' || bad v2-reverse-call "no ERR_BAD_HEADER for the backward call with a chunk"
+  [ "$e1" -ge 1 ] || bad v2-reverse-call "backward_chunk_errors did not move"
+  [ "$b1" -ge 3 ] || bad v2-reverse-call "only $b1 of the 3 backward messages counted"
+else
+  bad v2-reverse-call "mount failed"; done_ v2-reverse-call
 fi
 [ "$fails" = "$f0" ] || show_log
 

@@ -96,6 +96,7 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("vers-none", "(proxy) Version Two calls get ERR_VERS 3..3: no version in common"),
     ("v2-malformed", "(proxy, --v2) the first Version Two reply is a header cut after its direction word"),
     ("v2-optional", "(proxy, --v2) after the first reply, an RDMA2_OPTIONAL call of an unknown type"),
+    ("v2-reverse-call", "(proxy, --v2) after the first reply, Version Two backward calls: plain, with a Read chunk, and a CALL direction over an RPC reply"),
     ("xch-big", "(proxy, --v2) ROPT_INITXCH announces an 8 KiB Receive buffer"),
     ("xch-upd", "(proxy, --v2) ROPT_INITXCH says 4 KiB, ROPT_UPDXCH raises it to 8 KiB after 15 calls"),
     ("xch-req", "(proxy, --v2) after the first reply, ROPT_REQXCH asks the client for a 2 KiB Receive buffer"),
@@ -955,6 +956,27 @@ fn main() -> ExitCode {
                         }
                         if let Err(e) = peer.xch(c) {
                             peer.log.line(&format!("xchar send failed: {e}"));
+                        }
+                        if peer.scenario == "v2-reverse-call" && peer.v2 && !peer.done && peer.calls >= 1 {
+                            peer.done = true;
+                            let g = peer.grant();
+                            // CB_NULL of the NFSv4 callback program, as a
+                            // Version Two RDMA2_MSG in the CALL direction.
+                            let cb_null = |x: u32| words(&[x, 0, 2, 0x4000_0000, 1, 0, 0, 0, 0, 0]);
+                            let (a, b, d) = (0x7e57_2001u32, 0x7e57_2002u32, 0x7e57_2003u32);
+                            let mut plain = words(&[a, 2, g, 0, 0, 0, 0, 0]);
+                            plain.extend(cb_null(a));
+                            let mut chunked = words(&[b, 2, g, 0, 0, 1, 0, 0x4321, 512, 0, 0x2000, 0, 0, 0]);
+                            chunked.extend(cb_null(b));
+                            // The header says CALL, the RPC message is a reply.
+                            let mut mismatched = words(&[d, 2, g, 0, 0, 0, 0, 0]);
+                            mismatched.extend(words(&[d, 1, 0, 0, 0, 0]));
+                            for (x, what, m) in [(a, "plain", plain), (b, "with a Read chunk", chunked), (d, "CALL over an RPC reply", mismatched)] {
+                                peer.log.line(&format!("send Version Two backward call xid={x:#x} ({what})"));
+                                if let Err(e) = c.send(&m, None) {
+                                    peer.log.line(&format!("send failed: {e}"));
+                                }
+                            }
                         }
                         if peer.scenario == "v2-optional" && peer.v2 && !peer.done && peer.calls >= 1 {
                             peer.done = true;
