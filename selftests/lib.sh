@@ -212,6 +212,35 @@ restore_testbed() {
   server_cmd "peer-stop" 10 > /dev/null
 }
 
+# The hostile peer in proxy mode (tools/rdma-peer on port 20050, knfsd
+# behind it): the NFSv3 mount options of the tests that mount through it,
+# with short timeouts (a dropped reply costs seconds, not a minute).
+PEER_OPTS_V3="vers=3,proto=rdma,port=20050,nolock,retry=0,timeo=50,retrans=3"
+
+# Tests that make many checks count the failed ones: bad NAME WHY says
+# which and why; the test fails at its end if $fails is not 0.
+fails=0
+bad() { diag "  $1: $2"; fails=$((fails + 1)); }
+
+# peer_data NAME MB: a file of random data in the server's export; prints
+# its md5 (the reference for data read back through the peer), or why it
+# could not be made and returns 1.
+peer_data() {
+  local out
+  out=$(server_cmd "mkdata $1 $2")
+  printf '%s' "$out" | grep -q 'rc=0' || { echo "server mkdata: $out"; return 1; }
+  server_cmd "md5 $1" | head -1
+}
+
+# peer_message_checks NAME LOG: what the peer checks of every message it
+# receives (tools/rdma-peer/src/checks.rs): the header's XID mirrors the
+# RPC message's, and Sends are plain. A violation in LOG fails check NAME.
+peer_message_checks() {
+  local v
+  v=$(printf '%s\n' "$2" | grep -E 'xid mismatch|recv Send With Invalidate' | head -1)
+  [ -z "$v" ] || bad "$1" "$v"
+}
+
 # The C client's reactions to the hostile peer are compared in make
 # long-check only (RDMARS_BASELINE_HOSTILE=1): the catalogue takes minutes.
 hostile_ours_only() {

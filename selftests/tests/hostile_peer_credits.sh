@@ -34,11 +34,7 @@
 hostile_ours_only
 unload_all
 dmesg_mark
-OPTS="vers=3,proto=rdma,port=20050,nolock,retry=0,timeo=50,retrans=3"
-out=$(server_cmd "mkdata credits.dat 2"); printf '%s' "$out" | grep -q 'rc=0' || fail "server mkdata: $out"
-want=$(server_cmd "md5 credits.dat" | head -1)
-fails=0
-bad() { diag "  $1: $2"; fails=$((fails + 1)); }
+want=$(peer_data credits.dat 2) || fail "$want"
 
 # load: 16 readers at once, each its own 128 KiB of credits.dat in 16 KiB
 # O_DIRECT READs (one RPC each). Prints the md5 of what they read
@@ -59,7 +55,7 @@ load() {
   rm -f /tmp/credits.*
 }
 
-mount_peer() { timeout 120 mount -t nfs -o "$OPTS" "$SERVER4:/srv/export" "$MNT"; }
+mount_peer() { timeout 120 mount -t nfs -o "$PEER_OPTS_V3" "$SERVER4:/srv/export" "$MNT"; }
 
 # scenario NAME [v2]: starts the peer (proxy mode, with --v2 if asked),
 # mounts through it (mount_NAME, if defined, makes the mount), runs
@@ -94,10 +90,7 @@ scenario() {
     printf '%s\n' "$log" | grep 'credit overrun:' | head -3 | sed 's/^/#     peer: /'
   fi
   [ "$reads" -ge 100 ] || bad "$s" "the peer served only $reads READs: the load did not go through it"
-  # What the peer checks of every message (tools/rdma-peer/src/checks.rs).
-  if printf '%s\n' "$log" | grep -qE 'xid mismatch|recv Send With Invalidate'; then
-    bad "$s" "$(printf '%s\n' "$log" | grep -E 'xid mismatch|recv Send With Invalidate' | head -1)"
-  fi
+  peer_message_checks "$s" "$log"
   "check_$s"
   if [ "$fails" != "${fails_before:-0}" ]; then printf '%s\n' "$log" | grep -v 'prog=100003' | tail -12 | sed 's/^/#     peer: /'; fi
   fails_before=$fails

@@ -42,11 +42,7 @@
 hostile_ours_only
 unload_all
 dmesg_mark
-OPTS="vers=3,proto=rdma,port=20050,nolock,retry=0,timeo=50,retrans=3"
-out=$(server_cmd "mkdata peer.dat 1"); printf '%s' "$out" | grep -q 'rc=0' || fail "server mkdata: $out"
-want=$(server_cmd "md5 peer.dat" | head -1)
-fails=0
-bad() { diag "  $1: $2"; fails=$((fails + 1)); }
+want=$(peer_data peer.dat 1) || fail "$want"
 
 # read_file NAME: the file read through the mount with O_DIRECT (each
 # 64 KiB block one READ with a Write chunk); prints its md5, or "EIO".
@@ -91,7 +87,7 @@ scenario() {
   printf '%s' "$r" | grep -q 'rc=0' || { bad "$s" "peer did not start: $r"; return; }
   b0=$(rs_counter bad_replies)
   dmesg_mark_s=$(dmesg | wc -l)
-  if ! timeout 120 mount -t nfs -o "$OPTS" "$SERVER4:/srv/export" "$MNT"; then
+  if ! timeout 120 mount -t nfs -o "$PEER_OPTS_V3" "$SERVER4:/srv/export" "$MNT"; then
     bad "$s" "mount through the peer failed"; server_cmd peer-stop | tail -5 | sed 's/^/#     peer: /'; return
   fi
   "check_$s"
@@ -99,11 +95,7 @@ scenario() {
   timeout 60 umount "$MNT" || { umount -f -l "$MNT"; bad "$s" "umount hung"; }
   log=$(server_cmd peer-stop)
   diag "$s: connects $conns, bad replies $b0 -> $(rs_counter bad_replies)"
-  # What the peer checks of every message (tools/rdma-peer/src/checks.rs):
-  # the header's XID mirrors the RPC message's, and Sends are plain.
-  if printf '%s\n' "$log" | grep -qE 'xid mismatch|recv Send With Invalidate'; then
-    bad "$s" "$(printf '%s\n' "$log" | grep -E 'xid mismatch|recv Send With Invalidate' | head -1)"
-  fi
+  peer_message_checks "$s" "$log"
   if [ "$fails" != "${fails_before:-0}" ]; then printf '%s\n' "$log" | tail -12 | sed 's/^/#     peer: /'; fi
   fails_before=$fails
 }

@@ -29,10 +29,7 @@
 only_ours
 unload_all
 dmesg_mark
-OPTS="vers=3,proto=rdma,port=20050,nolock,retry=0,timeo=50,retrans=3"
 MODOPTS=
-fails=0
-bad() { diag "  $1: $2"; fails=$((fails + 1)); }
 LOG=
 # peer SCENARIO [v2]: a fresh rpcrdma_rs (nothing remembered), the peer,
 # and a mount through it; returns the mount's status.
@@ -42,7 +39,7 @@ peer() {
   local r; r=$(server_cmd "peer-start $1 120 proxy ${2:-}")
   printf '%s' "$r" | grep -q 'rc=0' || { bad "$1" "peer did not start: $r"; return 1; }
   dmesg_mark_s=$(dmesg | wc -l)
-  timeout 120 mount -t nfs -o "$OPTS" "$SERVER4:/srv/export" "$MNT"
+  timeout 120 mount -t nfs -o "$PEER_OPTS_V3" "$SERVER4:/srv/export" "$MNT"
 }
 # done_ SCENARIO: unmounts and stops the peer; its log lands in $LOG.
 done_() {
