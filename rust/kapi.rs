@@ -10,11 +10,21 @@ pub(crate) mod compat;
 pub(crate) mod debugfs;
 pub(crate) mod errno;
 pub(crate) mod ib;
+pub(crate) mod params;
 pub(crate) mod ratelimit;
 pub(crate) mod rdma;
 pub(crate) mod rpc;
+pub(crate) mod time;
 pub(crate) mod work;
 pub(crate) mod xprt;
+
+/// Bytes in a page: the kernel's `PAGE_SIZE`, the one page size the module
+/// uses (chunk planning, scatterlists, MR depth and the backchannel payload
+/// all must agree on it; arm64 kernels may use 16 or 64 KiB pages).
+pub(crate) const PAGE_SIZE: u32 = {
+    assert!(kernel::page::PAGE_SIZE <= u32::MAX as usize);
+    kernel::page::PAGE_SIZE as u32
+};
 
 /// Copies `src` into the fixed-size C string buffer `dst`, NUL-terminated,
 /// truncating if needed.

@@ -3,8 +3,8 @@
 //! Module parameters (declared in `params.c`), read and clamped to the
 //! ranges the transport supports.
 
+use crate::kapi::params::{self as raw, RawParams};
 use crate::proto::cm;
-use crate::sys;
 
 /// Fewest and most requests per transport (as the in-tree client).
 const SLOTS: (u32, u32) = (4, 16384);
@@ -14,20 +14,7 @@ const INLINE: (u32, u32) = (1024, 65536);
 
 /// Requests in flight per transport.
 pub(crate) fn slot_table_entries() -> u32 {
-    // SAFETY: reads an integer parameter.
-    unsafe { sys::rpcrdma_rs_param_slot_table_entries() }.clamp(SLOTS.0, SLOTS.1)
-}
-
-/// Largest reply received inline; the Receive buffer size.
-fn max_inline_read() -> u32 {
-    // SAFETY: reads an integer parameter.
-    unsafe { sys::rpcrdma_rs_param_max_inline_read() }.clamp(INLINE.0, INLINE.1)
-}
-
-/// Largest call sent inline; the Send buffer size.
-fn max_inline_write() -> u32 {
-    // SAFETY: reads an integer parameter.
-    unsafe { sys::rpcrdma_rs_param_max_inline_write() }.clamp(INLINE.0, INLINE.1)
+    raw::read().slot_table_entries.clamp(SLOTS.0, SLOTS.1)
 }
 
 /// RPC-over-RDMA versions allowed (`versions=`).
@@ -48,10 +35,9 @@ impl Versions {
     }
 }
 
-/// The versions the transport may use.
-fn versions() -> Versions {
-    // SAFETY: reads an integer parameter.
-    let mask = unsafe { sys::rpcrdma_rs_param_versions() };
+/// The versions the transport may use (`versions=` as a bit mask; none
+/// allowed means Version One).
+fn versions(mask: u32) -> Versions {
     let v = Versions { v1: mask & (1 << 1) != 0, v2: mask & (1 << 2) != 0 };
     if v.v1 || v.v2 {
         v
@@ -63,8 +49,7 @@ fn versions() -> Versions {
 /// Seconds without a Receive, while RPCs wait for replies, before the
 /// connection is probed (`probe_interval`; 0: never).
 pub(crate) fn probe_interval_s() -> u32 {
-    // SAFETY: reads an integer parameter.
-    unsafe { sys::rpcrdma_rs_param_probe_interval() }.min(3600)
+    raw::read().probe_interval.min(3600)
 }
 
 /// The parameters a transport runs with, read once when it is created
@@ -87,10 +72,17 @@ pub(crate) struct Settings {
 impl Settings {
     /// The parameters as they are now.
     pub(crate) fn now() -> Settings {
+        Settings::from_raw(&raw::read())
+    }
+
+    /// Clamps one reading: inline sizes to what the transport supports,
+    /// then down to a multiple of 1 KiB.
+    fn from_raw(p: &RawParams) -> Settings {
+        let inline = |v: u32| cm::normalize_size(v.clamp(INLINE.0, INLINE.1));
         Settings {
-            inline_read: cm::normalize_size(max_inline_read()),
-            inline_write: cm::normalize_size(max_inline_write()),
-            versions: versions(),
+            inline_read: inline(p.max_inline_read),
+            inline_write: inline(p.max_inline_write),
+            versions: versions(p.versions),
         }
     }
 }

@@ -12,10 +12,7 @@
 //!   HCA never reads memory SUNRPC owns; a reply is copied out of the Receive
 //!   buffer into the request before the buffer is reposted.
 
-use core::{
-    ptr::NonNull,
-    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
-};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use kernel::{
     alloc::{flags::GFP_KERNEL, KBox},
@@ -30,7 +27,9 @@ use kernel::{
 use crate::{
     kapi::{
         errno,
+        PAGE_SIZE,
         ratelimit::RateLimit,
+        time,
         rdma::{self, CmEvent, Completion, ConnHandler, Connection, Live, PagesInFlight, QpConfig, Received, RecvCache, Registration},
         rpc::{self, BcError, BcPool, Create, PinnedRqst, Rqst, SlotTable, StatsWriter, Task, Which, Xprt, XprtParams},
         work::{DelayedWork, DelayedWorkItem},
@@ -42,14 +41,13 @@ use crate::{
         v2::{self, ConnVersion, Decision, Version},
         xchar::{self, Characteristics, XchOp, Xchar, XcharSpec, XcharSubset},
     },
-    sys,
     vers,
 };
 
 /// `XPRT_TRANSPORT_RDMA`: the ident NFS asks for with `proto=rdma`.
 const XPRT_TRANSPORT_RDMA: u32 = 256;
 /// Largest RPC payload (the in-tree client's: 1 MiB plus a page).
-const MAX_PAYLOAD: u32 = (1 << 20) + 4096;
+const MAX_PAYLOAD: u32 = (1 << 20) + PAGE_SIZE;
 /// Address and route resolution timeout.
 const RESOLVE_TIMEOUT_MS: u32 = 5000;
 /// First reconnect delay, and the idle time before autoclose (in-tree values).
@@ -113,7 +111,7 @@ impl xprt::TransportClass for RdmaTransport {
     const IDENT: u32 = XPRT_TRANSPORT_RDMA;
     const NETIDS: [&'static CStr; xprt::MAX_NETIDS] = [c_str!("rdma"), c_str!("rdma6")];
 
-    fn setup(args: &xprt::CreateArgs<'_>) -> Result<NonNull<sys::rpc_xprt>> {
+    fn setup(args: &xprt::CreateArgs<'_>) -> Result<rpc::NewXprt> {
         if args.is_backchannel() {
             pr_warn!("backchannel transports are not supported\n");
             return Err(errno::EPROTONOSUPPORT());
@@ -122,7 +120,7 @@ impl xprt::TransportClass for RdmaTransport {
         let server = args.servername().unwrap_or(c_str!("(unnamed)"));
         pr_debug!("creating a transport to {}\n", server);
         let v6 = args.is_ipv6();
-        let s = |secs: u32| rpc::ms_to_jiffies(secs.saturating_mul(1000));
+        let s = |secs: u32| time::ms_to_jiffies(secs.saturating_mul(1000));
         let p = XprtParams {
             max_slots: params::slot_table_entries(),
             max_payload: MAX_PAYLOAD,
@@ -391,8 +389,8 @@ impl RdmaXprt {
             return Err(errno::EPROTONOSUPPORT());
         }
         // One region covers a whole 1 MiB payload where the device allows.
-        let mr_pages = caps.max_fast_reg_pages.min(MAX_PAYLOAD / PAGE + 1);
-        if (MAX_PAYLOAD / PAGE).div_ceil(mr_pages) as usize > rdma::MAX_MRS - 2 {
+        let mr_pages = caps.max_fast_reg_pages.min(MAX_PAYLOAD / PAGE_SIZE + 1);
+        if (MAX_PAYLOAD / PAGE_SIZE).div_ceil(mr_pages) as usize > rdma::MAX_MRS - 2 {
             pr_err!(
                 "device {} registers at most {} pages at once: too few to carry 1 MiB I/O\n",
                 conn.device_name().unwrap_or(c_str!("?")),
@@ -454,8 +452,6 @@ impl RdmaXprt {
     }
 }
 
-/// Bytes in a page (the kernel's PAGE_SIZE on the platforms we build for).
-const PAGE: u32 = 4096;
 
 impl RdmaXprt {
     /// Builds the transport header (registering chunks as the plan says)
@@ -483,7 +479,7 @@ impl RdmaXprt {
             inline_send: inline_send.saturating_sub(extra),
             inline_recv: inline_recv.saturating_sub(extra),
             max_send_sge: shared.send_sges.load(Ordering::Relaxed),
-            page_size: PAGE,
+            page_size: PAGE_SIZE,
             max_pages_per_mr: shared.mr_pages.load(Ordering::Relaxed),
             max_segments: (rdma::MAX_MRS / 2) as u32,
             // Small calls are cheaper to copy than to map page by page.
@@ -754,7 +750,7 @@ impl RdmaXprt {
     fn schedule_liveness(&self) {
         let s = params::probe_interval_s();
         if s > 0 && !self.dying.load(Ordering::SeqCst) {
-            self.liveness.queue(rpc::ms_to_jiffies(s * 1000));
+            self.liveness.queue(time::ms_to_jiffies(s * 1000));
         }
     }
 
@@ -812,11 +808,11 @@ impl rpc::Transport for RdmaXprt {
 
     fn bc_maxpayload(&self, _x: Xprt<'_>) -> usize {
         // Backward calls and replies travel inline, in one page each side.
-        let inline = self.settings.inline_read.min(self.settings.inline_write).min(PAGE);
+        let inline = self.settings.inline_read.min(self.settings.inline_write).min(PAGE_SIZE);
         match self.ep.lock().as_ref() {
             Some(ep) => {
                 let (send, recv) = ep.shared().inline();
-                send.min(recv).min(PAGE) as usize - v1::MIN_MSG_HEADER_LEN - 4
+                send.min(recv).min(PAGE_SIZE) as usize - v1::MIN_MSG_HEADER_LEN - 4
             }
             None => inline as usize - v1::MIN_MSG_HEADER_LEN - 4,
         }
@@ -883,7 +879,7 @@ impl rpc::Transport for RdmaXprt {
         }
         self.connecting.store(true, Ordering::Release);
         let delay = if self.tried.load(Ordering::Relaxed) {
-            x.reconnect_delay(rpc::ms_to_jiffies(INIT_REEST_S * 1000))
+            x.reconnect_delay(time::ms_to_jiffies(INIT_REEST_S * 1000))
         } else {
             0
         };
@@ -988,12 +984,12 @@ impl rpc::Transport for RdmaXprt {
 
     fn print_stats(&self, x: Xprt<'_>, out: &mut StatsWriter<'_>) {
         let st = x.stat();
-        let hz = u64::from(sys::HZ);
+        let hz = time::HZ;
         let c = stats::Counters {
             bind_count: st.bind_count,
             connect_count: st.connect_count,
-            connect_time: st.connect_time / hz,
-            idle_time: stats::idle_time_secs(x.connected(), rpc::jiffies(), x.last_used(), hz),
+            connect_time: stats::jiffies_to_secs(st.connect_time, hz),
+            idle_time: stats::idle_time_secs(x.connected(), time::jiffies(), x.last_used(), hz),
             sends: st.sends,
             recvs: st.recvs,
             bad_xids: st.bad_xids,
@@ -1162,7 +1158,7 @@ impl EpShared {
 
     /// Waits until the connection reaches `want`, fails, or `ms` pass.
     fn wait(&self, want: CmState, ms: u32) -> Result {
-        let mut left = rpc::ms_to_jiffies(ms) as i64;
+        let mut left = time::ms_to_jiffies(ms) as i64;
         let mut g = self.state.lock();
         loop {
             if self.aborted.load(Ordering::Acquire) {

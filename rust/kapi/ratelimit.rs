@@ -8,7 +8,6 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use crate::sys;
 
 /// Lets one event through per interval. Put one in a `static` per message.
 pub(crate) struct RateLimit {
@@ -27,14 +26,12 @@ impl RateLimit {
 
     /// True if the caller may log now. Safe to call from any context.
     pub(crate) fn allow(&self) -> bool {
-        // SAFETY: `jiffies` is a word the timer interrupt updates; a
-        // volatile read of it is how C code reads it too.
-        let now = unsafe { core::ptr::read_volatile(&raw const sys::jiffies) } as u64;
+        let now = super::time::jiffies();
         let next = self.next.load(Ordering::Relaxed);
         if next != 0 && (now.wrapping_sub(next) as i64) < 0 {
             return false;
         }
-        let until = now.wrapping_add(super::rpc::ms_to_jiffies(INTERVAL_MS)).max(1);
+        let until = now.wrapping_add(super::time::ms_to_jiffies(INTERVAL_MS)).max(1);
         self.next.compare_exchange(next, until, Ordering::Relaxed, Ordering::Relaxed).is_ok()
     }
 }

@@ -1027,7 +1027,7 @@ impl<T: ConnHandler> Connection<T> {
         mr.to_device.store(to_device, Ordering::Relaxed);
         // SAFETY: the MR is ours; `nents` entries are mapped.
         let mapped = unsafe {
-            sys::ib_map_mr_sg(mr.ibmr, sg.as_mut_ptr(), nents, ptr::null_mut(), kernel::page::PAGE_SIZE as u32)
+            sys::ib_map_mr_sg(mr.ibmr, sg.as_mut_ptr(), nents, ptr::null_mut(), super::PAGE_SIZE)
         };
         if mapped != nents {
             // SAFETY: mapped just above with these arguments.

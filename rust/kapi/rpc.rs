@@ -366,7 +366,7 @@ unsafe impl Sync for BcPool {}
 impl BcPool {
     /// `n` requests, each with page-sized call and reply buffers.
     pub(crate) fn new(n: usize) -> Result<Self> {
-        let ps = page_size() as usize;
+        let ps = super::PAGE_SIZE as usize;
         let mut slots = KVec::with_capacity(n, GFP_KERNEL)?;
         for index in 0..n {
             let slot = KBox::pin(
@@ -387,7 +387,7 @@ impl BcPool {
     /// Hands the backward call `msg` (the RPC message from its XID on) to
     /// the transport's callback service.
     pub(crate) fn deliver(&self, x: Xprt<'_>, msg: &[u8]) -> core::result::Result<(), BcError> {
-        let ps = page_size() as usize;
+        let ps = super::PAGE_SIZE as usize;
         if msg.len() < 8 || msg.len() > ps {
             return Err(BcError::BadSize);
         }
@@ -512,6 +512,26 @@ struct Timeout(sys::rpc_timeout);
 // SAFETY: plain integers, read-only once shared.
 unsafe impl Sync for Timeout {}
 
+/// A transport [`new_xprt`] allocated and attached its transport to, not yet
+/// handed to SUNRPC: only the class's `setup` callback can take it apart.
+///
+/// # Invariants
+///
+/// `raw` is an `rpc_xprt` from `xprt_alloc` with a `Shell` holding a live
+/// transport, its addresses formatted and a module reference taken; nothing
+/// else refers to it yet.
+#[must_use = "dropping a new transport leaks it"]
+pub(crate) struct NewXprt {
+    raw: NonNull<sys::rpc_xprt>,
+}
+
+impl NewXprt {
+    /// Gives the transport to SUNRPC (the `setup` callback's return value).
+    pub(super) fn into_raw(self) -> NonNull<sys::rpc_xprt> {
+        self.raw
+    }
+}
+
 /// Allocates an `rpc_xprt` for `args` and attaches the transport `make`
 /// returns. Takes a module reference for the transport's lifetime.
 pub(crate) fn new_xprt<T: Transport>(
@@ -520,7 +540,7 @@ pub(crate) fn new_xprt<T: Transport>(
     params: &XprtParams,
     netid: &'static CStr,
     make: impl FnOnce(Xprt<'static>) -> Result<Pin<KBox<T>>>,
-) -> Result<NonNull<sys::rpc_xprt>> {
+) -> Result<NewXprt> {
     let raw = args.raw;
     if raw.addrlen > core::mem::size_of::<sys::__kernel_sockaddr_storage>() || raw.dstaddr.is_null() {
         return Err(EBADF);
@@ -593,7 +613,8 @@ pub(crate) fn new_xprt<T: Transport>(
         let t = KBox::into_raw(Pin::into_inner_unchecked(transport));
         (*xprt.as_ptr().cast::<Shell>()).transport = t.cast_const().cast();
     }
-    Ok(xprt)
+    // INVARIANT: allocated, set up and given its transport above.
+    Ok(NewXprt { raw: xprt })
 }
 
 impl<'a> Xprt<'a> {
@@ -978,13 +999,8 @@ pub(crate) enum Which {
     Reply,
 }
 
-fn page_size() -> u32 {
-    // A constant of the kernel build (4096 on the platforms we build for).
-    kernel::page::PAGE_SIZE as u32
-}
-
 fn desc(b: &sys::xdr_buf, send: bool) -> XdrBufDesc {
-    let ps = page_size();
+    let ps = super::PAGE_SIZE;
     let off = |p: *mut c_void| (p as usize).checked_rem(ps as usize).unwrap_or(0) as u32;
     XdrBufDesc {
         head: Kvec { page_offset: off(b.head[0].iov_base), len: b.head[0].iov_len as u32 },
@@ -998,7 +1014,7 @@ fn desc(b: &sys::xdr_buf, send: bool) -> XdrBufDesc {
 
 /// Fills `w` with the pages of `ext`, a piece of `b` the planner chose.
 fn fill_sg(b: &sys::xdr_buf, ext: &MrExtent, w: &mut SgWriter<'_>) -> Result {
-    let ps = page_size();
+    let ps = super::PAGE_SIZE;
     let mut left = ext.len;
     for i in 0..ext.npages {
         let off = if i == 0 { ext.offset } else { 0 };
@@ -1045,7 +1061,7 @@ impl Rqst<'_> {
     /// page list, in order.
     pub(crate) fn call_pages(&self, mut f: impl FnMut(PageRef, u32, u32) -> Result) -> Result {
         let b = &self.get().rq_snd_buf;
-        let ps = page_size().max(1);
+        let ps = super::PAGE_SIZE;
         let mut left = b.page_len;
         let mut idx = (b.page_base / ps) as usize;
         let mut off = b.page_base % ps;
@@ -1455,18 +1471,6 @@ unsafe extern "C" fn enable_swap(_xprt: *mut sys::rpc_xprt) -> c_int {
 ///
 /// Called by SUNRPC; touches nothing.
 unsafe extern "C" fn disable_swap(_xprt: *mut sys::rpc_xprt) {}
-
-/// Creates a transport `XprtParams` helper: milliseconds to jiffies.
-pub(crate) fn ms_to_jiffies(ms: u32) -> u64 {
-    // SAFETY: pure conversion.
-    unsafe { sys::__msecs_to_jiffies(ms) as u64 }
-}
-
-/// The current time in jiffies.
-pub(crate) fn jiffies() -> u64 {
-    // SAFETY: `jiffies` is always readable; a volatile read sees updates.
-    unsafe { core::ptr::read_volatile(&raw const sys::jiffies) as u64 }
-}
 
 /// Room for an IPv6 address with a scope and the NUL.
 const ADDR_TEXT_LEN: usize = 64;

@@ -73,7 +73,7 @@ pub(crate) trait TransportClass {
     const NETIDS: [&'static CStr; MAX_NETIDS];
 
     /// Creates a transport for an RPC client.
-    fn setup(args: &CreateArgs<'_>) -> Result<ptr::NonNull<sys::rpc_xprt>>;
+    fn setup(args: &CreateArgs<'_>) -> Result<super::rpc::NewXprt>;
 }
 
 /// `struct xprt_class` with room for its NUL-terminated flexible array of
@@ -161,6 +161,7 @@ unsafe extern "C" fn setup_callback<T: TransportClass>(args: *mut sys::xprt_crea
     let args = CreateArgs { raw: unsafe { &*args } };
     match T::setup(&args) {
         Ok(xprt) => {
+            let xprt = xprt.into_raw();
             // SAFETY: `setup` returned a transport it allocated and nobody
             // else uses yet; the class outlives it (the transport holds a
             // module reference, and the class is unregistered at unload).
