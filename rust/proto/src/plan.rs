@@ -2,12 +2,12 @@
 //! Chunk planning for the requester (client) side of RPC-over-RDMA version 1.
 //!
 //! Pure functions that decide, for one RPC, how the Call travels, how the
-//! Reply is expected back, which byte regions must be registered and how much
-//! Send Queue room the RPC needs (RFC 8166 sections 3.4, 3.5, 4.4, 4.5). The
-//! kernel keeps all I/O: it describes its `struct xdr_buf`s with
-//! [`XdrBufDesc`], asks [`plan_rpc`] for an [`RpcPlan`], splits the chunk
-//! regions into memory registrations with [`split_regions`], then maps,
-//! registers, encodes and posts.
+//! Reply is expected back and which byte regions must be registered (RFC
+//! 8166 sections 3.4, 3.5, 4.4, 4.5). The kernel keeps all I/O: it describes
+//! its `struct xdr_buf`s with [`XdrBufDesc`], asks [`plan_chunks`] for a
+//! [`CallPlan`] and a [`ReplyPlan`], splits the chunk regions into memory
+//! registrations with [`split_regions`], then maps, registers, encodes and
+//! posts.
 //!
 //! # Call side ([`CallPlan`])
 //!
@@ -221,19 +221,6 @@ impl Limits {
         } else {
             r
         }
-    }
-
-    /// Conservative inline Call payload: `inline_send` minus the largest
-    /// Call header (what the in-tree client calls `re_max_inline_send`).
-    /// The planner itself uses exact per-RPC header lengths.
-    pub fn max_inline_send(&self) -> u32 {
-        self.inline_send.saturating_sub(self.max_call_header_len())
-    }
-
-    /// Conservative inline Reply payload: `inline_recv` minus the largest
-    /// Reply header.
-    pub fn max_inline_recv(&self) -> u32 {
-        self.inline_recv.saturating_sub(self.max_reply_header_len())
     }
 }
 
@@ -811,80 +798,14 @@ fn call_plan(snd: &XdrBufDesc, ddp_allowed: bool, limits: &Limits, reply: &Reply
     Ok(CallPlan::LongCall { len: snd.len, segments })
 }
 
-/// Send Queue and SGE needs of one RPC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WrBudget {
-    /// REG_MR WRs, chained in front of the Send (one per MR).
-    pub reg_mr: u32,
-    /// LOCAL_INV WRs posted after the Reply, at most one per MR (fewer when
-    /// the responder used Send With Invalidate).
-    pub local_inv: u32,
-    /// SGEs of the Send WR.
-    pub send_sges: u32,
-}
-
-impl WrBudget {
-    /// WRs in the chain posted with the Call: the REG_MRs plus the Send.
-    pub fn post_wrs(&self) -> u32 {
-        self.reg_mr.saturating_add(1)
-    }
-
-    /// All Send Queue WRs the RPC may use: REG_MRs, Send, LOCAL_INVs.
-    pub fn total_wrs(&self) -> u32 {
-        self.post_wrs().saturating_add(self.local_inv)
-    }
-
-    /// The most any RPC can need under `limits` (a full Read list and a full
-    /// Reply chunk), for sizing the Send Queue.
-    pub fn worst_case(limits: &Limits) -> WrBudget {
-        let mrs = limits.max_segments.saturating_mul(2);
-        WrBudget { reg_mr: mrs, local_inv: mrs, send_sges: limits.max_send_sge }
-    }
-}
-
-/// Send Queue and SGE needs of an RPC planned as `call` + `reply`.
-pub fn wr_budget(call: &CallPlan, reply: &ReplyPlan, snd: &XdrBufDesc, limits: &Limits) -> WrBudget {
-    let mrs = call.read_segments().saturating_add(reply.mrs());
-    WrBudget { reg_mr: mrs, local_inv: mrs, send_sges: call.send_sges(snd, limits.page_size) }
-}
-
-/// The full plan of one RPC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RpcPlan {
-    /// How the Call is sent.
-    pub call: CallPlan,
-    /// How the Reply comes back.
-    pub reply: ReplyPlan,
-    /// Exact length of the transport header of the Call.
-    pub header_len: u32,
-    /// RPC message bytes sent inline after the header.
-    pub inline_len: u32,
-    /// Send Queue and SGE needs.
-    pub budget: WrBudget,
-}
-
 /// Plans how one RPC travels: the Reply first (its chunk lists go into the
-/// Call's header), then the Call. What a sender needs per RPC, and no more:
-/// [`plan_rpc`] adds the header length and the work request budget.
+/// Call's header), then the Call. The same as [`plan_reply`] followed by
+/// [`plan_call`], with `limits` validated once.
 pub fn plan_chunks(snd: &XdrBufDesc, rcv: &XdrBufDesc, ddp_allowed: bool, limits: &Limits) -> Result<(CallPlan, ReplyPlan), PlanError> {
     limits.validate()?;
     let reply = reply_plan(rcv, ddp_allowed, limits)?;
     let call = call_plan(snd, ddp_allowed, limits, &reply)?;
     Ok((call, reply))
-}
-
-/// Plans one RPC as [`plan_chunks`] does, with the lengths and budget that
-/// follow from the plan.
-pub fn plan_rpc(snd: &XdrBufDesc, rcv: &XdrBufDesc, ddp_allowed: bool, limits: &Limits) -> Result<RpcPlan, PlanError> {
-    let (call, reply) = plan_chunks(snd, rcv, ddp_allowed, limits)?;
-    let header_len = call_header_len(call.read_segments(), reply.write_chunk_segments(), reply.reply_chunk_segments());
-    Ok(RpcPlan {
-        call,
-        reply,
-        header_len,
-        inline_len: call.inline_len(snd),
-        budget: wr_budget(&call, &reply, snd, limits),
-    })
 }
 
 #[cfg(test)]
@@ -930,22 +851,26 @@ mod tests {
         split_regions(r.as_slice(), l.geometry(), l.max_segments, out)
     }
 
+    /// Exact length of the Call's transport header for a planned RPC.
+    fn header_len(call: &CallPlan, reply: &ReplyPlan) -> u32 {
+        call_header_len(call.read_segments(), reply.write_chunk_segments(), reply.reply_chunk_segments())
+    }
+
     #[test]
     fn nfs_write_1mib_page_base_0_is_one_read_segment() {
         let l = limits();
         let s = snd(120, 0, MIB, 0, XDRBUF_WRITE);
-        let p = plan_rpc(&s, &small_rcv(), true, &l).unwrap();
-        assert_eq!(p.call, CallPlan::ReadChunk { position: 120, len: MIB, segments: 1, tail_skip: 0, tail_len: 0 });
-        assert_eq!(p.reply, ReplyPlan::Inline);
-        assert_eq!(p.call.procedure(), Proc::Msg);
-        assert_eq!(p.call.read_position(), Some(120));
-        assert_eq!(p.header_len, 16 + 4 + 24 + 4 + 4);
-        assert_eq!(p.inline_len, 120);
-        assert_eq!(p.budget, WrBudget { reg_mr: 1, local_inv: 1, send_sges: 2 });
-        assert_eq!(p.budget.post_wrs(), 2);
-        assert_eq!(p.budget.total_wrs(), 3);
+        let (call, reply) = plan_chunks(&s, &small_rcv(), true, &l).unwrap();
+        assert_eq!(call, CallPlan::ReadChunk { position: 120, len: MIB, segments: 1, tail_skip: 0, tail_len: 0 });
+        assert_eq!(reply, ReplyPlan::Inline);
+        assert_eq!(call.procedure(), Proc::Msg);
+        assert_eq!(call.read_position(), Some(120));
+        assert_eq!(header_len(&call, &reply), 16 + 4 + 24 + 4 + 4);
+        assert_eq!(call.inline_len(&s), 120);
+        // (Read chunk MRs, Reply MRs, Send SGEs)
+        assert_eq!((call.read_segments(), reply.mrs(), call.send_sges(&s, PS)), (1, 0, 2));
         let mut out = [ext(RegionKind::Head, 0, 0, 0, 0, 0, 0); 4];
-        assert_eq!(split_all(&p.call.chunk_regions(&s), &l, &mut out), Ok(1));
+        assert_eq!(split_all(&call.chunk_regions(&s), &l, &mut out), Ok(1));
         assert_eq!(out[0], ext(RegionKind::Pages, 0, 256, 0, MIB, 0, 0));
     }
 
@@ -953,11 +878,11 @@ mod tests {
     fn nfs_write_1mib_page_base_100_needs_a_second_mr() {
         let l = limits();
         let s = snd(120, 100, MIB, 0, XDRBUF_WRITE);
-        let p = plan_rpc(&s, &small_rcv(), true, &l).unwrap();
-        assert_eq!(p.call, CallPlan::ReadChunk { position: 120, len: MIB, segments: 2, tail_skip: 0, tail_len: 0 });
-        assert_eq!(p.header_len, 16 + 4 + 2 * 24 + 4 + 4);
+        let (call, reply) = plan_chunks(&s, &small_rcv(), true, &l).unwrap();
+        assert_eq!(call, CallPlan::ReadChunk { position: 120, len: MIB, segments: 2, tail_skip: 0, tail_len: 0 });
+        assert_eq!(header_len(&call, &reply), 16 + 4 + 2 * 24 + 4 + 4);
         let mut out = [ext(RegionKind::Head, 0, 0, 0, 0, 0, 0); 2];
-        assert_eq!(split_all(&p.call.chunk_regions(&s), &l, &mut out), Ok(2));
+        assert_eq!(split_all(&call.chunk_regions(&s), &l, &mut out), Ok(2));
         assert_eq!(out[0], ext(RegionKind::Pages, 0, 256, 100, 256 * PS - 100, 0, 0));
         assert_eq!(out[1], ext(RegionKind::Pages, 256, 1, 0, 100, 256 * PS - 100, 256 * PS - 100));
         assert_eq!(out[0].len + out[1].len, MIB);
@@ -975,10 +900,10 @@ mod tests {
         // 10001 bytes of data: xdr_write_pages put 3 pad bytes at the start
         // of the tail, then 8 bytes of further arguments.
         let s = snd(120, 0, 10_001, 3 + 8, XDRBUF_WRITE);
-        let p = plan_rpc(&s, &small_rcv(), true, &l).unwrap();
-        assert_eq!(p.call, CallPlan::ReadChunk { position: 120, len: 10_001, segments: 1, tail_skip: 3, tail_len: 8 });
-        assert_eq!(p.inline_len, 128);
-        assert_eq!(p.budget.send_sges, 3);
+        let (call, _) = plan_chunks(&s, &small_rcv(), true, &l).unwrap();
+        assert_eq!(call, CallPlan::ReadChunk { position: 120, len: 10_001, segments: 1, tail_skip: 3, tail_len: 8 });
+        assert_eq!(call.inline_len(&s), 128);
+        assert_eq!(call.send_sges(&s, PS), 3);
         // Tail holding only the pad: no tail SGE.
         let s = snd(120, 0, 10_001, 3, XDRBUF_WRITE);
         let c = plan_call(&s, true, &l, &ReplyPlan::Inline).unwrap();
@@ -997,21 +922,21 @@ mod tests {
         let mut l = limits();
         let rcv = XdrBufDesc { head: kv(0, 200), page_base: 0, page_len: MIB, tail: kv(200, 100), len: 200 + MIB + 100, flags: XDRBUF_READ };
         let s = snd(140, 0, 0, 0, 0);
-        let p = plan_rpc(&s, &rcv, true, &l).unwrap();
-        assert_eq!(p.reply, ReplyPlan::WriteChunk { len: MIB, segments: 1, pad_segment: false });
-        assert_eq!(p.call, CallPlan::Inline { pullup: true });
-        assert_eq!(p.header_len, 16 + 4 + (8 + 16 + 4) + 4);
-        assert_eq!(p.reply.reply_header_len(), 16 + 4 + (8 + 16 + 4) + 4);
-        assert_eq!(p.budget, WrBudget { reg_mr: 1, local_inv: 1, send_sges: 2 });
+        let (call, reply) = plan_chunks(&s, &rcv, true, &l).unwrap();
+        assert_eq!(reply, ReplyPlan::WriteChunk { len: MIB, segments: 1, pad_segment: false });
+        assert_eq!(call, CallPlan::Inline { pullup: true });
+        assert_eq!(header_len(&call, &reply), 16 + 4 + (8 + 16 + 4) + 4);
+        assert_eq!(reply.reply_header_len(), 16 + 4 + (8 + 16 + 4) + 4);
+        assert_eq!((call.read_segments(), reply.mrs(), call.send_sges(&s, PS)), (0, 1, 2));
         let mut out = [ext(RegionKind::Head, 0, 0, 0, 0, 0, 0); 8];
-        assert_eq!(split_all(&p.reply.chunk_regions(&rcv), &l, &mut out), Ok(1));
+        assert_eq!(split_all(&reply.chunk_regions(&rcv), &l, &mut out), Ok(1));
         assert_eq!(out[0], ext(RegionKind::Pages, 0, 256, 0, MIB, 0, 0));
 
         // A shallower MR depth: 64 pages per MR -> 4 segments.
         l.max_pages_per_mr = 64;
-        let p = plan_rpc(&s, &rcv, true, &l).unwrap();
-        assert_eq!(p.reply, ReplyPlan::WriteChunk { len: MIB, segments: 4, pad_segment: false });
-        assert_eq!(split_all(&p.reply.chunk_regions(&rcv), &l, &mut out), Ok(4));
+        let (_, reply) = plan_chunks(&s, &rcv, true, &l).unwrap();
+        assert_eq!(reply, ReplyPlan::WriteChunk { len: MIB, segments: 4, pad_segment: false });
+        assert_eq!(split_all(&reply.chunk_regions(&rcv), &l, &mut out), Ok(4));
         assert_eq!(out[3], ext(RegionKind::Pages, 192, 64, 0, 64 * PS, 192 * PS, 192 * PS));
     }
 
@@ -1042,13 +967,13 @@ mod tests {
         let l = limits();
         let rcv = XdrBufDesc { head: kv(0, 300), page_base: 0, page_len: 32768, tail: kv(300, 0), len: 33068, flags: 0 };
         let s = snd(160, 0, 0, 0, 0);
-        let p = plan_rpc(&s, &rcv, true, &l).unwrap();
-        assert_eq!(p.reply, ReplyPlan::ReplyChunk { len: 33068, segments: 2 });
-        assert_eq!(p.call, CallPlan::Inline { pullup: true });
-        assert_eq!(p.header_len, 16 + 4 + 4 + 8 + 2 * 16);
-        assert_eq!(p.budget, WrBudget { reg_mr: 2, local_inv: 2, send_sges: 2 });
+        let (call, reply) = plan_chunks(&s, &rcv, true, &l).unwrap();
+        assert_eq!(reply, ReplyPlan::ReplyChunk { len: 33068, segments: 2 });
+        assert_eq!(call, CallPlan::Inline { pullup: true });
+        assert_eq!(header_len(&call, &reply), 16 + 4 + 4 + 8 + 2 * 16);
+        assert_eq!((call.read_segments(), reply.mrs(), call.send_sges(&s, PS)), (0, 2, 2));
         let mut out = [ext(RegionKind::Head, 0, 0, 0, 0, 0, 0); 3];
-        assert_eq!(split_all(&p.reply.chunk_regions(&rcv), &l, &mut out), Ok(2));
+        assert_eq!(split_all(&reply.chunk_regions(&rcv), &l, &mut out), Ok(2));
         assert_eq!(out[0], ext(RegionKind::Head, 0, 1, 0, 300, 0, 0));
         assert_eq!(out[1], ext(RegionKind::Pages, 0, 8, 0, 32768, 0, 300));
         // Same with a tail: a third segment.
@@ -1079,15 +1004,15 @@ mod tests {
     fn krb5_write_becomes_a_long_call() {
         let l = limits();
         let s = snd(200, 0, 65536, 4, XDRBUF_WRITE);
-        let p = plan_rpc(&s, &small_rcv(), false, &l).unwrap();
-        assert_eq!(p.call, CallPlan::LongCall { len: 65740, segments: 3 });
-        assert_eq!(p.call.procedure(), Proc::NoMsg);
-        assert_eq!(p.call.read_position(), Some(0));
-        assert_eq!(p.inline_len, 0);
-        assert_eq!(p.header_len, 16 + 4 + 3 * 24 + 4 + 4);
-        assert_eq!(p.budget, WrBudget { reg_mr: 3, local_inv: 3, send_sges: 1 });
+        let (call, reply) = plan_chunks(&s, &small_rcv(), false, &l).unwrap();
+        assert_eq!(call, CallPlan::LongCall { len: 65740, segments: 3 });
+        assert_eq!(call.procedure(), Proc::NoMsg);
+        assert_eq!(call.read_position(), Some(0));
+        assert_eq!(call.inline_len(&s), 0);
+        assert_eq!(header_len(&call, &reply), 16 + 4 + 3 * 24 + 4 + 4);
+        assert_eq!((call.read_segments(), reply.mrs(), call.send_sges(&s, PS)), (3, 0, 1));
         let mut out = [ext(RegionKind::Head, 0, 0, 0, 0, 0, 0); 3];
-        assert_eq!(split_all(&p.call.chunk_regions(&s), &l, &mut out), Ok(3));
+        assert_eq!(split_all(&call.chunk_regions(&s), &l, &mut out), Ok(3));
         assert_eq!(out[0], ext(RegionKind::Head, 0, 1, 64, 200, 0, 0));
         assert_eq!(out[1], ext(RegionKind::Pages, 0, 16, 0, 65536, 0, 200));
         assert_eq!(out[2], ext(RegionKind::Tail, 0, 1, 264, 4, 0, 65736));
@@ -1116,12 +1041,11 @@ mod tests {
     fn tiny_calls_are_pulled_up() {
         let l = limits();
         let s = snd(140, 0, 0, 0, 0);
-        let p = plan_rpc(&s, &small_rcv(), true, &l).unwrap();
-        assert_eq!(p.call, CallPlan::Inline { pullup: true });
-        assert_eq!(p.header_len, 28);
-        assert_eq!(p.inline_len, 140);
-        assert_eq!(p.budget, WrBudget { reg_mr: 0, local_inv: 0, send_sges: 2 });
-        assert_eq!(p.budget.post_wrs(), 1);
+        let (call, reply) = plan_chunks(&s, &small_rcv(), true, &l).unwrap();
+        assert_eq!(call, CallPlan::Inline { pullup: true });
+        assert_eq!(header_len(&call, &reply), 28);
+        assert_eq!(call.inline_len(&s), 140);
+        assert_eq!((call.read_segments(), reply.mrs(), call.send_sges(&s, PS)), (0, 0, 2));
         // A small write with its data in pages, still under the threshold.
         let s = snd(120, 0, 1000, 0, XDRBUF_WRITE);
         assert_eq!(plan_call(&s, true, &l, &ReplyPlan::Inline), Ok(CallPlan::Inline { pullup: true }));
@@ -1172,11 +1096,11 @@ mod tests {
         let l = limits();
         let s = snd(120, 0, 8192, 0, XDRBUF_WRITE);
         let rcv = XdrBufDesc { head: kv(0, 200), page_base: 0, page_len: 8192, tail: kv(0, 0), len: 8392, flags: XDRBUF_READ };
-        let p = plan_rpc(&s, &rcv, true, &l).unwrap();
-        assert_eq!(p.call, CallPlan::ReadChunk { position: 120, len: 8192, segments: 1, tail_skip: 0, tail_len: 0 });
-        assert_eq!(p.reply, ReplyPlan::WriteChunk { len: 8192, segments: 1, pad_segment: false });
-        assert_eq!(p.header_len, 16 + 28 + 28 + 4);
-        assert_eq!(p.budget, WrBudget { reg_mr: 2, local_inv: 2, send_sges: 2 });
+        let (call, reply) = plan_chunks(&s, &rcv, true, &l).unwrap();
+        assert_eq!(call, CallPlan::ReadChunk { position: 120, len: 8192, segments: 1, tail_skip: 0, tail_len: 0 });
+        assert_eq!(reply, ReplyPlan::WriteChunk { len: 8192, segments: 1, pad_segment: false });
+        assert_eq!(header_len(&call, &reply), 16 + 28 + 28 + 4);
+        assert_eq!((call.read_segments(), reply.mrs(), call.send_sges(&s, PS)), (1, 1, 2));
     }
 
     #[test]
@@ -1234,19 +1158,46 @@ mod tests {
     }
 
     #[test]
-    fn plan_chunks_is_plan_rpc_without_the_extras() {
+    fn plan_chunks_is_plan_reply_then_plan_call() {
         let l = limits();
-        let rcv = XdrBufDesc { head: kv(0, 120), page_base: 0, page_len: PS, tail: kv(0, 0), len: 120 + PS, flags: XDRBUF_READ };
-        for (s, r) in [(snd(120, 0, 0, 0, 0), rcv), (snd(120, 0, 8 * PS, 4, XDRBUF_WRITE), small_rcv()), (snd(200, 0, 65536, 4, 0), small_rcv())] {
-            let p = plan_rpc(&s, &r, true, &l).unwrap();
-            assert_eq!(plan_chunks(&s, &r, true, &l), Ok((p.call, p.reply)));
+        let read = XdrBufDesc { head: kv(0, 120), page_base: 0, page_len: PS, tail: kv(0, 0), len: 120 + PS, flags: XDRBUF_READ };
+        let readdir = XdrBufDesc { head: kv(0, 300), page_base: 0, page_len: 32768, tail: kv(300, 0), len: 33068, flags: 0 };
+        // The Reply chunk's 64-byte header entry makes this Call too long to
+        // go inline; with an inline Reply it would fit.
+        let edge = snd(4096 - 63, 0, 0, 0, 0);
+        assert_eq!(plan_call(&edge, true, &l, &ReplyPlan::Inline), Ok(CallPlan::Inline { pullup: false }));
+        let cases = [
+            (snd(120, 0, 0, 0, 0), read),
+            (snd(120, 0, 8 * PS, 4, XDRBUF_WRITE), small_rcv()),
+            (snd(120, 0, 8192, 0, XDRBUF_WRITE), read),
+            (snd(200, 0, 65536, 4, 0), small_rcv()),
+            (edge, readdir),
+        ];
+        for (s, r) in cases {
+            for ddp in [true, false] {
+                let reply = plan_reply(&r, ddp, &l).unwrap();
+                let call = plan_call(&s, ddp, &l, &reply).unwrap();
+                assert_eq!(plan_chunks(&s, &r, ddp, &l), Ok((call, reply)), "{s:?} {r:?} ddp {ddp}");
+            }
         }
+        let (call, _) = plan_chunks(&edge, &readdir, true, &l).unwrap();
+        assert_eq!(call, CallPlan::LongCall { len: 4096 - 63, segments: 1 });
+        // Either half's error comes through: the Reply's first.
+        let mut deep = limits();
+        deep.max_pages_per_mr = 1;
+        let big_read = XdrBufDesc { head: kv(0, 200), page_base: 0, page_len: 65536, tail: kv(0, 0), len: 65736, flags: XDRBUF_READ };
+        let bad_snd = XdrBufDesc { head: kv(0, 100), len: 99, ..Default::default() };
+        assert_eq!(plan_chunks(&bad_snd, &big_read, true, &deep), Err(PlanError::TooManySegments { needed: 17, max: 8 }));
+        assert_eq!(plan_chunks(&bad_snd, &small_rcv(), true, &deep), Err(PlanError::BadShape));
         // Limits are checked once, for both halves.
         let mut bad = limits();
         bad.page_size = 0;
-        assert_eq!(plan_chunks(&snd(120, 0, 0, 0, 0), &rcv, true, &bad), Err(PlanError::BadLimits));
+        assert_eq!(plan_chunks(&snd(120, 0, 0, 0, 0), &read, true, &bad), Err(PlanError::BadLimits));
         bad = limits();
         bad.inline_recv = 8;
+        assert_eq!(plan_chunks(&snd(120, 0, 0, 0, 0), &small_rcv(), true, &bad), Err(PlanError::BadLimits));
+        bad = limits();
+        bad.inline_send = 8;
         assert_eq!(plan_chunks(&snd(120, 0, 0, 0, 0), &small_rcv(), true, &bad), Err(PlanError::BadLimits));
     }
 
@@ -1370,14 +1321,11 @@ mod tests {
     }
 
     #[test]
-    fn worst_case_headers_and_budget() {
+    fn worst_case_headers() {
         let mut l = limits();
         l.max_segments = 16;
         assert_eq!(l.max_call_header_len(), 16 + (4 + 16 * 24) + (12 + 16 * 16) + 4);
         assert_eq!(l.max_reply_header_len(), 16 + 4 + (12 + 16 * 16) + 4);
-        assert_eq!(l.max_inline_send(), 4096 - 676);
-        assert_eq!(l.max_inline_recv(), 4096 - 292);
-        assert_eq!(WrBudget::worst_case(&l), WrBudget { reg_mr: 32, local_inv: 32, send_sges: 19 });
         assert_eq!(call_header_len(u32::MAX, Some(u32::MAX), Some(u32::MAX)), u32::MAX);
     }
 }

@@ -47,7 +47,7 @@
 
 use core::fmt::{self, Write};
 
-use super::plan::{CallPlan, ReplyPlan, RpcPlan, XdrBufDesc, WRITE_PAD_LEN};
+use super::plan::{CallPlan, ReplyPlan, XdrBufDesc, WRITE_PAD_LEN};
 
 /// What the line starts with: tab, `xprt:`, tab, `rdma`, space.
 pub const MOUNTSTATS_PREFIX: &str = "\txprt:\trdma ";
@@ -161,20 +161,6 @@ impl MarshalCounts {
     }
 }
 
-impl Counters {
-    /// Counts a marshalled RPC ([`MarshalCounts`]). Counters wrap like the
-    /// C `unsigned long`s.
-    pub fn record_marshal(&mut self, plan: &RpcPlan, snd: &XdrBufDesc) {
-        let c = MarshalCounts::of(&plan.call, &plan.reply, snd);
-        self.read_chunk_count = self.read_chunk_count.wrapping_add(c.read_segments);
-        self.write_chunk_count = self.write_chunk_count.wrapping_add(c.write_segments);
-        self.reply_chunk_count = self.reply_chunk_count.wrapping_add(c.reply_segments);
-        self.total_rdma_request = self.total_rdma_request.wrapping_add(c.rdma_request_bytes);
-        self.pullup_copy_count = self.pullup_copy_count.wrapping_add(c.pullup_bytes);
-        self.nomsg_call_count = self.nomsg_call_count.wrapping_add(c.nomsg_calls);
-    }
-}
-
 /// Writes the whole mountstats transport line, newline included.
 pub fn write_mountstats<W: Write + ?Sized>(w: &mut W, c: &Counters) -> fmt::Result {
     w.write_str(MOUNTSTATS_PREFIX)?;
@@ -282,14 +268,6 @@ impl<const N: usize> Write for LineBuf<N> {
     }
 }
 
-/// Formats the mountstats line into a new [`LineBuf`] (which always fits).
-pub fn mountstats_line(c: &Counters) -> LineBuf<MOUNTSTATS_MAX_LEN> {
-    let mut b = LineBuf::new();
-    // Cannot fail: MOUNTSTATS_MAX_LEN bounds every possible line.
-    let _ = write_mountstats(&mut b, c);
-    b
-}
-
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -333,7 +311,8 @@ mod tests {
             local_inv_needed: 25,
             empty_sendctx_q: 26,
         };
-        let line = mountstats_line(&c);
+        let mut line = LineBuf::<MOUNTSTATS_MAX_LEN>::new();
+        write_mountstats(&mut line, &c).unwrap();
         assert_eq!(
             line.as_str(),
             "\txprt:\trdma 0 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 0\n"
@@ -400,10 +379,13 @@ mod tests {
             local_inv_needed: m,
             empty_sendctx_q: m,
         };
-        let line = mountstats_line(&c);
+        // The buffer the kernel formats into: the line and its NUL.
+        let mut line = LineBuf::<{ MOUNTSTATS_MAX_LEN + 1 }>::new();
+        write_mountstats(&mut line, &c).unwrap();
         assert_eq!(line.len(), MOUNTSTATS_MAX_LEN);
         assert!(line.as_str().starts_with("\txprt:\trdma 0 18446744073709551615 18446744073709551615 18446744073709551615 -9223372036854775808 "));
         assert!(line.as_str().ends_with(" 18446744073709551615 0\n"));
+        assert_eq!(line.write_str("\0"), Ok(()));
         // One byte short: the formatter reports the overflow.
         let mut short: LineBuf<{ MOUNTSTATS_MAX_LEN - 1 }> = LineBuf::new();
         assert_eq!(write_mountstats(&mut short, &c), Err(fmt::Error));
@@ -428,7 +410,7 @@ mod tests {
 
     #[test]
     fn marshal_accounting() {
-        use super::super::plan::{plan_rpc, Kvec, Limits, XDRBUF_READ, XDRBUF_WRITE};
+        use super::super::plan::{plan_chunks, Kvec, Limits, XDRBUF_READ, XDRBUF_WRITE};
         let l = Limits {
             inline_send: 4096,
             inline_recv: 4096,
@@ -439,25 +421,28 @@ mod tests {
             pullup_threshold: 2048,
             write_pad_segment: true,
         };
+        let counts = |snd: &XdrBufDesc, rcv: &XdrBufDesc, ddp: bool| {
+            let (call, reply) = plan_chunks(snd, rcv, ddp, &l).unwrap();
+            MarshalCounts::of(&call, &reply, snd)
+        };
         let small = XdrBufDesc { head: Kvec { page_offset: 0, len: 100 }, len: 100, ..Default::default() };
-        let mut c = Counters::default();
+        // An inline Call with an inline Reply counts nothing.
+        assert_eq!(counts(&small, &small, true), MarshalCounts::default());
         // Pulled-up inline Call with 1000 page bytes and a 4-byte tail.
         let snd = XdrBufDesc { head: Kvec { page_offset: 0, len: 120 }, page_len: 1000, tail: Kvec { page_offset: 0, len: 4 }, len: 1124, flags: XDRBUF_WRITE, ..Default::default() };
-        c.record_marshal(&plan_rpc(&snd, &small, true, &l).unwrap(), &snd);
-        assert_eq!(c.pullup_copy_count, 1004);
-        // A 1 MiB WRITE: 4 Read segments at depth 64.
+        assert_eq!(counts(&snd, &small, true), MarshalCounts { pullup_bytes: 1004, ..MarshalCounts::default() });
+        // A 1 MiB WRITE: 4 Read segments at depth 64, nothing copied.
         let snd = XdrBufDesc { head: Kvec { page_offset: 0, len: 120 }, page_len: 1 << 20, len: 120 + (1 << 20), flags: XDRBUF_WRITE, ..Default::default() };
-        c.record_marshal(&plan_rpc(&snd, &small, true, &l).unwrap(), &snd);
-        assert_eq!(c.read_chunk_count, 4);
+        assert_eq!(counts(&snd, &small, true), MarshalCounts { read_segments: 4, ..MarshalCounts::default() });
         // A READ of 5001 bytes: one segment plus the pad.
         let rcv = XdrBufDesc { head: Kvec { page_offset: 0, len: 200 }, page_len: 5001, tail: Kvec { page_offset: 0, len: 100 }, len: 5301, flags: XDRBUF_READ, ..Default::default() };
-        c.record_marshal(&plan_rpc(&small, &rcv, true, &l).unwrap(), &small);
-        assert_eq!((c.write_chunk_count, c.total_rdma_request), (2, 5005));
+        assert_eq!(counts(&small, &rcv, true), MarshalCounts { write_segments: 2, rdma_request_bytes: 5005, ..MarshalCounts::default() });
         // krb5i: the same READ gets a Reply chunk; a big Call is a Long Call.
         let big = XdrBufDesc { head: Kvec { page_offset: 0, len: 8000 }, len: 8000, ..Default::default() };
-        c.record_marshal(&plan_rpc(&big, &rcv, false, &l).unwrap(), &big);
-        assert_eq!((c.reply_chunk_count, c.total_rdma_request), (3, 5005 + 5301));
-        assert_eq!((c.nomsg_call_count, c.read_chunk_count), (1, 5));
+        assert_eq!(
+            counts(&big, &rcv, false),
+            MarshalCounts { read_segments: 1, reply_segments: 3, rdma_request_bytes: 5301, nomsg_calls: 1, ..MarshalCounts::default() }
+        );
     }
 
     #[test]
