@@ -16,12 +16,9 @@ use kernel::{c_str, prelude::*};
 
 pub mod proto;
 
-mod device;
+mod client;
 mod kapi;
-mod params;
 mod sys;
-mod transport;
-mod vers;
 
 // The same declaration for every kernel line; only the key naming the
 // authors changed (a probe in probes.mk tells which one the tree takes).
@@ -48,8 +45,8 @@ module! {
 
 struct RpcRdma {
     // Dropped in declaration order: the class goes before the device client.
-    _class: kapi::xprt::ClassRegistration<transport::RdmaTransport>,
-    _devices: kapi::ib::ClientRegistration<device::Devices>,
+    _class: kapi::xprt::ClassRegistration<client::class::RdmaTransport>,
+    _devices: kapi::ib::ClientRegistration<client::device::Devices>,
     _debugfs: kapi::debugfs::Counters,
 }
 
@@ -66,25 +63,25 @@ impl kernel::Module for RpcRdma {
         })?;
         pr_info!("RPC-over-RDMA transport registered for netids rdma, rdma6\n");
         let debugfs = kapi::debugfs::Counters::new(&[
-            (c_str!("mrs_registered"), &transport::MRS_REGISTERED),
-            (c_str!("remote_invalidations"), &transport::REMOTE_INVALIDATIONS),
-            (c_str!("local_invalidations"), &transport::LOCAL_INVALIDATIONS),
-            (c_str!("bad_replies"), &transport::BAD_REPLIES),
-            (c_str!("backward_calls"), &transport::BACKWARD_CALLS),
-            (c_str!("backward_chunk_errors"), &transport::BACKWARD_CHUNK_ERRORS),
-            (c_str!("backchannel_overflows"), &transport::BACKCHANNEL_OVERFLOWS),
-            (c_str!("v2_connections"), &transport::V2_CONNECTIONS),
-            (c_str!("v1_fallbacks"), &transport::V1_FALLBACKS),
-            (c_str!("xchar_messages"), &transport::XCHAR_MESSAGES),
+            (c_str!("mrs_registered"), &client::stats::MRS_REGISTERED),
+            (c_str!("remote_invalidations"), &client::stats::REMOTE_INVALIDATIONS),
+            (c_str!("local_invalidations"), &client::stats::LOCAL_INVALIDATIONS),
+            (c_str!("bad_replies"), &client::stats::BAD_REPLIES),
+            (c_str!("backward_calls"), &client::stats::BACKWARD_CALLS),
+            (c_str!("backward_chunk_errors"), &client::stats::BACKWARD_CHUNK_ERRORS),
+            (c_str!("backchannel_overflows"), &client::stats::BACKCHANNEL_OVERFLOWS),
+            (c_str!("v2_connections"), &client::stats::V2_CONNECTIONS),
+            (c_str!("v1_fallbacks"), &client::stats::V1_FALLBACKS),
+            (c_str!("xchar_messages"), &client::stats::XCHAR_MESSAGES),
             (c_str!("liveness_probes"), &kapi::rdma::PROBES),
-            (c_str!("liveness_probe_failures"), &transport::PROBE_FAILURES),
+            (c_str!("liveness_probe_failures"), &client::stats::PROBE_FAILURES),
             (c_str!("sends"), &kapi::rdma::SENDS),
             (c_str!("sends_signalled"), &kapi::rdma::SENDS_SIGNALLED),
             (c_str!("sends_mapped"), &kapi::rdma::SENDS_MAPPED),
             (c_str!("recv_bufs_allocated"), &kapi::rdma::RECV_BUFS_ALLOCATED),
-            (c_str!("err_vers_sent"), &transport::ERR_VERS_SENT),
-            (c_str!("backward_replies_unsendable"), &transport::BACKWARD_REPLIES_UNSENDABLE),
-            (c_str!("invalidate_failures"), &transport::INVALIDATE_FAILURES),
+            (c_str!("err_vers_sent"), &client::stats::ERR_VERS_SENT),
+            (c_str!("backward_replies_unsendable"), &client::stats::BACKWARD_REPLIES_UNSENDABLE),
+            (c_str!("invalidate_failures"), &client::stats::INVALIDATE_FAILURES),
         ], &[
             (c_str!("fail_local_inv"), &kapi::rdma::FAIL_LOCAL_INV),
         ]);

@@ -3,8 +3,10 @@
 //! Module parameters (declared in `params.c`), read and clamped to the
 //! ranges the transport supports.
 
-use crate::kapi::params::{self as raw, RawParams};
-use crate::proto::cm;
+use crate::{
+    kapi::params::{self as raw, RawParams},
+    proto::cm,
+};
 
 /// Fewest and most requests per transport (as the in-tree client).
 const SLOTS: (u32, u32) = (4, 16384);

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Backward calls from the server (RFC 8167): receiving them, answering
+//! them, and refusing the ones that carry chunks.
+
+use core::sync::atomic::Ordering;
+
+use kernel::prelude::*;
+
+use crate::{
+    kapi::{
+        errno,
+        ratelimit::RateLimit,
+        rdma::{Live, Registration},
+        rpc::{self, BcError, Rqst, Xprt},
+        PAGE_SIZE,
+    },
+    proto::{
+        v1,
+        v2::{self, Version},
+    },
+};
+
+use super::{
+    conn::EpShared,
+    marshal::{encode_header, wait_for_space},
+    stats::{BACKCHANNEL_OVERFLOWS, BACKWARD_CALLS, BACKWARD_CHUNK_ERRORS, BACKWARD_REPLIES_UNSENDABLE},
+    xprt::RdmaXprt,
+};
+
+/// Backward (server to client) requests we accept at once: our
+/// reverse-direction credit grant, the callback session's slot limit, and
+/// the Receives we keep posted for them beyond the forward ones (RFC 8167
+/// section 4.3.1).
+pub(super) const BC_SLOTS: usize = 16;
+
+pub(super) const BC_RECEIVES: usize = BC_SLOTS;
+
+/// True if `msg`, the payload of an RDMA_MSG with no chunks, is an RPC call
+/// (the server calling the client) whose XID matches the transport header's.
+pub(super) fn is_backward_call(xid: u32, msg: &[u8]) -> bool {
+    match (msg.get(0..4), msg.get(4..8)) {
+        (Some(x), Some(dir)) => x == xid.to_be_bytes() && dir == [0, 0, 0, 0],
+        _ => false,
+    }
+}
+
+impl RdmaXprt {
+    /// Sends the callback service's reply to a backward call: RDMA_MSG with
+    /// no chunks, granting our reverse-direction credits (RFC 8167 section
+    /// 5.2). It takes no forward credit: the server keeps Receives for the
+    /// replies to its calls (section 4.3.2).
+    pub(super) fn send_bc_reply(&self, x: Xprt<'_>, rqst: &Rqst<'_>) -> Result {
+        let Some(ep) = self.endpoint() else {
+            return Err(errno::ENOTCONN());
+        };
+        let len = rqst.send_len();
+        let threshold = ep.shared().inline().0 as usize;
+        let version = if ep.shared().is_v2() { Version::V2 } else { Version::V1 };
+        if v1::MIN_MSG_HEADER_LEN + 4 + len > threshold {
+            // A reply we cannot send ends the connection (RFC 8166 section
+            // 4.5.4): the server learns at once that its call failed.
+            pr_warn!("backchannel reply of {} bytes does not fit inline: closing the connection\n", len);
+            BACKWARD_REPLIES_UNSENDABLE.fetch_add(1, Ordering::Relaxed);
+            rpc::Transport::close(self, x);
+            return Err(errno::ENOTCONN());
+        }
+        let xid = u32::from_be(rqst.xid_be());
+        let epoch = ep.conn.release_epoch();
+        let sent = ep.conn.send(&Registration::empty(), |out| {
+            out.copy(|buf| {
+                let hdr = encode_header(
+                    buf,
+                    version,
+                    xid,
+                    BC_SLOTS as u32,
+                    false,
+                    v2::Direction::Reply,
+                    v1::ChunkLists::NONE,
+                )?;
+                rqst.copy_call_at(0, buf.get_mut(hdr..hdr + len).ok_or(EINVAL)?)?;
+                Ok(hdr + len)
+            })
+        });
+        match sent {
+            // Copied only: nothing of the request stays mapped.
+            Ok(_unmapped) => {
+                rqst.sent(len);
+                Ok(())
+            }
+            Err(e) if e == errno::ENOBUFS() => {
+                wait_for_space(x, &ep, epoch);
+                Err(EAGAIN)
+            }
+            Err(_) => {
+                rpc::Transport::close(self, x);
+                Err(errno::ENOTCONN())
+            }
+        }
+    }
+}
+
+impl EpShared {
+    pub(super) fn backward_call(&self, msg: &[u8]) {
+        match self.bc.deliver(self.xprt, msg) {
+            Ok(()) => {
+                BACKWARD_CALLS.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(BcError::Overflow) => {
+                // The server sent more calls than we granted.
+                static MSG: RateLimit = RateLimit::new();
+                if MSG.allow() {
+                    pr_warn!(
+                        "{}: server sent more than the {} backward calls we granted; reconnecting\n",
+                        self.xprt.addr_str(),
+                        BC_SLOTS
+                    );
+                }
+                BACKCHANNEL_OVERFLOWS.fetch_add(1, Ordering::Relaxed);
+                self.force_disconnect();
+            }
+            Err(BcError::NoService) | Err(BcError::BadSize) => {
+                self.count_bad_reply();
+            }
+        }
+    }
+
+    /// Answers a backward call that carries chunks with RDMA_ERROR /
+    /// ERR_CHUNK: we move no reverse-direction data by RDMA (RFC 8167
+    /// section 5.3), and callbacks never need to.
+    pub(super) fn refuse_backward_chunks(&self, conn: &Live<'_, Self>, xid: u32) {
+        static MSG: RateLimit = RateLimit::new();
+        if MSG.allow() {
+            pr_warn!("{}: backward call with chunks refused with ERR_CHUNK\n", self.xprt.addr_str());
+        }
+        self.count_bad_reply();
+        let v2 = self.is_v2();
+        let sent = self.send_answer(conn, "ERR_CHUNK", |buf| {
+            if v2 {
+                // Version Two has no ERR_CHUNK: the closest is a header we
+                // cannot process.
+                let err = v2::Header::error(xid, BC_SLOTS as u32, v2::ErrorBody::BadHeader);
+                err.encode(buf).map_err(|_| EINVAL)
+            } else {
+                let err = v1::Body::Error(v1::ErrorBody::Chunk);
+                v1::encode(buf, xid, BC_SLOTS as u32, &err).map_err(|_| EINVAL)
+            }
+        });
+        if sent {
+            BACKWARD_CHUNK_ERRORS.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl RdmaXprt {
+    /// Backward messages travel inline: the largest RPC message one may be.
+    pub(super) fn bc_max_payload(&self) -> usize {
+        // Backward calls and replies travel inline, in one page each side.
+        let inline = self.settings.inline_read.min(self.settings.inline_write).min(PAGE_SIZE);
+        match self.ep.lock().as_ref() {
+            Some(ep) => {
+                let (send, recv) = ep.shared().inline();
+                send.min(recv).min(PAGE_SIZE) as usize - v1::MIN_MSG_HEADER_LEN - 4
+            }
+            None => inline as usize - v1::MIN_MSG_HEADER_LEN - 4,
+        }
+    }
+}

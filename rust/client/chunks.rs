@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Chunks (RFC 8166 section 3.4 and 4.2): what a call offered for its
+//! reply, and judging the chunks a reply returns against it.
+
+use kernel::prelude::*;
+
+use crate::{
+    kapi::{
+        rdma::{self, Registration},
+        rpc::{Rqst, Which},
+    },
+    proto::{plan, v1},
+};
+
+use super::{conn::Endpoint, marshal::Planned, reply::Kind, slots::ReqState};
+
+/// Most segments one Write or Reply chunk is offered with.
+pub(super) const MAX_CHUNK_SEGMENTS: usize = rdma::MAX_MRS / 2;
+
+/// How a request's reply will come back.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub(super) enum ReplyShape {
+    #[default]
+    Inline,
+    /// Its payload into the Write chunk offered.
+    WriteChunk,
+    /// Whole into the Reply chunk offered.
+    ReplyChunk,
+}
+
+/// What a reply's chunks say against what its call offered.
+pub(super) enum Verdict {
+    /// All of it inline.
+    Inline,
+    /// Its payload in the Write chunk: this many bytes.
+    Written(u64),
+    /// Whole in the Reply chunk: this many bytes.
+    ReplyWritten(u64),
+    /// The server claims memory it was not offered.
+    Foreign(v1::ReturnedChunkError),
+    /// RDMA_ERROR.
+    Error,
+    /// Chunks we never offered, NOMSG without our Reply chunk, or a retired
+    /// procedure.
+    Bad,
+}
+
+impl ReqState {
+    /// Judges a reply of `kind` against what the call offered.
+    pub(super) fn judge(&self, kind: &Kind<'_>) -> Verdict {
+        let offered = self.segs.get(..self.offered).unwrap_or(&[]);
+        match (kind, self.reply) {
+            (Kind::Msg(c, _), _) if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() => Verdict::Inline,
+            (Kind::Msg(c, _), ReplyShape::WriteChunk)
+                if c.reads.is_empty() && c.writes.len() == 1 && c.reply.is_none() =>
+            {
+                let returned = c.writes.iter().next().unwrap_or(v1::SegmentArray::EMPTY);
+                match v1::check_returned_chunk(offered, &returned) {
+                    Ok(n) => Verdict::Written(n),
+                    Err(e) => Verdict::Foreign(e),
+                }
+            }
+            (Kind::NoMsg(c, _), ReplyShape::ReplyChunk) if c.reads.is_empty() && c.writes.is_empty() => {
+                let Some(reply) = c.reply.as_ref() else { return Verdict::Bad };
+                match v1::check_returned_chunk(offered, reply) {
+                    Ok(n) => Verdict::ReplyWritten(n),
+                    Err(e) => Verdict::Foreign(e),
+                }
+            }
+            (Kind::Error, _) => Verdict::Error,
+            _ => Verdict::Bad,
+        }
+    }
+}
+
+pub(super) fn segment(r: rdma::Registered) -> v1::Segment {
+    v1::Segment { handle: r.handle, length: r.length, offset: r.offset }
+}
+
+/// A call's Read chunk (RFC 8166 section 3.4.5): the call's payload, or
+/// the whole call for a Long Call, registered for the server to read.
+pub(super) struct ReadChunk {
+    segs: [v1::ReadSegment; MAX_CHUNK_SEGMENTS],
+    n: usize,
+}
+
+impl ReadChunk {
+    /// The segments registered, in order.
+    pub(super) fn segments(&self) -> &[v1::ReadSegment] {
+        self.segs.get(..self.n).unwrap_or(&[])
+    }
+}
+
+/// Registers the Read chunk the plan `p` asks for, if any, into `reg`.
+pub(super) fn register_read_chunk(
+    ep: &Endpoint,
+    rqst: &Rqst<'_>,
+    p: &Planned,
+    reg: &mut Registration,
+) -> Result<Option<ReadChunk>> {
+    if p.call.read_segments() == 0 {
+        return Ok(None);
+    }
+    let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
+    let regions = p.call.chunk_regions(&p.snd);
+    let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)
+        .map_err(|_| EIO)?;
+    let mut chunk = ReadChunk { segs: [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS], n };
+    let position = p.call.read_position().unwrap_or(0);
+    for (ext, out) in exts.iter().zip(chunk.segs.iter_mut()).take(n) {
+        let r = ep.conn.register(reg, true, p.xid, |w| rqst.fill_sg(Which::Call, ext, w))?;
+        *out = v1::ReadSegment { position, segment: segment(r) };
+    }
+    Ok(Some(chunk))
+}
+
+/// Registers the Write or Reply chunk (the reply's destination) the plan
+/// `p` asks for, if any, into `reg`, its segments straight into the
+/// request's record of what it offered; returns how many there are.
+pub(super) fn register_reply_chunk(
+    ep: &Endpoint,
+    rqst: &Rqst<'_>,
+    p: &Planned,
+    reg: &mut Registration,
+    segs: &mut [v1::Segment; MAX_CHUNK_SEGMENTS],
+) -> Result<usize> {
+    if p.reply.mrs() == 0 {
+        return Ok(0);
+    }
+    let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
+    let regions = p.reply.chunk_regions(&p.rcv);
+    let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)
+        .map_err(|_| EIO)?;
+    for (ext, out) in exts.iter().zip(segs.iter_mut()).take(n) {
+        let r = ep.conn.register(reg, false, p.xid, |w| rqst.fill_sg(Which::Reply, ext, w))?;
+        *out = segment(r);
+    }
+    Ok(n)
+}

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The `rdma` transport class (netids `rdma` and `rdma6`): what
+//! `mount -o proto=rdma` reaches, and the SUNRPC timeouts its transports
+//! run with.
+
+use kernel::{
+    alloc::{flags::GFP_KERNEL, KBox},
+    c_str,
+    prelude::*,
+    str::CStr,
+};
+
+use crate::kapi::{
+    errno,
+    rpc::{self, Create, XprtParams},
+    time,
+    work::DelayedWork,
+    xprt, PAGE_SIZE,
+};
+
+use super::{liveness::LIVENESS, params, xprt::RdmaXprt};
+
+/// `XPRT_TRANSPORT_RDMA`: the ident NFS asks for with `proto=rdma`.
+pub(super) const XPRT_TRANSPORT_RDMA: u32 = 256;
+
+/// Largest RPC payload (the in-tree client's: 1 MiB plus a page).
+pub(super) const MAX_PAYLOAD: u32 = (1 << 20) + PAGE_SIZE;
+
+/// First reconnect delay, and the idle time before autoclose (in-tree values).
+pub(super) const INIT_REEST_S: u32 = 5;
+
+pub(super) const MAX_REEST_S: u32 = 30;
+
+pub(super) const IDLE_DISC_S: u32 = 5 * 60;
+
+pub(super) const BIND_S: u32 = 60;
+
+/// The RPC-over-RDMA transport class.
+pub(crate) struct RdmaTransport;
+
+impl xprt::TransportClass for RdmaTransport {
+    const NAME: &'static CStr = c_str!("rdma");
+    const IDENT: u32 = XPRT_TRANSPORT_RDMA;
+    const NETIDS: [&'static CStr; xprt::MAX_NETIDS] = [c_str!("rdma"), c_str!("rdma6")];
+
+    fn setup(args: &xprt::CreateArgs<'_>) -> Result<rpc::NewXprt> {
+        if args.is_backchannel() {
+            pr_warn!("backchannel transports are not supported\n");
+            return Err(errno::EPROTONOSUPPORT());
+        }
+        let create = Create { raw: args.raw() };
+        let server = args.servername().unwrap_or(c_str!("(unnamed)"));
+        pr_debug!("creating a transport to {}\n", server);
+        let v6 = args.is_ipv6();
+        let s = |secs: u32| time::ms_to_jiffies(secs.saturating_mul(1000));
+        let p = XprtParams {
+            max_slots: params::slot_table_entries(),
+            max_payload: MAX_PAYLOAD,
+            timeout: s(60),
+            reestablish: s(INIT_REEST_S),
+            max_reconnect: s(MAX_REEST_S),
+            idle: s(IDLE_DISC_S),
+            bind: s(BIND_S),
+        };
+        let netid = if v6 { c_str!("rdma6") } else { c_str!("rdma") };
+        rpc::new_xprt::<RdmaXprt>(&create, crate::kapi::compat::this_module(), &p, netid, |x| {
+            let t = KBox::pin_init(RdmaXprt::new(x, p.max_slots, params::Settings::now())?, GFP_KERNEL)?;
+            DelayedWork::<RdmaXprt>::init(t.as_ref());
+            DelayedWork::<RdmaXprt, LIVENESS>::init(t.as_ref());
+            // The transport stays pinned at this address until `destroy`.
+            Ok(t)
+        })
+    }
+}

@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One connection: the state its completion and connection manager
+//! handlers share, and the messages it sends unasked (answers to the
+//! server, which take no request of ours).
+
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use kernel::{
+    new_condvar, new_spinlock,
+    prelude::*,
+    sync::{Arc, CondVar, SpinLock},
+};
+
+use crate::{
+    kapi::{
+        errno,
+        ratelimit::RateLimit,
+        rdma::{CmEvent, Completion, ConnHandler, Connection, Live, Received, Registration},
+        rpc::{BcPool, SlotTable, Xprt},
+    },
+    proto::{cm, plan, v2::ConnVersion, xchar::Characteristics},
+};
+
+use super::{
+    connect::CmState,
+    params,
+    slots::ReqState,
+    stats::{Stats, BACKWARD_REPLIES_UNSENDABLE, INVALIDATE_FAILURES, PROBE_FAILURES},
+    version::{self, settled_number, NO_XID},
+};
+
+/// The part of a connection its completion and CM handlers share.
+#[pin_data]
+pub(super) struct EpShared {
+    pub(super) xprt: Xprt<'static>,
+    pub(super) cfg: EpConfig,
+    #[pin]
+    pub(super) state: SpinLock<(CmState, Option<cm::Negotiated>)>,
+    #[pin]
+    pub(super) changed: CondVar,
+    pub(super) max_requests: AtomicU32,
+    pub(super) credits: AtomicU32,
+    /// xprt_force_disconnect is asked for at most once per connection.
+    pub(super) disconnecting: AtomicBool,
+    /// The transport is going away: connection setup stops waiting.
+    pub(super) aborted: AtomicBool,
+    /// Credits the next grant is reduced by: messages of ours that took a
+    /// server Receive and get no reply (ROPT_INITXCH).
+    pub(super) grant_debt: AtomicU32,
+    pub(super) mr_pages: AtomicU32,
+    pub(super) send_sges: AtomicU32,
+    pub(super) slots: Arc<SlotTable<ReqState>>,
+    pub(super) bc: Arc<BcPool>,
+    pub(super) stats: Arc<Stats>,
+    /// The protocol version of this connection.
+    #[pin]
+    pub(super) version: SpinLock<ConnVersion>,
+    /// [`Self::version`] once settled, for the paths every RPC takes
+    /// without the lock: 0 while unsettled, else the version number. A
+    /// settled version never changes for the connection's life.
+    pub(super) settled: AtomicU32,
+    /// The inline thresholds [`Self::inline`] computes, `calls << 32 |
+    /// replies`, once nothing they depend on can change but the server's
+    /// characteristics; 0 until then, and again whenever those change.
+    /// Stored only with [`Self::peer_xch`] locked.
+    pub(super) inline_cache: AtomicU64,
+    /// The server, for remembering which version it speaks.
+    pub(super) server_key: u64,
+    /// XID of the probe refused with ERR_VERS: it is sent again, as
+    /// Version One, on this same connection (draft section 5.2).
+    pub(super) resend_xid: AtomicU64,
+    /// Version Two: the server's transport characteristics, as its
+    /// ROPT_INITXCH and ROPT_UPDXCH messages told them (xcharext).
+    #[pin]
+    pub(super) peer_xch: SpinLock<Characteristics>,
+}
+
+/// What a connection takes from its transport when it is set up.
+pub(super) struct EpConfig {
+    /// The transport's parameters (never the live module parameters).
+    pub(super) settings: params::Settings,
+    /// This connection's number in its transport.
+    pub(super) generation: u64,
+    /// The transport's window owner ([`RdmaXprt::window`]).
+    pub(super) window: Arc<SpinLock<u64>>,
+}
+
+impl EpShared {
+    pub(super) fn new(
+        xprt: Xprt<'static>,
+        max_requests: u32,
+        cfg: EpConfig,
+        slots: Arc<SlotTable<ReqState>>,
+        bc: Arc<BcPool>,
+        stats: Arc<Stats>,
+    ) -> impl PinInit<Self, Error> {
+        let server_key = version::server_key(xprt.peer_bytes());
+        let start = version::start(server_key, cfg.settings.versions, cfg.settings.inline_read);
+        try_pin_init!(EpShared {
+            cfg,
+            settled: AtomicU32::new(settled_number(&start)),
+            inline_cache: AtomicU64::new(0),
+            version <- new_spinlock!(start, "rpcrdma_rs:version"),
+            server_key,
+            resend_xid: AtomicU64::new(NO_XID),
+            peer_xch <- new_spinlock!(Characteristics::DEFAULT, "rpcrdma_rs:peer_xch"),
+            xprt,
+            state <- new_spinlock!((CmState::Idle, None), "rpcrdma_rs:cm_state"),
+            changed <- new_condvar!("rpcrdma_rs:cm_changed"),
+            max_requests: AtomicU32::new(max_requests),
+            credits: AtomicU32::new(1),
+            disconnecting: AtomicBool::new(false),
+            aborted: AtomicBool::new(false),
+            grant_debt: AtomicU32::new(0),
+            mr_pages: AtomicU32::new(1),
+            send_sges: AtomicU32::new(plan::MIN_SEND_SGES),
+            slots,
+            bc,
+            stats,
+        })
+    }
+
+    pub(super) fn force_disconnect(&self) {
+        if !self.disconnecting.swap(true, Ordering::AcqRel) {
+            self.xprt.force_disconnect();
+        }
+    }
+
+    /// Sends a message that answers the server (a backward reply or error,
+    /// an xcharext response). One we cannot send closes the connection
+    /// (RFC 8166 section 4.5.4) rather than leave the server waiting.
+    pub(super) fn send_answer(
+        &self,
+        conn: &Live<'_, Self>,
+        what: &str,
+        encode: impl FnOnce(&mut [u8]) -> Result<usize>,
+    ) -> bool {
+        match conn.send(&Registration::empty(), |out| out.copy(encode)) {
+            // Copied only: nothing stays mapped.
+            Ok(_copied_only) => true,
+            Err(e) => {
+                BACKWARD_REPLIES_UNSENDABLE.fetch_add(1, Ordering::Relaxed);
+                static MSG: RateLimit = RateLimit::new();
+                if MSG.allow() {
+                    pr_warn!(
+                        "{}: cannot send {} (error {}): closing the connection\n",
+                        self.xprt.addr_str(),
+                        what,
+                        e.to_errno()
+                    );
+                }
+                self.force_disconnect();
+                false
+            }
+        }
+    }
+}
+
+impl ConnHandler for EpShared {
+    fn cm_event(&self, event: CmEvent<'_>) {
+        match event {
+            CmEvent::AddrResolved => self.set(CmState::AddrResolved),
+            CmEvent::RouteResolved => self.set(CmState::RouteResolved),
+            CmEvent::Established(pdata) => {
+                let peer = cm::PrivateData::find(pdata);
+                // Our sizes as the private data advertised them.
+                let s = &self.cfg.settings;
+                let n = cm::negotiate(s.inline_write, s.inline_read, true, peer.as_ref());
+                let mut g = self.state.lock();
+                *g = (CmState::Established, Some(n));
+                drop(g);
+                self.changed.notify_all();
+            }
+            CmEvent::AddrError(s) | CmEvent::RouteError(s) => {
+                self.set(CmState::Failed(if s < 0 { s } else { errno::EHOSTUNREACH().to_errno() }))
+            }
+            CmEvent::Unreachable(status) => {
+                pr_info!("server unreachable (rdma_cm status {})\n", status);
+                self.set(CmState::Failed(errno::ENETUNREACH().to_errno()))
+            }
+            CmEvent::Rejected(status, pdata) => {
+                pr_info!("connection rejected (rdma_cm status {}, {} bytes of private data)\n", status, pdata.len());
+                self.set(CmState::Failed(errno::ECONNREFUSED().to_errno()))
+            }
+            CmEvent::ConnectError(status) => {
+                pr_info!("connection error (rdma_cm status {})\n", status);
+                self.set(CmState::Failed(errno::ENOTCONN().to_errno()))
+            }
+            CmEvent::DeviceRemoval => {
+                // The connection's resources must go for the removal to
+                // finish: the close the disconnect below starts frees them.
+                pr_info!("{}: RDMA device going away: disconnecting\n", self.xprt.addr_str());
+                let was = self.state.lock().0;
+                self.set(CmState::Closed);
+                if was == CmState::Established {
+                    self.force_disconnect();
+                }
+            }
+            CmEvent::Disconnected | CmEvent::AddrChange => {
+                let was = self.state.lock().0;
+                self.set(CmState::Closed);
+                if was == CmState::Established {
+                    self.force_disconnect();
+                }
+            }
+            CmEvent::Other => {}
+        }
+    }
+
+    fn received(&self, conn: Live<'_, Self>, msg: Received<'_>) {
+        self.reply(&conn, msg.data, msg.invalidated_rkey);
+    }
+
+    fn receive_failed(&self, status: u32) {
+        // A peer can provoke this at will (e.g. Send With Invalidate of
+        // an rkey that is not ours): one line per 5 s at most.
+        static MSG: RateLimit = RateLimit::new();
+        if MSG.allow() {
+            pr_warn!("Receive failed (status {}): reconnecting\n", status);
+        }
+        self.force_disconnect();
+    }
+
+    fn invalidate_failed(&self) {
+        INVALIDATE_FAILURES.fetch_add(1, Ordering::Relaxed);
+        static MSG: RateLimit = RateLimit::new();
+        if MSG.allow() {
+            pr_warn!("{}: cannot invalidate memory regions: closing the connection\n", self.xprt.addr_str());
+        }
+        self.force_disconnect();
+    }
+
+    fn probe_done(&self, how: Completion) {
+        if let Completion::Failed(status) = how {
+            PROBE_FAILURES.fetch_add(1, Ordering::Relaxed);
+            static MSG: RateLimit = RateLimit::new();
+            if MSG.allow() {
+                pr_warn!(
+                    "{}: replies overdue and the server's queue pair does not answer a probe (status {}): reconnecting\n",
+                    self.xprt.addr_str(),
+                    status
+                );
+            }
+            self.force_disconnect();
+        }
+    }
+
+    fn send_done(&self, how: Completion) {
+        match how {
+            Completion::Ok => self.xprt.write_space(),
+            Completion::Flushed => {}
+            Completion::Failed(status) => {
+                static MSG: RateLimit = RateLimit::new();
+                if MSG.allow() {
+                    pr_warn!("Send failed (status {}): reconnecting\n", status);
+                }
+                self.force_disconnect();
+            }
+        }
+    }
+}
+
+/// One connection of a transport.
+pub(super) struct Endpoint {
+    pub(super) conn: Connection<EpShared>,
+}
+
+impl Endpoint {
+    pub(super) fn shared(&self) -> &EpShared {
+        self.conn.handler()
+    }
+}

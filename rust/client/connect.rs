@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Setting up a connection (the connect worker): address and route
+//! resolution, queue sizing from the device's limits, the RFC 8797 private
+//! data, and waiting for the connection manager; tearing it down.
+
+use core::sync::atomic::Ordering;
+
+use kernel::{alloc::flags::GFP_KERNEL, c_str, prelude::*, sync::Arc};
+
+use crate::{
+    kapi::{
+        errno,
+        rdma::Connection,
+        rpc::{Task, Xprt},
+        time,
+        work::{DelayedWork, DelayedWorkItem},
+    },
+    proto::cm,
+};
+
+use super::{
+    class::INIT_REEST_S,
+    conn::{Endpoint, EpConfig, EpShared},
+    params, version,
+    xprt::RdmaXprt,
+};
+
+/// Address and route resolution timeout.
+pub(super) const RESOLVE_TIMEOUT_MS: u32 = 5000;
+
+impl RdmaXprt {
+    pub(super) fn disconnect(&self) {
+        let ep = self.ep.lock().take();
+        if ep.is_some() {
+            // Its late replies no longer move the window (RFC 8166
+            // section 3.3.3: credits belong to a connection).
+            *self.window.lock() = 0;
+        }
+        if let Some(ep) = ep.as_ref() {
+            let shared = ep.shared();
+            if shared.version.lock().probing() {
+                // The probe was lost: start with Version One next time
+                // (draft section 5.2).
+                version::remember_v1_only(shared.server_key);
+                pr_info!("{}: no answer to the Version Two probe: Version One from now on\n", self.xprt.addr_str());
+            }
+        }
+        // Dropping the last reference drains and tears the connection down.
+        drop(ep);
+    }
+
+    /// Establishes a new connection (connect worker).
+    pub(super) fn establish(&self) -> Result<Arc<Endpoint>> {
+        let x = self.xprt;
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let shared = Arc::pin_init(
+            EpShared::new(
+                x,
+                self.max_requests,
+                EpConfig { settings: self.settings, generation, window: self.window.clone() },
+                self.slots.clone(),
+                self.bc.clone(),
+                self.stats.clone(),
+            ),
+            GFP_KERNEL,
+        )?;
+        // Visible to `shutdown` from now on; it aborts the waits below.
+        *self.pending.lock() = Some(shared.clone());
+        if self.dying.load(Ordering::SeqCst) {
+            return Err(errno::ECONNABORTED());
+        }
+        let mut conn = self.resolve(&shared)?;
+        let caps = conn.device_caps()?;
+        if !caps.frwr || caps.max_fast_reg_pages == 0 {
+            pr_err!(
+                "device {} cannot do fast registration (FRWR), which NFS/RDMA needs\n",
+                conn.device_name().unwrap_or(c_str!("?"))
+            );
+            return Err(errno::EPROTONOSUPPORT());
+        }
+        let sizes = self.size_queues(&conn, &caps)?;
+        conn.create_qp(sizes.qp, &self.recv_cache)?;
+        shared.max_requests.store(sizes.max_requests as u32, Ordering::Relaxed);
+        shared.mr_pages.store(sizes.mr_pages, Ordering::Relaxed);
+        shared.send_sges.store(sizes.send_sges as u32, Ordering::Relaxed);
+        self.stats.mrs_allocated.fetch_add((sizes.max_requests * 2) as u64, Ordering::Relaxed);
+        let (inline_send, inline_recv) = (self.settings.inline_write, self.settings.inline_read);
+        // RFC 8797: our inline sizes, and that we handle Send With Invalidate.
+        let ours = cm::PrivateData::new(inline_send, inline_recv, true);
+        let pdata = ours.to_bytes();
+        conn.connect(&pdata, caps.max_qp_rd_atom.min(255) as u8)?;
+        let connect_ms = params::connect_timeout_ms();
+        shared.wait(CmState::Established, connect_ms)?;
+        Ok(Arc::new(Endpoint { conn }, GFP_KERNEL)?)
+    }
+
+    /// Creates the connection's cm_id and resolves the server's address
+    /// and a route to it.
+    fn resolve(&self, shared: &Arc<EpShared>) -> Result<Connection<EpShared>> {
+        let x = self.xprt;
+        // SAFETY: the transport's network namespace outlives the transport,
+        // and so every connection of it.
+        let conn = unsafe { Connection::new(x.net(), shared.clone())? };
+        // SAFETY: `peer` is the transport's own address storage.
+        unsafe { conn.resolve_addr(x.peer(), RESOLVE_TIMEOUT_MS)? };
+        shared.wait(CmState::AddrResolved, RESOLVE_TIMEOUT_MS)?;
+        conn.resolve_route(RESOLVE_TIMEOUT_MS)?;
+        shared.wait(CmState::RouteResolved, RESOLVE_TIMEOUT_MS)?;
+        Ok(conn)
+    }
+}
+
+impl DelayedWorkItem for RdmaXprt {
+    fn work(&self) -> &DelayedWork<Self> {
+        &self.connect_work
+    }
+
+    fn run(&self) {
+        let x = self.xprt;
+        self.disconnect();
+        self.tried.store(true, Ordering::Relaxed);
+        let result = self.establish();
+        *self.pending.lock() = None;
+        let status = match result {
+            Ok(ep) => {
+                let n = ep.shared().negotiated();
+                pr_info!(
+                    "connected to {} port {} via {}: inline thresholds {} (calls) and {} (replies)\n",
+                    x.addr_str(),
+                    x.port(),
+                    ep.conn.device_name().unwrap_or(c_str!("?")),
+                    n.send_threshold,
+                    n.recv_threshold
+                );
+                // RFC 8166 section 3.3.3: credits do not outlive their
+                // connection; one credit until the peer says more. From
+                // now on only this connection's replies move the window.
+                {
+                    let mut owner = self.window.lock();
+                    *owner = ep.shared().cfg.generation;
+                    self.slots.forget_cong(x);
+                    x.reset_credits(1);
+                }
+                *self.ep.lock() = Some(ep);
+                x.count_connect();
+                x.set_connected();
+                self.receives_seen.store(u64::MAX, Ordering::Relaxed);
+                self.schedule_liveness();
+                Ok(())
+            }
+            Err(e) => {
+                pr_info!("cannot connect to {} port {}: error {}\n", x.addr_str(), x.port(), e.to_errno());
+                // No RDMA device for the route (one is being removed or not
+                // yet added): to SUNRPC a network that is down for now,
+                // retried after a delay, rather than an error for the RPC.
+                if e == ENODEV || e == errno::EADDRNOTAVAIL() {
+                    Err(errno::ENETUNREACH())
+                } else {
+                    Err(e)
+                }
+            }
+        };
+        self.connecting.store(false, Ordering::Release);
+        x.connect_finished(self.cookie(), status);
+    }
+}
+
+/// Where a connection is in its setup.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum CmState {
+    Idle,
+    AddrResolved,
+    RouteResolved,
+    Established,
+    Failed(i32),
+    Closed,
+}
+
+impl EpShared {
+    /// Makes connection setup give up at its next wait, or now.
+    pub(super) fn abort(&self) {
+        self.aborted.store(true, Ordering::Release);
+        self.set(CmState::Closed);
+    }
+
+    pub(super) fn set(&self, s: CmState) {
+        self.state.lock().0 = s;
+        self.changed.notify_all();
+    }
+
+    /// Waits until the connection reaches `want`, fails, or `ms` pass.
+    pub(super) fn wait(&self, want: CmState, ms: u32) -> Result {
+        let mut left = time::ms_to_jiffies(ms) as i64;
+        let mut g = self.state.lock();
+        loop {
+            if self.aborted.load(Ordering::Acquire) {
+                return Err(errno::ECONNABORTED());
+            }
+            match g.0 {
+                s if s == want => return Ok(()),
+                CmState::Failed(e) => return Err(Error::from_errno(e)),
+                CmState::Closed => return Err(errno::ECONNABORTED()),
+                _ => {}
+            }
+            if left <= 0 {
+                return Err(errno::ETIMEDOUT());
+            }
+            match self.changed.wait_interruptible_timeout(&mut g, left as kernel::ffi::c_ulong) {
+                kernel::sync::CondVarTimeoutResult::Woken { jiffies } => left = jiffies as i64,
+                kernel::sync::CondVarTimeoutResult::Timeout => left = 0,
+                kernel::sync::CondVarTimeoutResult::Signal { .. } => return Err(ERESTARTSYS),
+            }
+        }
+    }
+}
+
+impl RdmaXprt {
+    /// Queues the connect worker (SUNRPC's `connect` op).
+    pub(super) fn start_connect(&self, x: Xprt<'_>, task: &Task<'_>) {
+        // SUNRPC calls this with the task holding the send lock, so the
+        // connect lock is ours. Were it not, SUNRPC has already marked the
+        // transport CONNECTING, and only the connect worker clears that:
+        // it runs all the same, or the transport would never connect again.
+        if !x.lock_connect(task, self.cookie()) {
+            pr_warn!("{}: connect without the transport's send lock\n", x.addr_str());
+        }
+        self.connecting.store(true, Ordering::Release);
+        let delay = if self.tried.load(Ordering::Relaxed) {
+            x.reconnect_delay(time::ms_to_jiffies(INIT_REEST_S * 1000))
+        } else {
+            0
+        };
+        self.connect_work.queue(delay);
+    }
+}

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Credits (RFC 8166 section 3.3.1): the server's grant, applied only from
+//! replies that matched a call and only by the connection that owns the
+//! transport's congestion window.
+
+use core::sync::atomic::Ordering;
+
+use kernel::{c_str, prelude::*};
+
+use crate::{
+    kapi::{
+        errno,
+        rdma::{self, Connection, DeviceCaps, QpConfig},
+        PAGE_SIZE,
+    },
+    proto::{credits, plan},
+};
+
+use super::{
+    backchannel::{BC_RECEIVES, BC_SLOTS},
+    class::MAX_PAYLOAD,
+    conn::EpShared,
+    xprt::RdmaXprt,
+};
+
+impl EpShared {
+    /// Applies the server's credit grant from a reply that matched one of
+    /// our calls (RFC 8166 section 3.3): from no other message, and only
+    /// while this connection owns the transport's window, so that a late
+    /// reply of an old connection cannot change the new one's.
+    pub(super) fn grant(&self, credits: u32) {
+        let max = self.max_requests.load(Ordering::Relaxed);
+        let mut grant = credits::sanitize_grant(credits, max);
+        if self.grant_debt.load(Ordering::Relaxed) != 0 {
+            let debt = self.grant_debt.swap(0, Ordering::Relaxed);
+            grant = grant.saturating_sub(debt).max(1);
+        }
+        // The grant rarely changes: look before taking the lock.
+        if self.credits.load(Ordering::Relaxed) == grant {
+            return;
+        }
+        let owner = self.cfg.window.lock();
+        if *owner == self.cfg.generation {
+            self.credits.store(grant, Ordering::Relaxed);
+            self.xprt.set_credits(grant);
+        }
+        drop(owner);
+    }
+}
+
+/// What a connection's queues are sized to.
+pub(super) struct QueueSizes {
+    /// Requests the connection carries (our credit request).
+    pub(super) max_requests: usize,
+    /// Pages one memory region covers.
+    pub(super) mr_pages: u32,
+    /// SGEs one Send may carry.
+    pub(super) send_sges: usize,
+    /// The queue pair and buffers for that many requests.
+    pub(super) qp: QpConfig,
+}
+
+impl RdmaXprt {
+    /// Sizes a connection's queues from the device's limits `caps`: how
+    /// many requests it can carry (each with its Sends, Receives, regions
+    /// and work requests), the backchannel's share beside them, and the
+    /// largest region and Send the device allows.
+    pub(super) fn size_queues(&self, conn: &Connection<EpShared>, caps: &DeviceCaps) -> Result<QueueSizes> {
+        // One region covers a whole 1 MiB payload where the device allows.
+        let mr_pages = caps.max_fast_reg_pages.min(MAX_PAYLOAD / PAGE_SIZE + 1);
+        if (MAX_PAYLOAD / PAGE_SIZE).div_ceil(mr_pages) as usize > rdma::MAX_MRS - 2 {
+            pr_err!(
+                "device {} registers at most {} pages at once: too few to carry 1 MiB I/O\n",
+                conn.device_name().unwrap_or(c_str!("?")),
+                caps.max_fast_reg_pages
+            );
+            return Err(ENOMEM);
+        }
+        let (inline_send, inline_recv) = (self.settings.inline_write, self.settings.inline_read);
+        // Every outstanding call needs a Send and, with the backchannel, a
+        // Receive; the device bounds both queues.
+        // Each request may chain a REG_MR per region before its Send and a
+        // LOCAL_INV per region after its reply. It has two Send buffers:
+        // a reply often arrives before the completion that gives its
+        // call's Send buffer back, and the next call on that slot must
+        // not wait for it (nor stall every other call, the backchannel's
+        // replies included, behind it).
+        let per_request = 2 + 2 * rdma::MAX_MRS;
+        let recv_batch = credits::recv_batch(self.max_requests) as usize;
+        let limit = (caps.max_qp_wr as usize).saturating_sub(BC_RECEIVES + recv_batch + 1) / per_request;
+        let max_requests = (self.max_requests as usize).min(limit);
+        if max_requests == 0 {
+            pr_err!("device {:?} cannot hold any RPC-over-RDMA request\n", conn.device_name());
+            return Err(ENOMEM);
+        }
+        // The copied header and head, page pieces, the copied tail.
+        let send_sges = (caps.max_send_sge as usize).min(rdma::MAX_SEND_SGES);
+        if send_sges < plan::MIN_SEND_SGES as usize {
+            pr_err!(
+                "device {} allows {} SGEs per Send; RPC-over-RDMA needs {}\n",
+                conn.device_name().unwrap_or(c_str!("?")),
+                caps.max_send_sge,
+                plan::MIN_SEND_SGES
+            );
+            return Err(errno::EPROTONOSUPPORT());
+        }
+        let qp = QpConfig {
+            send_bufs: 2 * max_requests + BC_SLOTS,
+            send_buf_size: inline_send as usize,
+            send_sges,
+            signal_interval: credits::default_signal_interval(max_requests as u32),
+            recv_bufs: max_requests + BC_RECEIVES + recv_batch,
+            recv_buf_size: inline_recv as usize,
+            recv_batch,
+            mrs: max_requests * 2,
+            mr_pages,
+            send_wrs: max_requests * per_request + BC_SLOTS,
+        };
+        Ok(QueueSizes { max_requests, mr_pages, send_sges, qp })
+    }
+}

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The liveness check: RDMA has no keepalive, so a connection whose
+//! replies are overdue is probed.
+
+use core::sync::atomic::Ordering;
+
+use crate::kapi::{
+    time,
+    work::{DelayedWork, DelayedWorkItem},
+};
+
+use super::{params, xprt::RdmaXprt};
+
+/// The work ID of [`RdmaXprt`]'s liveness check (the connect worker is 0).
+pub(super) const LIVENESS: u64 = 1;
+
+/// The liveness check. RDMA has no keepalive: a server that disconnected
+/// while the link was down (its DREQ lost), or whose queue pair is gone,
+/// leaves a client whose calls were all delivered waiting for replies that
+/// cannot come, until the RPC timeout (60 s by default) gives up on them.
+/// Every `probe_interval` seconds, if RPCs wait for replies and no Receive
+/// completed since the last look, the connection is probed
+/// ([`Connection::probe`]): a live peer acknowledges the probe and nothing
+/// happens (a slow server is not a dead one); a dead one fails it after the
+/// device's retries, and the connection is dropped and set up again.
+impl DelayedWorkItem<LIVENESS> for RdmaXprt {
+    fn work(&self) -> &DelayedWork<Self, LIVENESS> {
+        &self.liveness
+    }
+
+    fn run(&self) {
+        if self.dying.load(Ordering::SeqCst) {
+            return;
+        }
+        // Not connected: the next connect starts the check again.
+        let Some(ep) = self.endpoint() else { return };
+        let seen = ep.conn.receives();
+        let last = self.receives_seen.swap(seen, Ordering::Relaxed);
+        if seen == last && self.xprt.replies_awaited() > 0 {
+            // An error means the connection is on its way down anyway.
+            let _ = ep.conn.probe();
+        }
+        drop(ep);
+        self.schedule_liveness();
+    }
+}
+
+impl RdmaXprt {
+    /// Queues the liveness check one interval from now (unless disabled or
+    /// already queued).
+    pub(super) fn schedule_liveness(&self) {
+        let s = params::probe_interval_s();
+        if s > 0 && !self.dying.load(Ordering::SeqCst) {
+            self.liveness.queue(time::ms_to_jiffies(s * 1000));
+        }
+    }
+}

@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Sending a call (RFC 8166 section 3.5 and 4): the transport header, the
+//! call copied or mapped into one Send, and the chunks the plan asks for.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use kernel::prelude::*;
+
+use crate::{
+    kapi::{
+        errno,
+        rdma::{PagesInFlight, Registration},
+        rpc::{Rqst, Transport, Which, Xprt},
+        PAGE_SIZE,
+    },
+    proto::{
+        plan, stats, v1,
+        v2::{self, Version},
+    },
+};
+
+use super::{
+    chunks::{register_read_chunk, register_reply_chunk, ReadChunk, ReplyShape, MAX_CHUNK_SEGMENTS},
+    conn::{Endpoint, EpShared},
+    slots::ReqState,
+    stats::{Stats, MRS_REGISTERED},
+    version::NO_XID,
+    xprt::RdmaXprt,
+};
+
+/// How one call goes: the planner's decision for the call and its reply,
+/// and what it was made from.
+pub(super) struct Planned {
+    pub(super) version: Version,
+    pub(super) xid: u32,
+    /// The call's buffer (`rq_snd_buf`).
+    pub(super) snd: plan::XdrBufDesc,
+    /// The reply's buffer (`rq_rcv_buf`).
+    pub(super) rcv: plan::XdrBufDesc,
+    pub(super) limits: plan::Limits,
+    pub(super) call: plan::CallPlan,
+    pub(super) reply: plan::ReplyPlan,
+}
+
+impl RdmaXprt {
+    /// Builds the transport header (registering chunks as the plan says)
+    /// and sends the call. Records in `st` the regions registered and how
+    /// the reply will arrive; returns the pages the Send may still be
+    /// reading.
+    pub(super) fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, st: &mut ReqState) -> Result<PagesInFlight> {
+        let ReqState { reg, reply, segs, offered, .. } = st;
+        *reply = ReplyShape::Inline;
+        *offered = 0;
+        let p = self.plan(ep.shared(), rqst)?;
+        // Most calls have no Read chunk and most replies need a Write or
+        // Reply chunk: register only the chunks there are.
+        let reads = register_read_chunk(ep, rqst, &p, reg)?;
+        let nw = register_reply_chunk(ep, rqst, &p, reg, segs)?;
+        let reads = reads.as_ref().map_or(&[][..], ReadChunk::segments);
+        let writes = segs.get(..nw).ok_or(EINVAL)?;
+        let write_list: [&[v1::Segment]; 1] = [writes];
+        let (shape, lists) = match p.reply {
+            plan::ReplyPlan::Inline => (ReplyShape::Inline, v1::ChunkLists { reads, writes: &[], reply: None }),
+            plan::ReplyPlan::WriteChunk { .. } => {
+                (ReplyShape::WriteChunk, v1::ChunkLists { reads, writes: &write_list, reply: None })
+            }
+            plan::ReplyPlan::ReplyChunk { .. } => {
+                (ReplyShape::ReplyChunk, v1::ChunkLists { reads, writes: &[], reply: Some(writes) })
+            }
+        };
+        let sent = self.post(ep, rqst, &p, reg, lists)?;
+        self.count_call(&p, reg.len());
+        *reply = shape;
+        *offered = nw;
+        Ok(sent)
+    }
+
+    /// Plans the call `rqst` for the connection `shared`: its version (the
+    /// first call may be the Version Two probe), the inline thresholds in
+    /// force, and which chunks the call and its reply need.
+    fn plan(&self, shared: &EpShared, rqst: &Rqst<'_>) -> Result<Planned> {
+        let xid = u32::from_be(rqst.xid_be());
+        let version = match shared.settled() {
+            Some(v) => v,
+            None => shared.version.lock().for_call(xid).ok_or_else(errno::EPROTONOSUPPORT)?,
+        };
+        let (inline_send, inline_recv) = shared.inline();
+        // A Version Two header has one more word (the direction) than the
+        // Version One header the plan sizes.
+        let extra = if version == Version::V2 { 4 } else { 0 };
+        let snd = rqst.desc(Which::Call);
+        let rcv = rqst.desc(Which::Reply);
+        let limits = plan::Limits {
+            inline_send: inline_send.saturating_sub(extra),
+            inline_recv: inline_recv.saturating_sub(extra),
+            max_send_sge: shared.send_sges.load(Ordering::Relaxed),
+            page_size: PAGE_SIZE,
+            max_pages_per_mr: shared.mr_pages.load(Ordering::Relaxed),
+            max_segments: MAX_CHUNK_SEGMENTS as u32,
+            // Small calls are cheaper to copy than to map page by page.
+            pullup_threshold: plan::DEFAULT_PULLUP_THRESHOLD,
+            write_pad_segment: false,
+        };
+        let (call, reply) = plan::plan_chunks(&snd, &rcv, rqst.ddp_allowed(), &limits).map_err(|e| {
+            pr_warn_once_marshal(&self.stats, &e, &snd, &rcv);
+            EIO
+        })?;
+        Ok(Planned { version, xid, snd, rcv, limits, call, reply })
+    }
+
+    /// Posts the call's Send: the transport header with `lists`, then the
+    /// call copied, or its head and tail copied and its page list mapped,
+    /// or (a Long Call) nothing more, after the registrations in `reg`.
+    fn post(
+        &self,
+        ep: &Endpoint,
+        rqst: &Rqst<'_>,
+        p: &Planned,
+        reg: &Registration,
+        lists: v1::ChunkLists<'_>,
+    ) -> Result<PagesInFlight> {
+        let Planned { version, xid, call, ref snd, .. } = *p;
+        let nomsg = matches!(call, plan::CallPlan::LongCall { .. });
+        let credits = ep.shared().max_requests.load(Ordering::Relaxed);
+        ep.conn.send(reg, |out| {
+            // The transport header and what is copied right after it.
+            let (copied, rest) = match call {
+                plan::CallPlan::Inline { pullup: true } => (snd.len, None),
+                // Head copied, page list mapped in place, tail copied.
+                plan::CallPlan::Inline { pullup: false } => {
+                    (snd.head.len, Some((snd.head.len + snd.page_len, snd.tail.len)))
+                }
+                plan::CallPlan::ReadChunk { tail_skip, tail_len, .. } => {
+                    (snd.head.len, Some((snd.head.len + snd.page_len + tail_skip, tail_len)))
+                }
+                plan::CallPlan::LongCall { .. } => (0, None),
+            };
+            out.copy(|buf| {
+                let hdr = encode_header(buf, version, xid, credits, nomsg, v2::Direction::Call, lists)?;
+                let len = copied as usize;
+                rqst.copy_call_at(0, buf.get_mut(hdr..hdr + len).ok_or(EINVAL)?)?;
+                Ok(hdr + len)
+            })?;
+            if matches!(call, plan::CallPlan::Inline { pullup: false }) {
+                rqst.call_pages(|page, off, len| out.map_page(page, off, len))?;
+            }
+            if let Some((from, len)) = rest {
+                out.copy(|buf| {
+                    rqst.copy_call_at(from, buf.get_mut(..len as usize).ok_or(EINVAL)?)?;
+                    Ok(len as usize)
+                })?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Accounts a call that went out with `registered` regions.
+    fn count_call(&self, p: &Planned, registered: usize) {
+        // A counter moves only when there is something to add: an atomic
+        // add of zero still costs a locked instruction per RPC.
+        let add = |c: &AtomicU64, n: u64| {
+            if n > 0 {
+                c.fetch_add(n, Ordering::Relaxed);
+            }
+        };
+        let st = &self.stats;
+        let n = stats::MarshalCounts::of(&p.call, &p.reply, &p.snd);
+        add(&st.read_chunks, n.read_segments);
+        add(&st.write_chunks, n.write_segments);
+        add(&st.reply_chunks, n.reply_segments);
+        add(&st.total_rdma_request, n.rdma_request_bytes);
+        add(&st.pullup_copy, n.pullup_bytes);
+        add(&st.nomsg_calls, n.nomsg_calls);
+        add(&MRS_REGISTERED, registered as u64);
+    }
+}
+
+/// Encodes an RDMA_MSG (or RDMA_NOMSG) transport header of `version` into
+/// `buf`; returns its length. `dir` is the RPC message's direction, which
+/// Version Two carries in the header.
+pub(super) fn encode_header(
+    buf: &mut [u8],
+    version: Version,
+    xid: u32,
+    credits: u32,
+    nomsg: bool,
+    dir: v2::Direction,
+    lists: v1::ChunkLists<'_>,
+) -> Result<usize> {
+    match version {
+        Version::V1 => {
+            let body = if nomsg { v1::Body::NoMsg(lists) } else { v1::Body::Msg(lists) };
+            v1::encode(buf, xid, credits, &body).map_err(|_| EINVAL)
+        }
+        Version::V2 => {
+            let c = v2::Chunks { direction: dir, lists };
+            let body = if nomsg { v2::Body::NoMsg(c) } else { v2::Body::Msg(c) };
+            v2::Header { xid, credit: credits, body }.encode(buf).map_err(|_| EINVAL)
+        }
+    }
+}
+
+/// Makes the task wait for Send buffers or memory regions after a send
+/// failed for want of them, without losing a release that raced with the
+/// failure (see [`Connection::release_epoch`]).
+pub(super) fn wait_for_space(x: Xprt<'_>, ep: &Endpoint, epoch: u64) {
+    x.wait_for_buffer_space();
+    if ep.conn.release_epoch() != epoch {
+        x.write_space();
+    }
+}
+
+pub(super) fn pr_warn_once_marshal(stats: &Stats, e: &plan::PlanError, snd: &plan::XdrBufDesc, rcv: &plan::XdrBufDesc) {
+    if stats.failed_marshal.load(Ordering::Relaxed) == 0 {
+        pr_warn!("cannot marshal an RPC (call {} bytes, reply up to {}): {:?}\n", snd.len, rcv.len, e);
+    }
+}
+
+impl RdmaXprt {
+    /// Sends a forward call, or a backchannel reply (SUNRPC's `send_request` op).
+    pub(super) fn send_call(&self, x: Xprt<'_>, rqst: &Rqst<'_>) -> Result {
+        if !x.connected() {
+            return Err(errno::ENOTCONN());
+        }
+        if rqst.is_backchannel() {
+            return self.send_bc_reply(x, rqst);
+        }
+        if !rqst.get_cong(x) {
+            return Err(errno::EBADSLT());
+        }
+        let Some(ep) = self.endpoint() else {
+            return Err(errno::ENOTCONN());
+        };
+        // A retransmission on the same connection would spend a credit the
+        // server never granted: reconnect instead (RFC 8166 section 3.3).
+        // The one exception is the Version Two probe the server refused
+        // with ERR_VERS: it goes again as Version One (draft section 5.2).
+        if rqst.sent_on_this_connection(x) {
+            let xid = u64::from(u32::from_be(rqst.xid_be()));
+            let again = ep.shared().resend_xid.compare_exchange(xid, NO_XID, Ordering::AcqRel, Ordering::Relaxed);
+            if again.is_err() {
+                self.close(x);
+                return Err(errno::ENOTCONN());
+            }
+        }
+        let Some(slot) = self.slots.slot_of(rqst) else {
+            return Err(EINVAL);
+        };
+        // The reply can arrive on another CPU as soon as the Send is
+        // posted: the slot stays locked until it holds this call's regions
+        // and reply shape, so the Receive handler never finds them missing.
+        // Nothing in `marshal` sleeps.
+        let mut st = slot.state().lock();
+        if st.holds_anything() {
+            // A request re-sent on a new connection still holds the regions
+            // of the old one, which went away with it: drop the stale token
+            // (this sleeps, so not under the lock).
+            let (mut stale, mut sent) = st.take();
+            drop(st);
+            ep.conn.invalidate(&mut stale, None);
+            ep.conn.wait_sent(&mut sent);
+            st = slot.state().lock();
+        }
+        let epoch = ep.conn.release_epoch();
+        rqst.stamp_xmit();
+        match self.marshal(&ep, rqst, &mut st) {
+            Ok(sent) => {
+                st.sent = sent;
+                let holds = st.holds_anything();
+                slot.set_holds(&mut st, holds);
+                drop(st);
+            }
+            Err(e) => {
+                ep.conn.release_unposted(&mut st.reg);
+                drop(st);
+                if e == errno::ENOBUFS() {
+                    // Out of Send buffers or memory regions: wait for some.
+                    self.stats.empty_sendctx_q.fetch_add(1, Ordering::Relaxed);
+                    wait_for_space(x, &ep, epoch);
+                    return Err(EAGAIN);
+                }
+                if e == errno::ENOTCONN() {
+                    self.close(x);
+                    return Err(e);
+                }
+                self.stats.failed_marshal.fetch_add(1, Ordering::Relaxed);
+                return Err(EIO);
+            }
+        }
+        let len = rqst.send_len();
+        rqst.sent(len);
+        if !rqst.reply_expected() {
+            // No reply means no credit back: start over with a fresh grant.
+            self.close(x);
+            return Err(errno::ENOTCONN());
+        }
+        Ok(())
+    }
+}

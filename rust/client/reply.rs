@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Receiving (RFC 8166 section 4): decoding a transport header, matching
+//! a reply to its call, invalidating the call's regions and completing it.
+
+use core::sync::atomic::Ordering;
+
+use kernel::prelude::*;
+
+use crate::{
+    kapi::{
+        ratelimit::RateLimit,
+        rdma::{Live, PagesInFlight, Registration},
+        rpc::PinnedRqst,
+    },
+    proto::{v1, v2},
+};
+
+use super::{
+    backchannel::is_backward_call,
+    chunks::Verdict,
+    conn::EpShared,
+    slots::ReqState,
+    stats::{count_invalidations, BAD_REPLIES},
+};
+
+impl EpShared {
+    /// A reply was dropped or failed its RPC as malformed or unexpected.
+    pub(super) fn count_bad_reply(&self) {
+        // In the transport's statistics, which outlive the connection: the
+        // mountstats count only grows.
+        self.stats.bad_reply.fetch_add(1, Ordering::Relaxed);
+        BAD_REPLIES.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A reply's Write or Reply chunk does not match what its call offered:
+    /// the server claims bytes it had no memory to write. Fails the RPC
+    /// rather than hand stale buffer contents to the caller as data.
+    pub(super) fn foreign_chunk(&self, e: &v1::ReturnedChunkError) -> Error {
+        self.count_bad_reply();
+        static MSG: RateLimit = RateLimit::new();
+        if MSG.allow() {
+            pr_warn!("{}: reply chunk does not match the one offered ({:?}): RPC failed\n", self.xprt.addr_str(), e);
+        }
+        EIO
+    }
+
+    pub(super) fn reply(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) {
+        if !self.settle_version(conn, data, invalidated) {
+            return;
+        }
+        let decoded = if self.is_v2() { Incoming::decode_v2(data) } else { Incoming::decode_v1(data) };
+        let Some(inc) = decoded else {
+            // Another version's request gets ERR_VERS; anything else that
+            // does not parse (short, bad procedure, bad lists) is dropped.
+            if !self.refuse_version(conn, data) {
+                self.count_bad_reply();
+            }
+            return;
+        };
+        self.xprt.clear_reestablish_timeout();
+        match &inc.kind {
+            // Version One tells a backward call by its RPC message, Version
+            // Two also by the header's direction (they must agree).
+            Kind::Msg(c, dir)
+                if *dir == Some(v2::Direction::Call) || (dir.is_none() && is_backward_call(inc.xid, inc.payload)) =>
+            {
+                if !is_backward_call(inc.xid, inc.payload) {
+                    self.count_bad_reply();
+                } else if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() {
+                    // Its credit field asks for reverse credits; it is no
+                    // grant of forward ones (RFC 8167 section 4.1).
+                    self.backward_call(inc.payload);
+                } else {
+                    self.refuse_backward_chunks(conn, inc.xid);
+                }
+                return;
+            }
+            // No reply carries a Read list: this can only be a backward call
+            // sent as a Long Call.
+            Kind::NoMsg(c, dir) if *dir == Some(v2::Direction::Call) || !c.reads.is_empty() => {
+                self.refuse_backward_chunks(conn, inc.xid);
+                return;
+            }
+            Kind::Optional(o) => {
+                self.optional(conn, inc.xid, o);
+                return;
+            }
+            _ => {}
+        }
+        let Some((rqst, verdict)) = self.take_request(conn, &inc.kind, inc.xid, invalidated) else {
+            // No such XID (a late reply, or a backchannel call): the counter
+            // SUNRPC keeps for TCP counts it in `bad_xids`; we count it here.
+            // Its credit field is no grant.
+            self.count_bad_reply();
+            return;
+        };
+        // Only a reply proper grants credits: not an RDMA_ERROR (Version
+        // Two's answer to a refused probe says nothing of the server's
+        // Receives), nor the retired RDMA_MSGP and RDMA_DONE, whose
+        // direction we cannot tell (RFC 8167 section 4.1).
+        if matches!(inc.kind, Kind::Msg(..) | Kind::NoMsg(..)) {
+            self.grant(inc.credits);
+        }
+        self.complete(rqst, inc.payload, verdict);
+    }
+
+    /// Finds the request `xid`, judges its reply of `kind` against what
+    /// the call offered, and takes its regions and Send back: after this
+    /// the server can no longer write into them (RFC 8166 s. 3.4.5), and
+    /// the call's pages are free. Sleeps.
+    pub(super) fn take_request(
+        &self,
+        conn: &Live<'_, Self>,
+        kind: &Kind<'_>,
+        xid: u32,
+        invalidated: Option<u32>,
+    ) -> Option<(PinnedRqst, Verdict)> {
+        let rqst = self.xprt.lookup(xid.to_be())?;
+        let (mut reg, mut sent, verdict) = match self.slots.slot_of_pinned(&rqst) {
+            Some(slot) => {
+                let mut st = slot.state().lock();
+                if !conn.owns(&st.reg, &st.sent) {
+                    // A late reply from a connection being torn down: the
+                    // call went out again on the next one, whose reply it
+                    // waits for (and whose regions it holds).
+                    return None;
+                }
+                let verdict = st.judge(kind);
+                let (reg, sent) = st.take();
+                slot.set_holds(&mut st, false);
+                (reg, sent, verdict)
+            }
+            None => (Registration::empty(), PagesInFlight::none(), ReqState::default().judge(kind)),
+        };
+        let registered = reg.len();
+        let local = conn.invalidate(&mut reg, invalidated);
+        count_invalidations(&self.stats, registered, local);
+        if registered > 0 {
+            // A task may be waiting for memory regions to send its call.
+            self.xprt.write_space();
+        }
+        // The reply can overtake the Send's completion: the call's pages go
+        // back to SUNRPC only once the HCA is done reading them.
+        conn.wait_sent(&mut sent);
+        Some((rqst, verdict))
+    }
+
+    pub(super) fn complete(&self, rqst: PinnedRqst, payload: &[u8], verdict: Verdict) {
+        let bad = || {
+            self.count_bad_reply();
+            EIO
+        };
+        match verdict {
+            Verdict::Inline => rqst.complete_with(payload),
+            Verdict::Written(written) => {
+                if written > u64::from(rqst.reply_desc().page_len) {
+                    return rqst.fail(bad());
+                }
+                self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
+                rqst.complete_write_chunk(payload, written as u32)
+            }
+            Verdict::ReplyWritten(written) => {
+                if written > u64::from(rqst.reply_desc().len) {
+                    return rqst.fail(bad());
+                }
+                self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
+                rqst.complete_reply_chunk(written as u32)
+            }
+            Verdict::Foreign(e) => rqst.fail(self.foreign_chunk(&e)),
+            Verdict::Error => rqst.fail(EIO),
+            Verdict::Bad => rqst.fail(bad()),
+        }
+    }
+}
+
+/// A received transport header, Version One or Two.
+pub(super) struct Incoming<'a> {
+    pub(super) xid: u32,
+    pub(super) credits: u32,
+    pub(super) kind: Kind<'a>,
+    /// What follows the header (the RPC message of an RDMA_MSG).
+    pub(super) payload: &'a [u8],
+}
+
+/// What a received header says, whichever the version.
+pub(super) enum Kind<'a> {
+    /// RDMA_MSG; Version Two also gives the direction.
+    Msg(v1::Chunks<'a>, Option<v2::Direction>),
+    /// RDMA_NOMSG; Version Two also gives the direction.
+    NoMsg(v1::Chunks<'a>, Option<v2::Direction>),
+    /// RDMA_ERROR (any code).
+    Error,
+    /// RDMA2_OPTIONAL.
+    Optional(v2::Optional<'a>),
+    /// RDMA_MSGP or RDMA_DONE, retired by RFC 8166.
+    Retired,
+}
+
+impl<'a> Incoming<'a> {
+    fn decode_v1(data: &'a [u8]) -> Option<Self> {
+        let (h, payload) = v1::Header::decode_split(data, &v1::Limits::DEFAULT).ok()?;
+        let kind = match h.body {
+            v1::Body::Msg(c) => Kind::Msg(c, None),
+            v1::Body::NoMsg(c) => Kind::NoMsg(c, None),
+            v1::Body::Error(_) => Kind::Error,
+            _ => Kind::Retired,
+        };
+        Some(Incoming { xid: h.xid, credits: h.credits, kind, payload })
+    }
+
+    fn decode_v2(data: &'a [u8]) -> Option<Self> {
+        let (h, payload) = v2::Header::decode(data).ok()?;
+        let kind = match h.body {
+            v2::Body::Msg(c) => Kind::Msg(c.lists, Some(c.direction)),
+            v2::Body::NoMsg(c) => Kind::NoMsg(c.lists, Some(c.direction)),
+            v2::Body::Error(_) => Kind::Error,
+            v2::Body::Optional(o) => Kind::Optional(o),
+        };
+        Some(Incoming { xid: h.xid, credits: h.credit, kind, payload })
+    }
+}

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Transport characteristics (draft-rpcrdma-xcharext): ours sent once a
+//! Version Two connection is up, and the server's received.
+
+use core::sync::atomic::Ordering;
+
+use kernel::prelude::*;
+
+use crate::{
+    kapi::rdma::Live,
+    proto::{
+        v2,
+        xchar::{self, Characteristics, XchOp, Xchar, XcharSpec, XcharSubset},
+    },
+};
+
+use super::{backchannel::BC_SLOTS, conn::EpShared, stats::XCHAR_MESSAGES};
+
+impl EpShared {
+    /// Our transport characteristics, as the first OPTIONAL message of a
+    /// Version Two connection (xcharext ROPT_INITXCH): the Receive buffer
+    /// size, that replies may use Send With Invalidate, and that backward
+    /// requests come inline. None of them changes during the connection.
+    pub(super) fn send_initxch(&self, conn: &Live<'_, Self>, probe_xid: u32) {
+        let ours = Characteristics {
+            rbsiz: self.cfg.settings.inline_read,
+            req_rem_inv: true,
+            brs: xchar::BkReqSup::Inline,
+            ..Characteristics::DEFAULT
+        };
+        let vals: [Xchar<'_>; 3] = ours.as_xchars();
+        let fixed = [0b111u32];
+        let op = XchOp::InitXch { start: XcharSpec::from_slice(&vals), nochg: XcharSubset::from_words(&fixed) };
+        // An OPTIONAL message without payload takes an XID of the calls'
+        // XID space (draft 4.2.2); the server answers nothing to it.
+        let xid = probe_xid ^ 0x8000_0000;
+        // A forward-direction message: its credit field asks for our
+        // forward credits, as a call's does. It takes a server Receive and
+        // gets no reply: the probe's reply, which just arrived, is the
+        // only one outstanding, so the grant it carries pays for it
+        // ([`Self::grant`]); later replies grant afresh.
+        let max = self.max_requests.load(Ordering::Relaxed);
+        self.grant_debt.store(1, Ordering::Relaxed);
+        self.send_answer(conn, "ROPT_INITXCH", |buf| {
+            op.encode_message(xid, max, v2::Direction::Call, buf).map_err(|_| EINVAL)
+        });
+    }
+
+    /// A Version Two RDMA2_OPTIONAL message. The transport characteristics
+    /// operations (xcharext) are understood; any other type is answered
+    /// with RDMA2_ERROR / ERR_INVAL_OPTION (draft section 3.1).
+    pub(super) fn optional(&self, conn: &Live<'_, Self>, xid: u32, o: &v2::Optional<'_>) {
+        let err = |e: v2::ErrorBody| {
+            let h = v2::Header::error(xid, BC_SLOTS as u32, e);
+            self.send_answer(conn, "RDMA2_ERROR", |buf| h.encode(buf).map_err(|_| EINVAL));
+        };
+        if !xchar::is_xchar_opttype(o.opttype) {
+            return err(v2::ErrorBody::InvalOption);
+        }
+        let op = match XchOp::from_optional(o) {
+            Ok(op) => op,
+            Err(e) => {
+                self.count_bad_reply();
+                return err(e.reply());
+            }
+        };
+        XCHAR_MESSAGES.fetch_add(1, Ordering::Relaxed);
+        match op {
+            XchOp::InitXch { .. } | XchOp::UpdXch { .. } => {
+                let (before, merged, after) = {
+                    let mut peer = self.peer_xch.lock();
+                    let before = peer.rbsiz;
+                    let merged = peer.merge(&op, None);
+                    self.inline_cache.store(0, Ordering::Release);
+                    (before, merged, peer.rbsiz)
+                };
+                if let Ok(m) = merged {
+                    if m.inconsistent || !m.invalid.is_empty() {
+                        self.count_bad_reply();
+                    }
+                }
+                if before != after {
+                    pr_info!(
+                        "{}: server's receive buffer is {} bytes: calls up to {} bytes go inline\n",
+                        self.xprt.addr_str(),
+                        after,
+                        after.min(self.cfg.settings.inline_write)
+                    );
+                }
+            }
+            XchOp::ReqXch { want } => {
+                // Our characteristics are fixed: a request for the values
+                // we already have is done, any other is rejected.
+                let rbsiz = self.cfg.settings.inline_read;
+                let (mut done, mut rej, mut pend) = ([0u32; 8], [0u32; 8], [0u32; 8]);
+                let decide = |x: &Xchar<'_>| match x {
+                    Xchar::RecvBufSize(v) if *v == rbsiz => xchar::Disposition::Done,
+                    Xchar::ReqRemInv(true) => xchar::Disposition::Done,
+                    Xchar::BackwardRequest(xchar::BkReqSup::Inline) => xchar::Disposition::Done,
+                    _ => xchar::Disposition::Rejected,
+                };
+                let Ok(n) = xchar::respond_to_request(&want, decide, &mut done, &mut rej, &mut pend) else {
+                    return err(v2::ErrorBody::BadHeader);
+                };
+                let (d, r, p) = (&done[..n], &rej[..n], &pend[..n]);
+                let resp = XchOp::RespXch {
+                    done: XcharSubset::from_words(d),
+                    rej: XcharSubset::from_words(r),
+                    pend: XcharSubset::from_words(p),
+                };
+                // The answer takes the request's XID, and the direction of
+                // the side that answers.
+                let dir = if o.direction == v2::Direction::Call { v2::Direction::Reply } else { v2::Direction::Call };
+                self.send_answer(conn, "ROPT_RESPXCH", |buf| {
+                    resp.encode_message(xid, BC_SLOTS as u32, dir, buf).map_err(|_| EINVAL)
+                });
+            }
+            // We never ask the server to change anything: a response
+            // answers nothing of ours (xcharext section 4).
+            XchOp::RespXch { .. } => {
+                self.count_bad_reply();
+                err(v2::ErrorBody::InvalOption)
+            }
+        }
+    }
+}

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One RPC-over-RDMA transport (SUNRPC's `rpc_xprt`) and the transport
+//! operations SUNRPC calls on it.
+
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use kernel::{
+    alloc::flags::GFP_KERNEL,
+    ffi::c_void,
+    new_spinlock,
+    prelude::*,
+    sync::{Arc, SpinLock},
+};
+
+use crate::kapi::{
+    rdma::RecvCache,
+    rpc::{self, BcPool, Rqst, SlotTable, StatsWriter, Task, Xprt},
+    work::DelayedWork,
+};
+
+use super::{
+    backchannel::BC_SLOTS,
+    conn::{Endpoint, EpShared},
+    liveness::LIVENESS,
+    params,
+    slots::ReqState,
+    stats::Stats,
+};
+
+/// One RPC-over-RDMA transport.
+#[pin_data]
+pub(crate) struct RdmaXprt {
+    /// First field: dropping it cancels a pending connect before anything
+    /// the connect worker uses goes away.
+    pub(super) connect_work: DelayedWork<RdmaXprt>,
+    /// The liveness check; also goes before what it uses.
+    pub(super) liveness: DelayedWork<RdmaXprt, LIVENESS>,
+    /// The connection's Receive count when the liveness check last looked
+    /// (`u64::MAX` after a connect: not looked yet).
+    pub(super) receives_seen: AtomicU64,
+    pub(super) xprt: Xprt<'static>,
+    pub(super) max_requests: u32,
+    /// The parameters as they were when the transport was created.
+    pub(super) settings: params::Settings,
+    /// Numbers the transport's connections (1, 2, ...).
+    pub(super) generation: AtomicU64,
+    /// The connection whose replies may change SUNRPC's congestion window
+    /// (its generation; 0: none), shared with every connection.
+    pub(super) window: Arc<SpinLock<u64>>,
+    #[pin]
+    pub(super) ep: SpinLock<Option<Arc<Endpoint>>>,
+    /// The task holding the connect lock, as SUNRPC's cookie.
+    pub(super) connecting: AtomicBool,
+    /// Set once a connect attempt has been made (reconnects back off).
+    pub(super) tried: AtomicBool,
+    pub(super) slots: Arc<SlotTable<ReqState>>,
+    pub(super) bc: Arc<BcPool>,
+    pub(super) stats: Arc<Stats>,
+    /// Receive buffers kept across connections.
+    pub(super) recv_cache: Arc<RecvCache>,
+    /// The connection being set up by the connect worker, so that
+    /// `shutdown` can abort it instead of waiting out its timeouts.
+    #[pin]
+    pub(super) pending: SpinLock<Option<Arc<EpShared>>>,
+    /// Set by `shutdown`: no new connection may be set up.
+    pub(super) dying: AtomicBool,
+}
+
+impl RdmaXprt {
+    pub(super) fn new(
+        xprt: Xprt<'static>,
+        max_requests: u32,
+        settings: params::Settings,
+    ) -> Result<impl PinInit<Self, Error>> {
+        let slots = Arc::new(SlotTable::new(max_requests as usize)?, GFP_KERNEL)?;
+        let stats = Arc::new(Stats::default(), GFP_KERNEL)?;
+        let bc = Arc::new(BcPool::new(BC_SLOTS)?, GFP_KERNEL)?;
+        let recv_cache = Arc::pin_init(RecvCache::new(), GFP_KERNEL)?;
+        let window = Arc::pin_init(new_spinlock!(0, "rpcrdma_rs:window"), GFP_KERNEL)?;
+        Ok(try_pin_init!(RdmaXprt {
+            connect_work: DelayedWork::new(),
+            liveness: DelayedWork::new(),
+            receives_seen: AtomicU64::new(u64::MAX),
+            xprt,
+            max_requests,
+            settings,
+            generation: AtomicU64::new(0),
+            window,
+            ep <- new_spinlock!(None, "rpcrdma_rs:ep"),
+            connecting: AtomicBool::new(false),
+            tried: AtomicBool::new(false),
+            slots,
+            bc,
+            stats,
+            recv_cache,
+            pending <- new_spinlock!(None, "rpcrdma_rs:pending"),
+            dying: AtomicBool::new(false),
+        }))
+    }
+
+    pub(super) fn cookie(&self) -> *mut c_void {
+        core::ptr::from_ref(self).cast_mut().cast()
+    }
+
+    pub(super) fn endpoint(&self) -> Option<Arc<Endpoint>> {
+        self.ep.lock().clone()
+    }
+}
+
+impl rpc::Transport for RdmaXprt {
+    fn bc_pool(&self) -> &BcPool {
+        &self.bc
+    }
+
+    fn bc_maxpayload(&self, _x: Xprt<'_>) -> usize {
+        self.bc_max_payload()
+    }
+
+    fn bc_num_slots(&self) -> u32 {
+        BC_SLOTS as u32
+    }
+
+    fn alloc_slot(&self, x: Xprt<'_>, task: &Task<'_>) {
+        self.slots.alloc(x, task);
+    }
+
+    fn free_slot(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
+        self.slots.free(x, rqst);
+    }
+
+    fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
+        self.slots.provide_buffers(rqst)
+    }
+
+    fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool {
+        self.slots.owns_buffers(rqst)
+    }
+
+    fn release_request(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
+        self.release_held(x, rqst)
+    }
+
+    fn connect(&self, x: Xprt<'_>, task: &Task<'_>) {
+        self.start_connect(x, task)
+    }
+
+    fn close(&self, x: Xprt<'_>) {
+        self.disconnect();
+        x.disconnect_done();
+    }
+
+    fn send_request(&self, x: Xprt<'_>, rqst: &Rqst<'_>) -> Result {
+        self.send_call(x, rqst)
+    }
+
+    fn timer(&self, x: Xprt<'_>) {
+        // RDMA has no keepalive: a timed-out RPC means the connection may be
+        // dead. Reconnect, and everything is retransmitted.
+        x.force_disconnect();
+    }
+
+    fn inject_disconnect(&self, _x: Xprt<'_>) {
+        if let Some(ep) = self.endpoint() {
+            ep.conn.disconnect();
+        }
+    }
+
+    fn print_stats(&self, x: Xprt<'_>, out: &mut StatsWriter<'_>) {
+        self.write_mountstats(x, out)
+    }
+
+    fn shutdown(&self, _x: Xprt<'_>) {
+        // A connect in progress (say, to a server that went away) gives up
+        // now rather than after its timeouts: the mount is gone.
+        self.dying.store(true, Ordering::SeqCst);
+        if let Some(shared) = self.pending.lock().clone() {
+            shared.abort();
+        }
+        self.connect_work.cancel_sync();
+        // After the connect worker, which may queue it; `dying` keeps it
+        // from queueing itself again.
+        self.liveness.cancel_sync();
+        self.disconnect();
+    }
+}
