@@ -12,7 +12,7 @@
 // counter) nests deeper than the default limit of 128.
 #![recursion_limit = "256"]
 
-use kernel::{c_str, prelude::*};
+use kernel::prelude::*;
 
 pub mod proto;
 
@@ -62,29 +62,8 @@ impl kernel::Module for RpcRdma {
             );
         })?;
         pr_info!("RPC-over-RDMA transport registered for netids rdma, rdma6\n");
-        let debugfs = kapi::debugfs::Counters::new(&[
-            (c_str!("mrs_registered"), &client::stats::MRS_REGISTERED),
-            (c_str!("remote_invalidations"), &client::stats::REMOTE_INVALIDATIONS),
-            (c_str!("local_invalidations"), &client::stats::LOCAL_INVALIDATIONS),
-            (c_str!("bad_replies"), &client::stats::BAD_REPLIES),
-            (c_str!("backward_calls"), &client::stats::BACKWARD_CALLS),
-            (c_str!("backward_chunk_errors"), &client::stats::BACKWARD_CHUNK_ERRORS),
-            (c_str!("backchannel_overflows"), &client::stats::BACKCHANNEL_OVERFLOWS),
-            (c_str!("v2_connections"), &client::stats::V2_CONNECTIONS),
-            (c_str!("v1_fallbacks"), &client::stats::V1_FALLBACKS),
-            (c_str!("xchar_messages"), &client::stats::XCHAR_MESSAGES),
-            (c_str!("liveness_probes"), &kapi::rdma::PROBES),
-            (c_str!("liveness_probe_failures"), &client::stats::PROBE_FAILURES),
-            (c_str!("sends"), &kapi::rdma::SENDS),
-            (c_str!("sends_signalled"), &kapi::rdma::SENDS_SIGNALLED),
-            (c_str!("sends_mapped"), &kapi::rdma::SENDS_MAPPED),
-            (c_str!("recv_bufs_allocated"), &kapi::rdma::RECV_BUFS_ALLOCATED),
-            (c_str!("err_vers_sent"), &client::stats::ERR_VERS_SENT),
-            (c_str!("backward_replies_unsendable"), &client::stats::BACKWARD_REPLIES_UNSENDABLE),
-            (c_str!("invalidate_failures"), &client::stats::INVALIDATE_FAILURES),
-        ], &[
-            (c_str!("fail_local_inv"), &kapi::rdma::FAIL_LOCAL_INV),
-        ]);
+        let c = &client::stats::COUNTERS;
+        let debugfs = kapi::debugfs::Counters::new(&c.debugfs_files(), &c.debugfs_knobs());
         Ok(RpcRdma { _class: class, _devices: devices, _debugfs: debugfs })
     }
 }

@@ -24,7 +24,7 @@ use crate::{
 use super::{
     conn::EpShared,
     marshal::{encode_header, wait_for_space},
-    stats::{BACKCHANNEL_OVERFLOWS, BACKWARD_CALLS, BACKWARD_CHUNK_ERRORS, BACKWARD_REPLIES_UNSENDABLE},
+    stats::COUNTERS,
     xprt::RdmaXprt,
 };
 
@@ -61,7 +61,7 @@ impl RdmaXprt {
             // A reply we cannot send ends the connection (RFC 8166 section
             // 4.5.4): the server learns at once that its call failed.
             pr_warn!("backchannel reply of {} bytes does not fit inline: closing the connection\n", len);
-            BACKWARD_REPLIES_UNSENDABLE.fetch_add(1, Ordering::Relaxed);
+            COUNTERS.backward_replies_unsendable.fetch_add(1, Ordering::Relaxed);
             rpc::Transport::close(self, x);
             return Err(errno::ENOTCONN());
         }
@@ -104,7 +104,7 @@ impl EpShared {
     pub(super) fn backward_call(&self, msg: &[u8]) {
         match self.bc.deliver(self.xprt, msg) {
             Ok(()) => {
-                BACKWARD_CALLS.fetch_add(1, Ordering::Relaxed);
+                COUNTERS.backward_calls.fetch_add(1, Ordering::Relaxed);
             }
             Err(BcError::Overflow) => {
                 // The server sent more calls than we granted.
@@ -116,7 +116,7 @@ impl EpShared {
                         BC_SLOTS
                     );
                 }
-                BACKCHANNEL_OVERFLOWS.fetch_add(1, Ordering::Relaxed);
+                COUNTERS.backchannel_overflows.fetch_add(1, Ordering::Relaxed);
                 self.force_disconnect();
             }
             Err(BcError::NoService) | Err(BcError::BadSize) => {
@@ -147,7 +147,7 @@ impl EpShared {
             }
         });
         if sent {
-            BACKWARD_CHUNK_ERRORS.fetch_add(1, Ordering::Relaxed);
+            COUNTERS.backward_chunk_errors.fetch_add(1, Ordering::Relaxed);
         }
     }
 }

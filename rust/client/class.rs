@@ -13,10 +13,11 @@ use kernel::{
 
 use crate::kapi::{
     errno,
-    rpc::{self, Create, XprtParams},
+    rpc::{self, Create, RpcTimeout, XprtParams},
     time,
     work::DelayedWork,
-    xprt, PAGE_SIZE,
+    xprt::{self, ClassSlot},
+    PAGE_SIZE,
 };
 
 use super::{liveness::LIVENESS, params, xprt::RdmaXprt};
@@ -36,6 +37,12 @@ pub(super) const IDLE_DISC_S: u32 = 5 * 60;
 
 pub(super) const BIND_S: u32 = 60;
 
+/// The registered class (see [`ClassSlot`]).
+static CLASS: ClassSlot = ClassSlot::new();
+
+/// Every RPC's retransmit timeout: 60 s, as the in-tree client's.
+static TIMEOUT: RpcTimeout = RpcTimeout::new(60 * time::HZ);
+
 /// The RPC-over-RDMA transport class.
 pub(crate) struct RdmaTransport;
 
@@ -43,6 +50,10 @@ impl xprt::TransportClass for RdmaTransport {
     const NAME: &'static CStr = c_str!("rdma");
     const IDENT: u32 = XPRT_TRANSPORT_RDMA;
     const NETIDS: [&'static CStr; xprt::MAX_NETIDS] = [c_str!("rdma"), c_str!("rdma6")];
+
+    fn slot() -> &'static ClassSlot {
+        &CLASS
+    }
 
     fn setup(args: &xprt::CreateArgs<'_>) -> Result<rpc::NewXprt> {
         if args.is_backchannel() {
@@ -62,6 +73,7 @@ impl xprt::TransportClass for RdmaTransport {
             max_reconnect: s(MAX_REEST_S),
             idle: s(IDLE_DISC_S),
             bind: s(BIND_S),
+            rpc_timeout: &TIMEOUT,
         };
         let netid = if v6 { c_str!("rdma6") } else { c_str!("rdma") };
         rpc::new_xprt::<RdmaXprt>(&create, crate::kapi::compat::this_module(), &p, netid, |x| {

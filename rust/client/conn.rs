@@ -16,7 +16,7 @@ use crate::{
     kapi::{
         errno,
         ratelimit::RateLimit,
-        rdma::{CmEvent, Completion, ConnHandler, Connection, Live, Received, Registration},
+        rdma::{CmEvent, Completion, ConnHandler, Connection, Live, Received, Registration, VerbsCounters},
         rpc::{BcPool, SlotTable, Xprt},
     },
     proto::{cm, plan, v2::ConnVersion, xchar::Characteristics},
@@ -26,7 +26,7 @@ use super::{
     connect::CmState,
     params,
     slots::ReqState,
-    stats::{Stats, BACKWARD_REPLIES_UNSENDABLE, INVALIDATE_FAILURES, PROBE_FAILURES},
+    stats::{Stats, COUNTERS},
     version::{self, settled_number, NO_XID},
 };
 
@@ -140,7 +140,7 @@ impl EpShared {
             // Copied only: nothing stays mapped.
             Ok(_copied_only) => true,
             Err(e) => {
-                BACKWARD_REPLIES_UNSENDABLE.fetch_add(1, Ordering::Relaxed);
+                COUNTERS.backward_replies_unsendable.fetch_add(1, Ordering::Relaxed);
                 static MSG: RateLimit = RateLimit::new();
                 if MSG.allow() {
                     pr_warn!(
@@ -222,8 +222,16 @@ impl ConnHandler for EpShared {
         self.force_disconnect();
     }
 
+    fn counters(&self) -> &'static VerbsCounters {
+        &COUNTERS.verbs
+    }
+
+    fn inject_local_inv_failure(&self) -> bool {
+        COUNTERS.take_local_inv_failure()
+    }
+
     fn invalidate_failed(&self) {
-        INVALIDATE_FAILURES.fetch_add(1, Ordering::Relaxed);
+        COUNTERS.invalidate_failures.fetch_add(1, Ordering::Relaxed);
         static MSG: RateLimit = RateLimit::new();
         if MSG.allow() {
             pr_warn!("{}: cannot invalidate memory regions: closing the connection\n", self.xprt.addr_str());
@@ -233,7 +241,7 @@ impl ConnHandler for EpShared {
 
     fn probe_done(&self, how: Completion) {
         if let Completion::Failed(status) = how {
-            PROBE_FAILURES.fetch_add(1, Ordering::Relaxed);
+            COUNTERS.liveness_probe_failures.fetch_add(1, Ordering::Relaxed);
             static MSG: RateLimit = RateLimit::new();
             if MSG.allow() {
                 pr_warn!(

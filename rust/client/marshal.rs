@@ -24,7 +24,7 @@ use super::{
     chunks::{register_read_chunk, register_reply_chunk, ReadChunk, ReplyShape, MAX_CHUNK_SEGMENTS},
     conn::{Endpoint, EpShared},
     slots::ReqState,
-    stats::{Stats, MRS_REGISTERED},
+    stats::{Stats, COUNTERS},
     version::NO_XID,
     xprt::RdmaXprt,
 };
@@ -172,7 +172,7 @@ impl RdmaXprt {
         add(&st.total_rdma_request, n.rdma_request_bytes);
         add(&st.pullup_copy, n.pullup_bytes);
         add(&st.nomsg_calls, n.nomsg_calls);
-        add(&MRS_REGISTERED, registered as u64);
+        add(&COUNTERS.mrs_registered, registered as u64);
     }
 }
 

@@ -21,7 +21,7 @@ use super::{
     chunks::Verdict,
     conn::EpShared,
     slots::ReqState,
-    stats::{count_invalidations, BAD_REPLIES},
+    stats::{count_invalidations, COUNTERS},
 };
 
 impl EpShared {
@@ -30,7 +30,7 @@ impl EpShared {
         // In the transport's statistics, which outlive the connection: the
         // mountstats count only grows.
         self.stats.bad_reply.fetch_add(1, Ordering::Relaxed);
-        BAD_REPLIES.fetch_add(1, Ordering::Relaxed);
+        COUNTERS.bad_replies.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A reply's Write or Reply chunk does not match what its call offered:

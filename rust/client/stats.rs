@@ -4,10 +4,11 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use kernel::str::CStr;
+use kernel::{c_str, str::CStr};
 
 use crate::{
     kapi::{
+        rdma::VerbsCounters,
         rpc::{StatsWriter, Xprt},
         time,
     },
@@ -16,57 +17,116 @@ use crate::{
 
 use super::xprt::RdmaXprt;
 
-/// Module-wide FRWR counters, shown in debugfs (`rpcrdma_rs/`): regions
-/// registered, regions the server invalidated with Send With Invalidate, and
-/// regions we invalidated with LOCAL_INV.
-pub(crate) static MRS_REGISTERED: AtomicU64 = AtomicU64::new(0);
+/// The module's counters and test hooks, one instance ([`COUNTERS`]),
+/// shown in debugfs (`rpcrdma_rs/`, [`ModuleCounters::debugfs_files`]).
+pub(crate) struct ModuleCounters {
+    /// Module-wide FRWR counters: regions
+    /// registered, regions the server invalidated with Send With Invalidate, and
+    /// regions we invalidated with LOCAL_INV.
+    pub(crate) mrs_registered: AtomicU64,
+    /// See [`ModuleCounters::mrs_registered`].
+    pub(crate) remote_invalidations: AtomicU64,
+    /// See [`ModuleCounters::mrs_registered`].
+    pub(crate) local_invalidations: AtomicU64,
+    /// Backward calls (server to client, RFC 8167) handed to the callback
+    /// service.
+    pub(crate) backward_calls: AtomicU64,
+    /// Replies dropped or failed as malformed, unexpected or for no pending
+    /// call, over all transports (debugfs; mountstats has it per mount).
+    pub(crate) bad_replies: AtomicU64,
+    /// Liveness probes that failed, each ending its connection.
+    pub(crate) liveness_probe_failures: AtomicU64,
+    /// Backward calls with chunks answered with ERR_CHUNK.
+    pub(crate) backward_chunk_errors: AtomicU64,
+    /// Connections dropped because the server exceeded our reverse credits
+    ///.
+    pub(crate) backchannel_overflows: AtomicU64,
+    /// Connections that settled on RPC-over-RDMA Version Two.
+    pub(crate) v2_connections: AtomicU64,
+    /// Version Two probes answered with ERR_VERS, after which the connection
+    /// went on with Version One.
+    pub(crate) v1_fallbacks: AtomicU64,
+    /// Transport characteristics messages (xcharext) received and applied,
+    /// answered or refused.
+    pub(crate) xchar_messages: AtomicU64,
+    /// Messages in a protocol version the connection does not speak, answered
+    /// with ERR_VERS.
+    pub(crate) err_vers_sent: AtomicU64,
+    /// Answers to backward calls (replies, RDMA_ERROR, xcharext responses)
+    /// that could not be sent, each closing its connection.
+    pub(crate) backward_replies_unsendable: AtomicU64,
+    /// LOCAL_INV requests that could not be posted, each closing its
+    /// connection before the RPC completed.
+    pub(crate) invalidate_failures: AtomicU64,
+    /// What the connections count: Sends, Receive buffers, probes.
+    pub(crate) verbs: VerbsCounters,
+    /// A test hook (debugfs `fail_local_inv`, writable): the next N
+    /// LOCAL_INV posts fail as if the device had refused them.
+    pub(crate) fail_local_inv: AtomicU64,
+}
 
-/// See [`MRS_REGISTERED`].
-pub(crate) static REMOTE_INVALIDATIONS: AtomicU64 = AtomicU64::new(0);
+/// The counters of every transport of the module.
+pub(crate) static COUNTERS: ModuleCounters = ModuleCounters::new();
 
-/// See [`MRS_REGISTERED`].
-pub(crate) static LOCAL_INVALIDATIONS: AtomicU64 = AtomicU64::new(0);
+impl ModuleCounters {
+    const fn new() -> Self {
+        ModuleCounters {
+            mrs_registered: AtomicU64::new(0),
+            remote_invalidations: AtomicU64::new(0),
+            local_invalidations: AtomicU64::new(0),
+            backward_calls: AtomicU64::new(0),
+            bad_replies: AtomicU64::new(0),
+            liveness_probe_failures: AtomicU64::new(0),
+            backward_chunk_errors: AtomicU64::new(0),
+            backchannel_overflows: AtomicU64::new(0),
+            v2_connections: AtomicU64::new(0),
+            v1_fallbacks: AtomicU64::new(0),
+            xchar_messages: AtomicU64::new(0),
+            err_vers_sent: AtomicU64::new(0),
+            backward_replies_unsendable: AtomicU64::new(0),
+            invalidate_failures: AtomicU64::new(0),
+            verbs: VerbsCounters::new(),
+            fail_local_inv: AtomicU64::new(0),
+        }
+    }
 
-/// Backward calls (server to client, RFC 8167) handed to the callback
-/// service; shown in debugfs.
-pub(crate) static BACKWARD_CALLS: AtomicU64 = AtomicU64::new(0);
+    /// The read-only debugfs files: name and counter.
+    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 19] {
+        [
+            (c_str!("mrs_registered"), &self.mrs_registered),
+            (c_str!("remote_invalidations"), &self.remote_invalidations),
+            (c_str!("local_invalidations"), &self.local_invalidations),
+            (c_str!("bad_replies"), &self.bad_replies),
+            (c_str!("backward_calls"), &self.backward_calls),
+            (c_str!("backward_chunk_errors"), &self.backward_chunk_errors),
+            (c_str!("backchannel_overflows"), &self.backchannel_overflows),
+            (c_str!("v2_connections"), &self.v2_connections),
+            (c_str!("v1_fallbacks"), &self.v1_fallbacks),
+            (c_str!("xchar_messages"), &self.xchar_messages),
+            (c_str!("liveness_probes"), &self.verbs.probes),
+            (c_str!("liveness_probe_failures"), &self.liveness_probe_failures),
+            (c_str!("sends"), &self.verbs.sends),
+            (c_str!("sends_signalled"), &self.verbs.sends_signalled),
+            (c_str!("sends_mapped"), &self.verbs.sends_mapped),
+            (c_str!("recv_bufs_allocated"), &self.verbs.recv_bufs_allocated),
+            (c_str!("err_vers_sent"), &self.err_vers_sent),
+            (c_str!("backward_replies_unsendable"), &self.backward_replies_unsendable),
+            (c_str!("invalidate_failures"), &self.invalidate_failures),
+        ]
+    }
 
-/// Replies dropped or failed as malformed, unexpected or for no pending
-/// call, over all transports (debugfs; mountstats has it per mount).
-pub(crate) static BAD_REPLIES: AtomicU64 = AtomicU64::new(0);
+    /// The writable debugfs files (test hooks): name and value.
+    pub(crate) fn debugfs_knobs(&'static self) -> [(&'static CStr, &'static AtomicU64); 1] {
+        [(c_str!("fail_local_inv"), &self.fail_local_inv)]
+    }
 
-/// Liveness probes that failed, each ending its connection (debugfs).
-pub(crate) static PROBE_FAILURES: AtomicU64 = AtomicU64::new(0);
-
-/// Backward calls with chunks answered with ERR_CHUNK (debugfs).
-pub(crate) static BACKWARD_CHUNK_ERRORS: AtomicU64 = AtomicU64::new(0);
-
-/// Connections dropped because the server exceeded our reverse credits
-/// (debugfs).
-pub(crate) static BACKCHANNEL_OVERFLOWS: AtomicU64 = AtomicU64::new(0);
-
-/// Connections that settled on RPC-over-RDMA Version Two (debugfs).
-pub(crate) static V2_CONNECTIONS: AtomicU64 = AtomicU64::new(0);
-
-/// Version Two probes answered with ERR_VERS, after which the connection
-/// went on with Version One (debugfs).
-pub(crate) static V1_FALLBACKS: AtomicU64 = AtomicU64::new(0);
-
-/// Transport characteristics messages (xcharext) received and applied,
-/// answered or refused (debugfs).
-pub(crate) static XCHAR_MESSAGES: AtomicU64 = AtomicU64::new(0);
-
-/// Messages in a protocol version the connection does not speak, answered
-/// with ERR_VERS (debugfs).
-pub(crate) static ERR_VERS_SENT: AtomicU64 = AtomicU64::new(0);
-
-/// Answers to backward calls (replies, RDMA_ERROR, xcharext responses)
-/// that could not be sent, each closing its connection (debugfs).
-pub(crate) static BACKWARD_REPLIES_UNSENDABLE: AtomicU64 = AtomicU64::new(0);
-
-/// LOCAL_INV requests that could not be posted, each closing its
-/// connection before the RPC completed (debugfs).
-pub(crate) static INVALIDATE_FAILURES: AtomicU64 = AtomicU64::new(0);
+    /// Takes one injected LOCAL_INV failure, if any is left.
+    pub(super) fn take_local_inv_failure(&self) -> bool {
+        let hook = &self.fail_local_inv;
+        hook.load(Ordering::Relaxed) != 0
+            && hook.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
+    }
+}
 
 /// Transport statistics (the RDMA-specific part of the mountstats line).
 #[derive(Default)]
@@ -92,10 +152,10 @@ pub(super) fn count_invalidations(stats: &Stats, registered: usize, local: usize
     // the locked adds of zero.
     if local > 0 {
         stats.local_inv_needed.fetch_add(local as u64, Ordering::Relaxed);
-        LOCAL_INVALIDATIONS.fetch_add(local as u64, Ordering::Relaxed);
+        COUNTERS.local_invalidations.fetch_add(local as u64, Ordering::Relaxed);
     }
     if registered > local {
-        REMOTE_INVALIDATIONS.fetch_add((registered - local) as u64, Ordering::Relaxed);
+        COUNTERS.remote_invalidations.fetch_add((registered - local) as u64, Ordering::Relaxed);
     }
 }
 

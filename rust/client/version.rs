@@ -22,13 +22,7 @@ use crate::{
     },
 };
 
-use super::{
-    backchannel::BC_SLOTS,
-    conn::EpShared,
-    params,
-    reply::Kind,
-    stats::{ERR_VERS_SENT, V1_FALLBACKS, V2_CONNECTIONS},
-};
+use super::{backchannel::BC_SLOTS, conn::EpShared, params, reply::Kind, stats::COUNTERS};
 
 /// The version number `v` has settled on, or 0 (for [`EpShared::settled`]).
 pub(super) fn settled_number(v: &ConnVersion) -> u32 {
@@ -81,7 +75,7 @@ impl EpShared {
         if self.send_answer(conn, "ERR_VERS", |buf| {
             v1::encode_err_vers_any_version(buf, p.xid, ours, BC_SLOTS as u32, low, high).map_err(|_| EINVAL)
         }) {
-            ERR_VERS_SENT.fetch_add(1, Ordering::Relaxed);
+            COUNTERS.err_vers_sent.fetch_add(1, Ordering::Relaxed);
         }
         true
     }
@@ -115,7 +109,7 @@ impl EpShared {
             // A refused probe (RejectedV2) still settles Version Two; the
             // error fails the probe's RPC in `reply`, and grants nothing.
             Decision::UseV2 { .. } | Decision::RejectedV2(_) => {
-                V2_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+                COUNTERS.v2_connections.fetch_add(1, Ordering::Relaxed);
                 pr_info!("{}: using RPC-over-RDMA Version Two\n", addr);
                 // Our characteristics go only where the grant has room for
                 // a message without reply beside the next call: the server
@@ -131,7 +125,7 @@ impl EpShared {
             Decision::FallBackToV1 { low, high } => {
                 // The same call goes again, as Version One, on this same
                 // connection; later connections start with Version One.
-                V1_FALLBACKS.fetch_add(1, Ordering::Relaxed);
+                COUNTERS.v1_fallbacks.fetch_add(1, Ordering::Relaxed);
                 remember_v1_only(self.server_key);
                 pr_info!(
                     "{}: server speaks RPC-over-RDMA versions {}..{}, not Two: using Version One\n",

@@ -15,7 +15,7 @@ use crate::{
     },
 };
 
-use super::{backchannel::BC_SLOTS, conn::EpShared, stats::XCHAR_MESSAGES};
+use super::{backchannel::BC_SLOTS, conn::EpShared, stats::COUNTERS};
 
 impl EpShared {
     /// Our transport characteristics, as the first OPTIONAL message of a
@@ -65,7 +65,7 @@ impl EpShared {
                 return err(e.reply());
             }
         };
-        XCHAR_MESSAGES.fetch_add(1, Ordering::Relaxed);
+        COUNTERS.xchar_messages.fetch_add(1, Ordering::Relaxed);
         match op {
             XchOp::InitXch { .. } | XchOp::UpdXch { .. } => {
                 let (before, merged, after) = {

@@ -25,7 +25,7 @@ use super::{
     liveness::LIVENESS,
     params,
     slots::ReqState,
-    stats::Stats,
+    stats::{Stats, COUNTERS},
 };
 
 /// One RPC-over-RDMA transport.
@@ -76,7 +76,7 @@ impl RdmaXprt {
         let slots = Arc::new(SlotTable::new(max_requests as usize)?, GFP_KERNEL)?;
         let stats = Arc::new(Stats::default(), GFP_KERNEL)?;
         let bc = Arc::new(BcPool::new(BC_SLOTS)?, GFP_KERNEL)?;
-        let recv_cache = Arc::pin_init(RecvCache::new(), GFP_KERNEL)?;
+        let recv_cache = Arc::pin_init(RecvCache::new(&COUNTERS.verbs), GFP_KERNEL)?;
         let window = Arc::pin_init(new_spinlock!(0, "rpcrdma_rs:window"), GFP_KERNEL)?;
         Ok(try_pin_init!(RdmaXprt {
             connect_work: DelayedWork::new(),

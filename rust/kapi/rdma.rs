@@ -122,6 +122,16 @@ pub(crate) trait ConnHandler: Send + Sync + Sized {
     /// reaching it (the connection is dead), `Flushed` if the queue pair
     /// went down meanwhile.
     fn probe_done(&self, how: Completion);
+
+    /// Where this connection's Sends, Receive buffers and probes are
+    /// counted.
+    fn counters(&self) -> &'static VerbsCounters;
+
+    /// A test hook: true if the next LOCAL_INV post is to fail as if the
+    /// device had refused it. Never, unless the handler says so.
+    fn inject_local_inv_failure(&self) -> bool {
+        false
+    }
 }
 
 /// What a device can do, read after address resolution.
@@ -169,23 +179,34 @@ pub(crate) struct QpConfig {
 /// Most memory regions one RPC may register.
 pub(crate) const MAX_MRS: usize = 8;
 
-/// Module-wide Send counters (debugfs): Sends posted, Sends posted with a
-/// completion requested, and Sends that carried DMA-mapped pages.
-pub(crate) static SENDS: AtomicU64 = AtomicU64::new(0);
-/// See [`SENDS`].
-pub(crate) static SENDS_SIGNALLED: AtomicU64 = AtomicU64::new(0);
-/// See [`SENDS`].
-pub(crate) static SENDS_MAPPED: AtomicU64 = AtomicU64::new(0);
-/// Liveness probes posted ([`Connection::probe`]), all connections.
-pub(crate) static PROBES: AtomicU64 = AtomicU64::new(0);
-/// A test hook (debugfs `fail_local_inv`, writable): the next N LOCAL_INV
-/// posts fail as if the device had refused them.
-pub(crate) static FAIL_LOCAL_INV: AtomicU64 = AtomicU64::new(0);
+/// What the connections and Receive caches count. The owner of the one
+/// instance (the client, a `static`) decides where it is shown.
+#[derive(Debug)]
+pub(crate) struct VerbsCounters {
+    /// Sends posted.
+    pub(crate) sends: AtomicU64,
+    /// Sends posted with a completion requested.
+    pub(crate) sends_signalled: AtomicU64,
+    /// Sends that carried DMA-mapped pages.
+    pub(crate) sends_mapped: AtomicU64,
+    /// Liveness probes posted ([`Connection::probe`]).
+    pub(crate) probes: AtomicU64,
+    /// Receive buffers allocated ([`RecvCache`]): it stays put across
+    /// reconnects, which reuse a transport's buffers.
+    pub(crate) recv_bufs_allocated: AtomicU64,
+}
 
-/// Takes one injected failure from `hook`, if any is left.
-fn injected(hook: &AtomicU64) -> bool {
-    hook.load(Ordering::Relaxed) != 0
-        && hook.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
+impl VerbsCounters {
+    /// All zero.
+    pub(crate) const fn new() -> Self {
+        VerbsCounters {
+            sends: AtomicU64::new(0),
+            sends_signalled: AtomicU64::new(0),
+            sends_mapped: AtomicU64::new(0),
+            probes: AtomicU64::new(0),
+            recv_bufs_allocated: AtomicU64::new(0),
+        }
+    }
 }
 
 /// Most SGEs one Send carries: the copied transport header and RPC head,
@@ -501,10 +522,6 @@ struct Mr {
     index: u16,
 }
 
-/// Module-wide count of Receive buffers allocated (debugfs): it stays put
-/// across reconnects, which reuse the transport's buffers.
-pub(crate) static RECV_BUFS_ALLOCATED: AtomicU64 = AtomicU64::new(0);
-
 /// A transport's Receive buffers while no connection has them mapped.
 ///
 /// Receive buffers are allocated once per transport, not per connection:
@@ -516,6 +533,8 @@ pub(crate) static RECV_BUFS_ALLOCATED: AtomicU64 = AtomicU64::new(0);
 pub(crate) struct RecvCache {
     #[pin]
     bufs: Mutex<Cached>,
+    /// Counts the buffers allocated.
+    counters: &'static VerbsCounters,
 }
 
 /// Entries `0..n` of `bufs` hold buffers; the rest are empty.
@@ -525,9 +544,12 @@ struct Cached {
 }
 
 impl RecvCache {
-    /// An empty cache.
-    pub(crate) fn new() -> impl PinInit<Self> {
-        pin_init!(RecvCache { bufs <- new_mutex!(Cached { bufs: KVec::new(), n: 0 }, "rpcrdma_rs:recv_cache") })
+    /// An empty cache; buffers it allocates are counted in `counters`.
+    pub(crate) fn new(counters: &'static VerbsCounters) -> impl PinInit<Self> {
+        pin_init!(RecvCache {
+            bufs <- new_mutex!(Cached { bufs: KVec::new(), n: 0 }, "rpcrdma_rs:recv_cache"),
+            counters,
+        })
     }
 
     /// A buffer of `size` bytes: a cached one if it has that size, else a
@@ -546,7 +568,7 @@ impl RecvCache {
         match cached {
             Some(data) if data.len() == size => Ok(data),
             _ => {
-                RECV_BUFS_ALLOCATED.fetch_add(1, Ordering::Relaxed);
+                self.counters.recv_bufs_allocated.fetch_add(1, Ordering::Relaxed);
                 Ok(KVec::from_elem(0u8, size, GFP_KERNEL)?)
             }
         }
@@ -619,6 +641,8 @@ impl FreeList {
 #[pin_data]
 struct Inner<T: ConnHandler> {
     handler: Arc<T>,
+    /// `handler.counters()`, looked up once.
+    counters: &'static VerbsCounters,
     id: *mut sys::rdma_cm_id,
     verbs: Option<Verbs>,
     sends: KVec<Pin<KBox<Buf>>>,
@@ -681,9 +705,11 @@ impl<T: ConnHandler> Connection<T> {
     ///
     /// `net` must be a valid network namespace that outlives the connection.
     pub(crate) unsafe fn new(net: *mut sys::net, handler: Arc<T>) -> Result<Self> {
+        let counters = handler.counters();
         let inner = KBox::pin_init(
             pin_init!(Inner {
                 handler,
+                counters,
                 id: ptr::null_mut(),
                 verbs: None,
                 sends: KVec::new(),
@@ -950,7 +976,7 @@ impl<T: ConnHandler> Connection<T> {
             inner.probing.store(false, Ordering::Release);
             return Err(Error::from_errno(rc));
         }
-        PROBES.fetch_add(1, Ordering::Relaxed);
+        inner.counters.probes.fetch_add(1, Ordering::Relaxed);
         Ok(true)
     }
 
@@ -1158,13 +1184,13 @@ impl<T: ConnHandler> Inner<T> {
         }
         let seq = st.push_posted(index);
         drop(st);
-        SENDS.fetch_add(1, Ordering::Relaxed);
+        self.counters.sends.fetch_add(1, Ordering::Relaxed);
         // Most Sends are neither: skip the locked adds of zero.
         if signal.signaled {
-            SENDS_SIGNALLED.fetch_add(1, Ordering::Relaxed);
+            self.counters.sends_signalled.fetch_add(1, Ordering::Relaxed);
         }
         if mapped {
-            SENDS_MAPPED.fetch_add(1, Ordering::Relaxed);
+            self.counters.sends_mapped.fetch_add(1, Ordering::Relaxed);
         }
         Ok(if mapped { PagesInFlight { generation: self.generation, index, seq } } else { PagesInFlight::none() })
     }
@@ -1229,7 +1255,7 @@ impl<T: ConnHandler> Inner<T> {
             let dying = self.dying.load(Ordering::Acquire);
             let rc = if dying {
                 -1
-            } else if injected(&FAIL_LOCAL_INV) {
+            } else if self.handler.inject_local_inv_failure() {
                 EIO.to_errno()
             } else {
                 // SAFETY: the QP is valid; the chain's WRs belong to our regions.

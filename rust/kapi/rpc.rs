@@ -501,6 +501,9 @@ pub(crate) struct XprtParams {
     pub(crate) idle: u64,
     /// rpcbind timeout (jiffies).
     pub(crate) bind: u64,
+    /// The RPC retransmit timeout of the transport's RPCs; a `static`,
+    /// since every transport points at it until SUNRPC frees it.
+    pub(crate) rpc_timeout: &'static RpcTimeout,
 }
 
 /// The `xprt_create` a transport is being made from.
@@ -508,9 +511,25 @@ pub(crate) struct Create<'a> {
     pub(crate) raw: &'a sys::xprt_create,
 }
 
-struct Timeout(sys::rpc_timeout);
-// SAFETY: plain integers, read-only once shared.
-unsafe impl Sync for Timeout {}
+/// An RPC timeout table (`struct rpc_timeout`): fixed `to_initval` and
+/// `to_maxval`, no increment, retries or backoff.
+pub(crate) struct RpcTimeout(sys::rpc_timeout);
+
+// SAFETY: plain integers, never written after construction.
+unsafe impl Sync for RpcTimeout {}
+
+impl RpcTimeout {
+    /// A timeout of `jiffies`, first and last.
+    pub(crate) const fn new(jiffies: u64) -> Self {
+        RpcTimeout(sys::rpc_timeout {
+            to_initval: jiffies as c_ulong,
+            to_maxval: jiffies as c_ulong,
+            to_increment: 0,
+            to_retries: 0,
+            to_exponential: 0,
+        })
+    }
+}
 
 /// A transport [`new_xprt`] allocated and attached its transport to, not yet
 /// handed to SUNRPC: only the class's `setup` callback can take it apart.
@@ -559,19 +578,11 @@ pub(crate) fn new_xprt<T: Transport>(
         put_module();
         return Err(ENOMEM);
     };
-    // The timeout must outlive every transport: keep one per module.
-    static DEFAULT_TIMEOUT: Timeout = Timeout(sys::rpc_timeout {
-        to_initval: 60 * sys::HZ as c_ulong,
-        to_maxval: 60 * sys::HZ as c_ulong,
-        to_increment: 0,
-        to_retries: 0,
-        to_exponential: 0,
-    });
     // SAFETY: freshly allocated and zeroed by `xprt_alloc`; nobody else has
     // it yet. `dstaddr` holds `addrlen` bytes (checked to fit `addr`).
     unsafe {
         let x = &mut *xprt.as_ptr();
-        x.timeout = &DEFAULT_TIMEOUT.0;
+        x.timeout = &params.rpc_timeout.0;
         x.connect_timeout = params.timeout as c_ulong;
         x.max_reconnect_timeout = params.max_reconnect as c_ulong;
         x.bind_timeout = params.bind as c_ulong;

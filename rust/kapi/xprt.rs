@@ -74,6 +74,10 @@ pub(crate) trait TransportClass {
 
     /// Creates a transport for an RPC client.
     fn setup(args: &CreateArgs<'_>) -> Result<super::rpc::NewXprt>;
+
+    /// Where the registered class is kept while it is registered: one
+    /// `static` per class, so that two registrations of it fail.
+    fn slot() -> &'static ClassSlot;
 }
 
 /// `struct xprt_class` with room for its NUL-terminated flexible array of
@@ -87,10 +91,18 @@ struct ClassStorage {
 // The flexible array member must start exactly where our array does.
 const _: () = assert!(offset_of!(ClassStorage, netid) == offset_of!(sys::xprt_class, netid));
 
-/// The class registered by this module: every transport it creates points
-/// back at it (`xprt->xprt_class`), which SUNRPC reads (sysfs `dstaddr`,
-/// adding transports to a client). One class per module.
-static REGISTERED: AtomicPtr<sys::xprt_class> = AtomicPtr::new(ptr::null_mut());
+/// Where a registered class is found by the transports it creates: each
+/// points back at its class (`xprt->xprt_class`), which SUNRPC reads (sysfs
+/// `dstaddr`, adding transports to a client). The class's implementation
+/// owns one, as a `static` ([`TransportClass::slot`]).
+pub(crate) struct ClassSlot(AtomicPtr<sys::xprt_class>);
+
+impl ClassSlot {
+    /// No class registered.
+    pub(crate) const fn new() -> Self {
+        ClassSlot(AtomicPtr::new(ptr::null_mut()))
+    }
+}
 
 /// A registered transport class; unregistered on drop.
 pub(crate) struct ClassRegistration<T: TransportClass> {
@@ -122,13 +134,13 @@ impl<T: TransportClass> ClassRegistration<T> {
         }
         let storage = KBox::pin(Opaque::new(ClassStorage { class, netid }), GFP_KERNEL)?;
         let raw = storage.get().cast::<sys::xprt_class>();
-        if REGISTERED.compare_exchange(ptr::null_mut(), raw, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        if T::slot().0.compare_exchange(ptr::null_mut(), raw, Ordering::AcqRel, Ordering::Acquire).is_err() {
             return Err(EBUSY);
         }
         // SAFETY: `storage` is pinned on the heap and lives until `drop`
         // unregisters it; its netid strings are `'static`.
         if let Err(e) = to_result(unsafe { sys::xprt_register_transport(raw) }) {
-            REGISTERED.store(ptr::null_mut(), Ordering::Release);
+            T::slot().0.store(ptr::null_mut(), Ordering::Release);
             return Err(e);
         }
         Ok(Self { storage, _class: PhantomData })
@@ -146,7 +158,7 @@ impl<T: TransportClass> Drop for ClassRegistration<T> {
             pr_warn!("xprt_unregister_transport failed: {}\n", rc);
         }
         // No transport of the class is left: each holds a module reference.
-        REGISTERED.store(ptr::null_mut(), Ordering::Release);
+        T::slot().0.store(ptr::null_mut(), Ordering::Release);
     }
 }
 
@@ -165,7 +177,7 @@ unsafe extern "C" fn setup_callback<T: TransportClass>(args: *mut sys::xprt_crea
             // SAFETY: `setup` returned a transport it allocated and nobody
             // else uses yet; the class outlives it (the transport holds a
             // module reference, and the class is unregistered at unload).
-            unsafe { (*xprt.as_ptr()).xprt_class = REGISTERED.load(Ordering::Acquire) };
+            unsafe { (*xprt.as_ptr()).xprt_class = T::slot().0.load(Ordering::Acquire) };
             xprt.as_ptr()
         }
         Err(e) => e.to_ptr(),
