@@ -4,23 +4,17 @@
 //! `mount -o proto=rdma` reaches, and the SUNRPC timeouts its transports
 //! run with.
 
-use kernel::{
-    alloc::{flags::GFP_KERNEL, KBox},
-    c_str,
-    prelude::*,
-    str::CStr,
-};
+use kernel::{alloc::flags::GFP_KERNEL, c_str, prelude::*, str::CStr, sync::Arc};
 
 use crate::kapi::{
     errno,
     rpc::{self, Create, RpcTimeout, XprtParams},
     time,
-    work::DelayedWork,
     xprt::{self, ClassSlot},
     PAGE_SIZE,
 };
 
-use super::{liveness::LIVENESS, params, xprt::RdmaXprt};
+use super::{params, xprt::RdmaXprt};
 
 /// `XPRT_TRANSPORT_RDMA`: the ident NFS asks for with `proto=rdma`.
 pub(super) const XPRT_TRANSPORT_RDMA: u32 = 256;
@@ -77,11 +71,7 @@ impl xprt::TransportClass for RdmaTransport {
         };
         let netid = if v6 { c_str!("rdma6") } else { c_str!("rdma") };
         rpc::new_xprt::<RdmaXprt>(&create, crate::kapi::compat::this_module(), &p, netid, |x| {
-            let t = KBox::pin_init(RdmaXprt::new(x, p.max_slots, params::Settings::now())?, GFP_KERNEL)?;
-            DelayedWork::<RdmaXprt>::init(t.as_ref());
-            DelayedWork::<RdmaXprt, LIVENESS>::init(t.as_ref());
-            // The transport stays pinned at this address until `destroy`.
-            Ok(t)
+            Arc::pin_init(RdmaXprt::new(x, p.max_slots, params::Settings::now())?, GFP_KERNEL)
         })
     }
 }

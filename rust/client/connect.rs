@@ -6,7 +6,12 @@
 
 use core::sync::atomic::Ordering;
 
-use kernel::{alloc::flags::GFP_KERNEL, c_str, prelude::*, sync::Arc};
+use kernel::{
+    alloc::flags::GFP_KERNEL,
+    c_str,
+    prelude::*,
+    sync::{Arc, ArcBorrow},
+};
 
 use crate::{
     kapi::{
@@ -14,7 +19,7 @@ use crate::{
         rdma::Connection,
         rpc::{Task, Xprt},
         time,
-        work::{DelayedWork, DelayedWorkItem},
+        work::{self, DelayedWorkItem},
     },
     proto::cm,
 };
@@ -112,16 +117,14 @@ impl RdmaXprt {
 }
 
 impl DelayedWorkItem for RdmaXprt {
-    fn work(&self) -> &DelayedWork<Self> {
-        &self.connect_work
-    }
-
-    fn run(&self) {
-        let x = self.xprt;
-        self.disconnect();
-        self.tried.store(true, Ordering::Relaxed);
-        let result = self.establish();
-        *self.pending.lock() = None;
+    /// The connect worker: drops the old connection, sets up a new one and
+    /// tells SUNRPC how it went.
+    fn run(this: Arc<Self>) {
+        let x = this.xprt;
+        this.disconnect();
+        this.tried.store(true, Ordering::Relaxed);
+        let result = this.establish();
+        *this.pending.lock() = None;
         let status = match result {
             Ok(ep) => {
                 let n = ep.shared().negotiated();
@@ -137,16 +140,16 @@ impl DelayedWorkItem for RdmaXprt {
                 // connection; one credit until the peer says more. From
                 // now on only this connection's replies move the window.
                 {
-                    let mut owner = self.window.lock();
+                    let mut owner = this.window.lock();
                     *owner = ep.shared().cfg.generation;
-                    self.slots.forget_cong(x);
+                    this.slots.forget_cong(x);
                     x.reset_credits(1);
                 }
-                *self.ep.lock() = Some(ep);
+                *this.ep.lock() = Some(ep);
                 x.count_connect();
                 x.set_connected();
-                self.receives_seen.store(u64::MAX, Ordering::Relaxed);
-                self.schedule_liveness();
+                this.receives_seen.store(u64::MAX, Ordering::Relaxed);
+                RdmaXprt::schedule_liveness(&this);
                 Ok(())
             }
             Err(e) => {
@@ -161,8 +164,8 @@ impl DelayedWorkItem for RdmaXprt {
                 }
             }
         };
-        self.connecting.store(false, Ordering::Release);
-        x.connect_finished(self.cookie(), status);
+        this.connecting.store(false, Ordering::Release);
+        x.connect_finished(this.cookie(), status);
     }
 }
 
@@ -217,20 +220,21 @@ impl EpShared {
 
 impl RdmaXprt {
     /// Queues the connect worker (SUNRPC's `connect` op).
-    pub(super) fn start_connect(&self, x: Xprt<'_>, task: &Task<'_>) {
+    pub(super) fn start_connect(this: ArcBorrow<'_, Self>, x: Xprt<'_>, task: &Task<'_>) {
         // SUNRPC calls this with the task holding the send lock, so the
         // connect lock is ours. Were it not, SUNRPC has already marked the
         // transport CONNECTING, and only the connect worker clears that:
         // it runs all the same, or the transport would never connect again.
-        if !x.lock_connect(task, self.cookie()) {
+        if !x.lock_connect(task, this.cookie()) {
             pr_warn!("{}: connect without the transport's send lock\n", x.addr_str());
         }
-        self.connecting.store(true, Ordering::Release);
-        let delay = if self.tried.load(Ordering::Relaxed) {
+        this.connecting.store(true, Ordering::Release);
+        let delay = if this.tried.load(Ordering::Relaxed) {
             x.reconnect_delay(time::ms_to_jiffies(INIT_REEST_S * 1000))
         } else {
             0
         };
-        self.connect_work.queue(delay);
+        // Already queued: the one queued does the job.
+        drop(work::enqueue::<_, 0>(this.into(), delay));
     }
 }

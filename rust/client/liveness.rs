@@ -5,9 +5,11 @@
 
 use core::sync::atomic::Ordering;
 
+use kernel::sync::Arc;
+
 use crate::kapi::{
     time,
-    work::{DelayedWork, DelayedWorkItem},
+    work::{self, DelayedWorkItem},
 };
 
 use super::{params, xprt::RdmaXprt};
@@ -25,34 +27,31 @@ pub(super) const LIVENESS: u64 = 1;
 /// happens (a slow server is not a dead one); a dead one fails it after the
 /// device's retries, and the connection is dropped and set up again.
 impl DelayedWorkItem<LIVENESS> for RdmaXprt {
-    fn work(&self) -> &DelayedWork<Self, LIVENESS> {
-        &self.liveness
-    }
-
-    fn run(&self) {
-        if self.dying.load(Ordering::SeqCst) {
+    fn run(this: Arc<Self>) {
+        if this.dying.load(Ordering::SeqCst) {
             return;
         }
         // Not connected: the next connect starts the check again.
-        let Some(ep) = self.endpoint() else { return };
+        let Some(ep) = this.endpoint() else { return };
         let seen = ep.conn.receives();
-        let last = self.receives_seen.swap(seen, Ordering::Relaxed);
-        if seen == last && self.xprt.replies_awaited() > 0 {
+        let last = this.receives_seen.swap(seen, Ordering::Relaxed);
+        if seen == last && this.xprt.replies_awaited() > 0 {
             // An error means the connection is on its way down anyway.
             let _ = ep.conn.probe();
         }
         drop(ep);
-        self.schedule_liveness();
+        RdmaXprt::schedule_liveness(&this);
     }
 }
 
 impl RdmaXprt {
     /// Queues the liveness check one interval from now (unless disabled or
     /// already queued).
-    pub(super) fn schedule_liveness(&self) {
+    pub(super) fn schedule_liveness(this: &Arc<Self>) {
         let s = params::probe_interval_s();
-        if s > 0 && !self.dying.load(Ordering::SeqCst) {
-            self.liveness.queue(time::ms_to_jiffies(s * 1000));
+        if s > 0 && !this.dying.load(Ordering::SeqCst) {
+            // Already queued: that one does the job.
+            drop(work::enqueue::<_, LIVENESS>(this.clone(), time::ms_to_jiffies(s * 1000)));
         }
     }
 }

@@ -10,13 +10,13 @@ use kernel::{
     ffi::c_void,
     new_spinlock,
     prelude::*,
-    sync::{Arc, SpinLock},
+    sync::{Arc, ArcBorrow, SpinLock},
 };
 
 use crate::kapi::{
     rdma::RecvCache,
     rpc::{self, BcPool, Rqst, SlotTable, StatsWriter, Task, Xprt},
-    work::DelayedWork,
+    work::{self, DelayedWork},
 };
 
 use super::{
@@ -31,10 +31,12 @@ use super::{
 /// One RPC-over-RDMA transport.
 #[pin_data]
 pub(crate) struct RdmaXprt {
-    /// First field: dropping it cancels a pending connect before anything
-    /// the connect worker uses goes away.
+    /// The connect worker; while queued it holds a reference of the
+    /// transport.
+    #[pin]
     pub(super) connect_work: DelayedWork<RdmaXprt>,
-    /// The liveness check; also goes before what it uses.
+    /// The liveness check; the same.
+    #[pin]
     pub(super) liveness: DelayedWork<RdmaXprt, LIVENESS>,
     /// The connection's Receive count when the liveness check last looked
     /// (`u64::MAX` after a connect: not looked yet).
@@ -79,8 +81,8 @@ impl RdmaXprt {
         let recv_cache = Arc::pin_init(RecvCache::new(&COUNTERS.verbs), GFP_KERNEL)?;
         let window = Arc::pin_init(new_spinlock!(0, "rpcrdma_rs:window"), GFP_KERNEL)?;
         Ok(try_pin_init!(RdmaXprt {
-            connect_work: DelayedWork::new(),
-            liveness: DelayedWork::new(),
+            connect_work <- DelayedWork::new(),
+            liveness <- DelayedWork::new(),
             receives_seen: AtomicU64::new(u64::MAX),
             xprt,
             max_requests,
@@ -141,8 +143,8 @@ impl rpc::Transport for RdmaXprt {
         self.release_held(x, rqst)
     }
 
-    fn connect(&self, x: Xprt<'_>, task: &Task<'_>) {
-        self.start_connect(x, task)
+    fn connect(this: ArcBorrow<'_, Self>, x: Xprt<'_>, task: &Task<'_>) {
+        RdmaXprt::start_connect(this, x, task)
     }
 
     fn close(&self, x: Xprt<'_>) {
@@ -177,10 +179,13 @@ impl rpc::Transport for RdmaXprt {
         if let Some(shared) = self.pending.lock().clone() {
             shared.abort();
         }
-        self.connect_work.cancel_sync();
+        drop(work::cancel_sync::<_, 0>(self));
         // After the connect worker, which may queue it; `dying` keeps it
         // from queueing itself again.
-        self.liveness.cancel_sync();
+        drop(work::cancel_sync::<_, LIVENESS>(self));
         self.disconnect();
     }
 }
+
+crate::impl_has_delayed_work!(impl HasDelayedWork<0> for RdmaXprt { connect_work });
+crate::impl_has_delayed_work!(impl HasDelayedWork<1> for RdmaXprt { liveness });

@@ -31,6 +31,7 @@ use kernel::{
 use super::rdma::{FreeList, PageRef, SgWriter};
 use crate::proto::plan::{Kvec, MrExtent, RegionKind, XdrBufDesc};
 use crate::sys;
+use kernel::sync::{Arc, ArcBorrow};
 
 /// Where `len` bytes at XDR offset `at` of `buf` start, if they lie within
 /// its head. Most copies do (a call's header, a reply's fields before its
@@ -456,7 +457,7 @@ pub(crate) trait Transport: Send + Sync + Sized {
     /// True if the request's buffers are the transport's own.
     fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool;
     /// Start (re)connecting; `task` waits on the pending queue.
-    fn connect(&self, xprt: Xprt<'_>, task: &Task<'_>);
+    fn connect(this: ArcBorrow<'_, Self>, xprt: Xprt<'_>, task: &Task<'_>);
     /// Close the connection (SUNRPC holds the send lock).
     fn close(&self, xprt: Xprt<'_>);
     /// Send a marshalled request; errors are SUNRPC's (`ENOTCONN`, `EAGAIN`, ...).
@@ -558,7 +559,7 @@ pub(crate) fn new_xprt<T: Transport>(
     module: &'static ThisModule,
     params: &XprtParams,
     netid: &'static CStr,
-    make: impl FnOnce(Xprt<'static>) -> Result<Pin<KBox<T>>>,
+    make: impl FnOnce(Xprt<'static>) -> Result<Arc<T>>,
 ) -> Result<NewXprt> {
     let raw = args.raw;
     if raw.addrlen > core::mem::size_of::<sys::__kernel_sockaddr_storage>() || raw.dstaddr.is_null() {
@@ -617,13 +618,9 @@ pub(crate) fn new_xprt<T: Transport>(
         Ok(t) => t,
         Err(e) => return Err(fail(e)),
     };
-    // SAFETY: `xprt` was allocated with room for a `Shell`. The transport is
-    // pinned: it is only ever used through this pointer and dropped in place
-    // in `destroy`, never moved.
-    unsafe {
-        let t = KBox::into_raw(Pin::into_inner_unchecked(transport));
-        (*xprt.as_ptr().cast::<Shell>()).transport = t.cast_const().cast();
-    }
+    // SAFETY: `xprt` was allocated with room for a `Shell`. The shell owns
+    // one reference of the transport until `destroy`.
+    unsafe { (*xprt.as_ptr().cast::<Shell>()).transport = Arc::into_raw(transport).cast() };
     // INVARIANT: allocated, set up and given its transport above.
     Ok(NewXprt { raw: xprt })
 }
@@ -1272,7 +1269,11 @@ unsafe extern "C" fn connect<T: Transport>(xprt: *mut sys::rpc_xprt, task: *mut 
     // SAFETY: see the contract above.
     let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
     let Some(raw) = NonNull::new(task) else { return };
-    t.connect(x, &Task { raw, _life: PhantomData });
+    // SAFETY: `t` is the transport the shell holds a reference of (from
+    // `Arc::into_raw`), which it keeps until `destroy`, after every
+    // operation.
+    let this = unsafe { ArcBorrow::from_raw(core::ptr::from_ref(t)) };
+    T::connect(this, x, &Task { raw, _life: PhantomData });
 }
 
 /// # Safety
@@ -1346,9 +1347,17 @@ unsafe extern "C" fn destroy<T: Transport>(xprt: *mut sys::rpc_xprt) {
     // SAFETY: see `connect`.
     let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
     t.shutdown(x);
-    // SAFETY: `transport` came from `KBox::into_raw` in `new_xprt`; after
-    // `shutdown` nothing references it.
-    drop(unsafe { KBox::from_raw((*xprt.cast::<Shell>()).transport.cast::<T>().cast_mut()) });
+    // SAFETY: `transport` came from `Arc::into_raw` in `new_xprt`: the
+    // shell's reference, given up here.
+    let t = unsafe { Arc::from_raw((*xprt.cast::<Shell>()).transport.cast::<T>()) };
+    // After `shutdown` nothing else may hold the transport (its queued work
+    // was cancelled): it goes now, before the memory it points into.
+    if Arc::into_unique_or_drop(t).is_none() {
+        // Someone still holds it and will drop it later: keep the rpc_xprt
+        // (and the module) rather than free memory it may still read.
+        pr_err!("transport still referenced after shutdown: leaking it\n");
+        return;
+    }
     x.free_addresses();
     // SAFETY: SUNRPC hands the transport over for freeing; the module
     // reference taken in `new_xprt` is dropped last.

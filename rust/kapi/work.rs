@@ -1,93 +1,137 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Delayed work on the system long-running workqueue, embedded in a pinned
-//! owner (the 6.12 `kernel` crate has no delayed work).
+//! Delayed work on the system long-running workqueue, shaped like the 7.3
+//! kernel crate's `workqueue::DelayedWork` (6.12 has none): the work item is
+//! a field of an `Arc`-owned object, initialised in place, and a queued work
+//! holds a reference to its owner, so the owner cannot go away while its
+//! work is pending or running.
 
-use core::{marker::PhantomData, pin::Pin};
+use core::marker::PhantomData;
 
-use kernel::types::Opaque;
+use kernel::{ffi::c_ulong, prelude::*, sync::Arc, types::Opaque};
 
 use crate::sys;
 
-/// An owner of a [`DelayedWork`]; `ID` tells an owner's works apart, so that
-/// one owner may embed several, each with its own `run`.
-pub(crate) trait DelayedWorkItem<const ID: u64 = 0>: Sized + Sync {
-    /// The embedded work.
-    fn work(&self) -> &DelayedWork<Self, ID>;
-    /// Runs in process context on `system_long_wq`.
-    fn run(&self);
-}
-
-/// A `struct delayed_work` calling back its owner `T`.
+/// A `struct delayed_work` embedded in a `T`, calling back
+/// [`DelayedWorkItem::run`] of `T` (the `ID`th work of `T`).
 ///
-/// Dropping it cancels the work and waits for a running callback, so the
-/// owner must declare it as its first field: it then goes before anything the
-/// callback could use.
-#[repr(C)]
-pub(crate) struct DelayedWork<T: DelayedWorkItem<ID>, const ID: u64 = 0> {
+/// # Invariants
+///
+/// `raw` was initialised by `INIT_DELAYED_WORK` with `run::<T, ID>` as its
+/// function. While it is queued, the workqueue owns one reference of the
+/// `Arc<T>` it is embedded in (leaked by [`enqueue`], taken back by the
+/// callback or by [`cancel_sync`]).
+#[pin_data]
+pub(crate) struct DelayedWork<T, const ID: u64 = 0> {
+    #[pin]
     raw: Opaque<sys::delayed_work>,
-    owner: Opaque<*const T>,
     _owner: PhantomData<T>,
 }
 
-// SAFETY: the workqueue core synchronises the work item; `owner` is written
-// once in `init` before the work can be queued.
-unsafe impl<T: DelayedWorkItem<ID>, const ID: u64> Send for DelayedWork<T, ID> {}
-// SAFETY: see `Send`.
-unsafe impl<T: DelayedWorkItem<ID>, const ID: u64> Sync for DelayedWork<T, ID> {}
+// SAFETY: the workqueue core serialises all access to the work item; the
+// owner it refers to is `Send + Sync` (`DelayedWorkItem`).
+unsafe impl<T: Send + Sync, const ID: u64> Send for DelayedWork<T, ID> {}
+// SAFETY: see `Send`; no method gives access to the C data.
+unsafe impl<T: Send + Sync, const ID: u64> Sync for DelayedWork<T, ID> {}
 
 impl<T: DelayedWorkItem<ID>, const ID: u64> DelayedWork<T, ID> {
-    /// A work item that is not yet tied to its owner; see [`DelayedWork::init`].
-    pub(crate) fn new() -> Self {
-        Self { raw: Opaque::uninit(), owner: Opaque::new(core::ptr::null()), _owner: PhantomData }
-    }
-
-    /// Ties the work to `owner`, which is pinned and so stays where it is
-    /// until it is dropped (which cancels the work first).
-    pub(crate) fn init(owner: Pin<&T>) {
-        let this = <T as DelayedWorkItem<ID>>::work(&owner);
-        // SAFETY: the work is not queued yet (it cannot be before `init`), and
-        // `owner` is pinned for as long as the work exists.
-        unsafe {
-            *this.owner.get() = core::ptr::from_ref::<T>(&*owner);
-            sys::rpcrdma_rs_init_delayed_work(this.raw.get(), Some(run::<T, ID>));
-        }
-    }
-
-    /// Queues the work to run after `delay` jiffies (no-op if queued).
-    pub(crate) fn queue(&self, delay: u64) {
-        // SAFETY: initialised by `init` (callers queue only after it).
-        unsafe { sys::rpcrdma_rs_queue_long_delayed(self.raw.get(), delay as kernel::ffi::c_ulong) };
-    }
-
-    /// Cancels the work and waits for a running callback to finish.
-    pub(crate) fn cancel_sync(&self) {
-        // SAFETY: `init` ran (owners call it right after pinning), or the
-        // owner pointer is still null and the work was never queued.
-        unsafe {
-            if !(*self.owner.get()).is_null() {
-                sys::cancel_delayed_work_sync(self.raw.get());
-            }
-        }
+    /// A work item, initialised where it is placed.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(DelayedWork {
+            // SAFETY: `slot` is valid for writes and pinned (it stays where it
+            // is until the owner is dropped, and no queued work outlives the
+            // owner: a queued work holds a reference to it).
+            raw <- Opaque::ffi_init(|slot| unsafe { sys::rpcrdma_rs_init_delayed_work(slot, Some(run::<T, ID>)) }),
+            _owner: PhantomData,
+        })
     }
 }
 
-impl<T: DelayedWorkItem<ID>, const ID: u64> Drop for DelayedWork<T, ID> {
-    fn drop(&mut self) {
-        self.cancel_sync();
+/// Says where in `Self` its `ID`th [`DelayedWork`] is. Implement it with
+/// [`impl_has_delayed_work!`](crate::impl_has_delayed_work).
+///
+/// # Safety
+///
+/// `OFFSET` is the offset in bytes of a field of type `DelayedWork<Self, ID>`
+/// of `Self`.
+pub(crate) unsafe trait HasDelayedWork<const ID: u64 = 0> {
+    /// Where the work is in `Self`.
+    const OFFSET: usize;
+}
+
+/// Implements [`HasDelayedWork`] for a field of a struct:
+/// `impl_has_delayed_work!(impl HasDelayedWork<ID> for Type { connect_work });`
+/// The field's type is checked to be `DelayedWork<Type, ID>`.
+#[macro_export]
+macro_rules! impl_has_delayed_work {
+    (impl HasDelayedWork<$id:tt> for $t:ty { $field:ident }) => {
+        // SAFETY: the offset is computed by `offset_of!` for a field whose
+        // type the function below checks to be `DelayedWork<$t, $id>`.
+        unsafe impl $crate::kapi::work::HasDelayedWork<$id> for $t {
+            const OFFSET: usize = {
+                fn _field_type(t: &$t) -> &$crate::kapi::work::DelayedWork<$t, $id> {
+                    &t.$field
+                }
+                ::core::mem::offset_of!($t, $field)
+            };
+        }
+    };
+}
+
+/// An object that owns one or more [`DelayedWork`]s (told apart by `ID`).
+pub(crate) trait DelayedWorkItem<const ID: u64 = 0>: HasDelayedWork<ID> + Send + Sync + Sized {
+    /// Runs in process context on `system_long_wq`, with the reference the
+    /// queued work held.
+    fn run(this: Arc<Self>);
+}
+
+/// The `ID`th work of the object at `this`.
+fn work_of<T: HasDelayedWork<ID>, const ID: u64>(this: *const T) -> *mut sys::delayed_work {
+    this.cast::<u8>().wrapping_add(T::OFFSET).cast_mut().cast()
+}
+
+/// Queues `this`'s `ID`th work to run after `delay` jiffies, giving it the
+/// reference `this`. If it is already queued (or being cancelled), nothing
+/// happens and the reference comes back.
+pub(crate) fn enqueue<T: DelayedWorkItem<ID>, const ID: u64>(this: Arc<T>, delay: u64) -> Result<(), Arc<T>> {
+    let ptr = Arc::into_raw(this);
+    // SAFETY: `ptr` is a live `T` with a `DelayedWork<T, ID>` at `OFFSET`
+    // (`HasDelayedWork`), initialised by `DelayedWork::new` (the only way to
+    // make one). If queued, the workqueue owns the reference (type invariant).
+    let queued = unsafe { sys::rpcrdma_rs_queue_long_delayed(work_of::<T, ID>(ptr), delay as c_ulong) };
+    if queued {
+        Ok(())
+    } else {
+        // SAFETY: not queued: the reference leaked above is still ours.
+        Err(unsafe { Arc::from_raw(ptr) })
+    }
+}
+
+/// Cancels `this`'s `ID`th work and waits for a running callback to finish;
+/// returns the reference the work held if it was queued.
+pub(crate) fn cancel_sync<T: DelayedWorkItem<ID>, const ID: u64>(this: &T) -> Option<Arc<T>> {
+    let ptr = core::ptr::from_ref(this);
+    // SAFETY: `this` has an initialised `DelayedWork<T, ID>` at `OFFSET`.
+    if unsafe { sys::cancel_delayed_work_sync(work_of::<T, ID>(ptr)) } {
+        // SAFETY: it was queued, so `enqueue` leaked a reference of the
+        // `Arc` holding `this` for it (type invariant), which is ours now.
+        Some(unsafe { Arc::from_raw(ptr) })
+    } else {
+        None
     }
 }
 
 /// # Safety
 ///
-/// Called by the workqueue with the `work_struct` inside a `DelayedWork<T, ID>`
-/// that `init` tied to a live owner.
+/// Called by the workqueue with the `work_struct` of a queued
+/// `DelayedWork<T, ID>`.
 unsafe extern "C" fn run<T: DelayedWorkItem<ID>, const ID: u64>(work: *mut sys::work_struct) {
-    // SAFETY: `work` is inside `raw`, the first field of a `repr(C)`
-    // `DelayedWork<T, ID>`; its owner outlives it (dropping it cancels us).
-    unsafe {
-        let dw = sys::rpcrdma_rs_to_delayed_work(work).cast::<DelayedWork<T, ID>>();
-        let owner = *(*dw).owner.get();
-        <T as DelayedWorkItem<ID>>::run(&*owner);
-    }
+    // SAFETY: `work` is the work of a `delayed_work` at `T::OFFSET` in a `T`
+    // (`HasDelayedWork`); it was queued by `enqueue`, which leaked a
+    // reference of the `T`'s `Arc` for it, taken back here.
+    let this = unsafe {
+        let dw = sys::rpcrdma_rs_to_delayed_work(work);
+        Arc::from_raw(dw.cast::<u8>().wrapping_sub(T::OFFSET).cast::<T>().cast_const())
+    };
+    T::run(this);
 }
