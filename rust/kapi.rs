@@ -10,6 +10,7 @@ pub(crate) mod compat;
 pub(crate) mod debugfs;
 pub(crate) mod errno;
 pub(crate) mod ib;
+pub(crate) mod page;
 pub(crate) mod params;
 pub(crate) mod ratelimit;
 pub(crate) mod rdma;
@@ -25,6 +26,34 @@ pub(crate) const PAGE_SIZE: u32 = {
     assert!(kernel::page::PAGE_SIZE <= u32::MAX as usize);
     kernel::page::PAGE_SIZE as u32
 };
+
+/// A fixed-size text buffer that `write!` fills (for C strings built from
+/// numbers); output that does not fit makes the write fail.
+pub(crate) struct FmtBuf<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> FmtBuf<N> {
+    /// Empty.
+    pub(crate) const fn new() -> Self {
+        FmtBuf { buf: [0; N], len: 0 }
+    }
+
+    /// What was written.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or(&[])
+    }
+}
+
+impl<const N: usize> core::fmt::Write for FmtBuf<N> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.len.checked_add(s.len()).ok_or(core::fmt::Error)?;
+        self.buf.get_mut(self.len..end).ok_or(core::fmt::Error)?.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
 
 /// Copies `src` into the fixed-size C string buffer `dst`, NUL-terminated,
 /// truncating if needed.

@@ -7,8 +7,10 @@ use kernel::prelude::*;
 
 use crate::{
     kapi::{
-        rdma::{self, Registration},
-        rpc::{Rqst, Which},
+        page::PageRef,
+        rdma::{self, Registration, SgWriter},
+        rpc::{Rqst, Which, XdrBuf, XdrShape},
+        PAGE_SIZE,
     },
     proto::{plan, v1},
 };
@@ -109,7 +111,7 @@ pub(super) fn register_read_chunk(
     let mut chunk = ReadChunk { segs: [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS], n };
     let position = p.call.read_position().unwrap_or(0);
     for (ext, out) in exts.iter().zip(chunk.segs.iter_mut()).take(n) {
-        let r = ep.conn.register(reg, true, p.xid, |w| rqst.fill_sg(Which::Call, ext, w))?;
+        let r = ep.conn.register(reg, true, p.xid, |w| fill_sg(rqst.buf(Which::Call), ext, w))?;
         *out = v1::ReadSegment { position, segment: segment(r) };
     }
     Ok(Some(chunk))
@@ -133,8 +135,56 @@ pub(super) fn register_reply_chunk(
     let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)
         .map_err(|_| EIO)?;
     for (ext, out) in exts.iter().zip(segs.iter_mut()).take(n) {
-        let r = ep.conn.register(reg, false, p.xid, |w| rqst.fill_sg(Which::Reply, ext, w))?;
+        let r = ep.conn.register(reg, false, p.xid, |w| fill_sg(rqst.buf(Which::Reply), ext, w))?;
         *out = segment(r);
     }
     Ok(n)
+}
+
+/// The planner's view of a request's buffer `s`: for a call its data
+/// (`len`), for a reply its room (`buflen`).
+pub(super) fn desc(s: &XdrShape, which: Which) -> plan::XdrBufDesc {
+    plan::XdrBufDesc {
+        head: plan::Kvec { page_offset: s.head_offset, len: s.head_len },
+        page_base: s.page_base,
+        page_len: s.page_len,
+        tail: plan::Kvec { page_offset: s.tail_offset, len: s.tail_len },
+        len: if which == Which::Call { s.len } else { s.buflen },
+        flags: s.flags,
+    }
+}
+
+/// Fills `w` with the pages of `ext`, a piece of `b` the planner chose.
+pub(super) fn fill_sg(b: XdrBuf<'_>, ext: &plan::MrExtent, w: &mut SgWriter<'_>) -> Result {
+    let mut left = ext.len;
+    for i in 0..ext.npages {
+        let off = if i == 0 { ext.offset } else { 0 };
+        let len = PAGE_SIZE.saturating_sub(off).min(left);
+        let n = ext.first_page.checked_add(i).ok_or(EINVAL)?;
+        let page = match ext.kind {
+            plan::RegionKind::Pages => b.page(n),
+            plan::RegionKind::Head => b.head_page(n),
+            plan::RegionKind::Tail => b.tail_page(n),
+        };
+        w.push(page.ok_or(EINVAL)?, len, off)?;
+        left = left.saturating_sub(len);
+    }
+    Ok(())
+}
+
+/// Calls `f` with each piece (page, offset in it, length) of the page list
+/// of `b`, in order.
+pub(super) fn for_each_page<'a>(b: XdrBuf<'a>, mut f: impl FnMut(PageRef<'a>, u32, u32) -> Result) -> Result {
+    let s = b.shape();
+    let mut left = s.page_len;
+    let mut idx = s.page_base / PAGE_SIZE;
+    let mut off = s.page_base % PAGE_SIZE;
+    while left > 0 {
+        let len = (PAGE_SIZE - off).min(left);
+        f(b.page(idx).ok_or(EINVAL)?, off, len)?;
+        left -= len;
+        off = 0;
+        idx += 1;
+    }
+    Ok(())
 }

@@ -21,7 +21,7 @@ use crate::{
         time,
         work::{self, DelayedWorkItem},
     },
-    proto::cm,
+    proto::{cm, credits},
 };
 
 use super::{
@@ -143,7 +143,7 @@ impl DelayedWorkItem for RdmaXprt {
                     let mut owner = this.window.lock();
                     *owner = ep.shared().cfg.generation;
                     this.slots.forget_cong(x);
-                    x.reset_credits(1);
+                    x.reset_cwnd(credits::cwnd_from_credits(1));
                 }
                 *this.ep.lock() = Some(ep);
                 x.count_connect();

@@ -43,7 +43,7 @@ impl EpShared {
         let owner = self.cfg.window.lock();
         if *owner == self.cfg.generation {
             self.credits.store(grant, Ordering::Relaxed);
-            self.xprt.set_credits(grant);
+            self.xprt.set_cwnd(credits::cwnd_from_credits(grant));
         }
         drop(owner);
     }

@@ -21,7 +21,9 @@ use crate::{
 };
 
 use super::{
-    chunks::{register_read_chunk, register_reply_chunk, ReadChunk, ReplyShape, MAX_CHUNK_SEGMENTS},
+    chunks::{
+        desc, for_each_page, register_read_chunk, register_reply_chunk, ReadChunk, ReplyShape, MAX_CHUNK_SEGMENTS,
+    },
     conn::{Endpoint, EpShared},
     slots::ReqState,
     stats::{Stats, COUNTERS},
@@ -89,8 +91,8 @@ impl RdmaXprt {
         // A Version Two header has one more word (the direction) than the
         // Version One header the plan sizes.
         let extra = if version == Version::V2 { 4 } else { 0 };
-        let snd = rqst.desc(Which::Call);
-        let rcv = rqst.desc(Which::Reply);
+        let snd = desc(&rqst.buf(Which::Call).shape(), Which::Call);
+        let rcv = desc(&rqst.buf(Which::Reply).shape(), Which::Reply);
         let limits = plan::Limits {
             inline_send: inline_send.saturating_sub(extra),
             inline_recv: inline_recv.saturating_sub(extra),
@@ -143,7 +145,7 @@ impl RdmaXprt {
                 Ok(hdr + len)
             })?;
             if matches!(call, plan::CallPlan::Inline { pullup: false }) {
-                rqst.call_pages(|page, off, len| out.map_page(page, off, len))?;
+                for_each_page(rqst.buf(Which::Call), |page, off, len| out.map_page(page, off, len))?;
             }
             if let Some((from, len)) = rest {
                 out.copy(|buf| {

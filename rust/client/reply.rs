@@ -154,14 +154,14 @@ impl EpShared {
         match verdict {
             Verdict::Inline => rqst.complete_with(payload),
             Verdict::Written(written) => {
-                if written > u64::from(rqst.reply_desc().page_len) {
+                if written > u64::from(rqst.reply_shape().page_len) {
                     return rqst.fail(bad());
                 }
                 self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
                 rqst.complete_write_chunk(payload, written as u32)
             }
             Verdict::ReplyWritten(written) => {
-                if written > u64::from(rqst.reply_desc().len) {
+                if written > u64::from(rqst.reply_shape().buflen) {
                     return rqst.fail(bad());
                 }
                 self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);

@@ -35,6 +35,7 @@ use kernel::{
 };
 
 use super::errno;
+use super::page::{in_page, PageRef};
 use crate::{proto::credits::SendQueue, sys};
 
 /// An rdma_cm event, as the connection's handler sees it.
@@ -270,10 +271,6 @@ impl Registration {
     }
 }
 
-/// A page for a scatterlist entry (an opaque handle; never dereferenced here).
-#[derive(Clone, Copy)]
-pub(crate) struct PageRef(pub(crate) *mut sys::page);
-
 /// Fills the scatterlist of a memory region being registered.
 pub(crate) struct SgWriter<'a> {
     sg: &'a mut [sys::scatterlist],
@@ -281,12 +278,16 @@ pub(crate) struct SgWriter<'a> {
 }
 
 impl SgWriter<'_> {
-    /// Appends `len` bytes at `offset` in `page`.
-    pub(crate) fn push(&mut self, page: PageRef, len: u32, offset: u32) -> Result {
+    /// Appends `len` bytes at `offset` in `page` (inside the page).
+    pub(crate) fn push(&mut self, page: PageRef<'_>, len: u32, offset: u32) -> Result {
+        if !in_page(offset, len) {
+            return Err(EINVAL);
+        }
         let sg = self.sg.get_mut(self.n).ok_or(EINVAL)?;
         // SAFETY: `sg` is an initialised entry of this region's table; the
-        // page is one the caller vouches for (a page of the RPC's buffer).
-        unsafe { sys::rpcrdma_rs_sg_set_page(sg, page.0, len, offset) };
+        // page is a live page (`PageRef`) of the RPC's buffer, which the RPC
+        // keeps until its regions are invalidated; the bytes are inside it.
+        unsafe { sys::rpcrdma_rs_sg_set_page(sg, page.as_ptr(), len, offset) };
         self.n += 1;
         Ok(())
     }
@@ -389,17 +390,22 @@ impl SendWriter<'_> {
     /// Appends `len` bytes at `offset` in `page`, DMA-mapped where they
     /// are: the page must stay until the Send is done with it, which the
     /// [`PagesInFlight`] token returned by the send tracks.
-    pub(crate) fn map_page(&mut self, page: PageRef, offset: u32, len: u32) -> Result {
+    pub(crate) fn map_page(&mut self, page: PageRef<'_>, offset: u32, len: u32) -> Result {
         if len == 0 {
             return Ok(());
+        }
+        if !in_page(offset, len) {
+            return Err(EINVAL);
         }
         if self.n >= self.max_sge || self.pages.n >= MAX_SEND_SGES {
             return Err(EINVAL);
         }
-        // SAFETY: the device is valid while the connection exists; the
-        // caller vouches for the page (a page of the RPC's send buffer, which
-        // the RPC keeps until its `PagesInFlight` is waited for).
-        let dma = unsafe { sys::rpcrdma_rs_dma_map_page(self.device, page.0, offset as kernel::ffi::c_ulong, len as usize) };
+        // SAFETY: the device is valid while the connection exists; the page
+        // is live (`PageRef`: a page of the RPC's send buffer, which the RPC
+        // keeps until its `PagesInFlight` is waited for) and the bytes are
+        // inside it.
+        let dma =
+            unsafe { sys::rpcrdma_rs_dma_map_page(self.device, page.as_ptr(), offset as kernel::ffi::c_ulong, len as usize) };
         // SAFETY: as above.
         if unsafe { sys::rpcrdma_rs_dma_mapping_error(self.device, dma) } != 0 {
             return Err(EIO);

@@ -28,8 +28,8 @@ use kernel::{
     ThisModule,
 };
 
-use super::rdma::{FreeList, PageRef, SgWriter};
-use crate::proto::plan::{Kvec, MrExtent, RegionKind, XdrBufDesc};
+use super::page::PageRef;
+use super::rdma::FreeList;
 use crate::sys;
 use kernel::sync::{Arc, ArcBorrow};
 
@@ -703,8 +703,8 @@ impl<'a> Xprt<'a> {
                 _ => {}
             }
         }
-        let mut dec = crate::proto::stats::LineBuf::<8>::new();
-        let mut hex = crate::proto::stats::LineBuf::<8>::new();
+        let mut dec = super::FmtBuf::<8>::new();
+        let mut hex = super::FmtBuf::<8>::new();
         use core::fmt::Write;
         let _ = write!(dec, "{}\0", port);
         let _ = write!(hex, "{:4x}\0", port);
@@ -744,7 +744,7 @@ impl<'a> Xprt<'a> {
             return Err(EINVAL);
         }
         let mut ok = self.replace_address(sys::rpc_display_format_t_RPC_DISPLAY_ADDR, &addr[..=n]);
-        let mut hex = crate::proto::stats::LineBuf::<40>::new();
+        let mut hex = super::FmtBuf::<40>::new();
         // SAFETY: family selects the layout.
         unsafe {
             let sa = self.peer();
@@ -869,18 +869,16 @@ impl<'a> Xprt<'a> {
         unsafe { sys::xprt_force_disconnect(self.raw.as_ptr()) }
     }
 
-    /// Sets the congestion window to `credits` requests.
-    pub(crate) fn set_credits(&self, credits: u32) {
-        let cwnd = crate::proto::credits::cwnd_from_credits(credits);
+    /// Sets the congestion window (`cwnd`, in SUNRPC's units).
+    pub(crate) fn set_cwnd(&self, cwnd: u64) {
         // SAFETY: valid transport; the helper takes transport_lock.
         unsafe { sys::rpcrdma_rs_set_cwnd(self.raw.as_ptr(), cwnd as c_ulong) }
     }
 
-    /// Starts a connection's credit accounting afresh: `credits` requests
-    /// in the congestion window and none counted in it. Clear every
+    /// Starts a connection's congestion accounting afresh: a window of
+    /// `cwnd` (SUNRPC's units) with nothing counted in it. Clear every
     /// request's own mark first ([`SlotTable::forget_cong`]).
-    pub(crate) fn reset_credits(&self, credits: u32) {
-        let cwnd = crate::proto::credits::cwnd_from_credits(credits);
+    pub(crate) fn reset_cwnd(&self, cwnd: u64) {
         // SAFETY: valid transport; the helper takes transport_lock.
         unsafe { sys::rpcrdma_rs_reset_cong(self.raw.as_ptr(), cwnd as c_ulong) }
     }
@@ -1007,83 +1005,94 @@ pub(crate) enum Which {
     Reply,
 }
 
-fn desc(b: &sys::xdr_buf, send: bool) -> XdrBufDesc {
-    let ps = super::PAGE_SIZE;
-    let off = |p: *mut c_void| (p as usize).checked_rem(ps as usize).unwrap_or(0) as u32;
-    XdrBufDesc {
-        head: Kvec { page_offset: off(b.head[0].iov_base), len: b.head[0].iov_len as u32 },
-        page_base: b.page_base,
-        page_len: b.page_len,
-        tail: Kvec { page_offset: off(b.tail[0].iov_base), len: b.tail[0].iov_len as u32 },
-        len: if send { b.len } else { b.buflen },
-        flags: b.flags,
-    }
+/// One of a request's buffers (`struct xdr_buf`: a head, a page list and a
+/// tail), borrowed for `'a`.
+#[derive(Clone, Copy)]
+pub(crate) struct XdrBuf<'a> {
+    raw: &'a sys::xdr_buf,
 }
 
-/// Fills `w` with the pages of `ext`, a piece of `b` the planner chose.
-fn fill_sg(b: &sys::xdr_buf, ext: &MrExtent, w: &mut SgWriter<'_>) -> Result {
-    let ps = super::PAGE_SIZE;
-    let mut left = ext.len;
-    for i in 0..ext.npages {
-        let off = if i == 0 { ext.offset } else { 0 };
-        let len = ps.saturating_sub(off).min(left);
-        let page = match ext.kind {
-            RegionKind::Pages => {
-                let idx = ext.first_page.checked_add(i).ok_or(EINVAL)? as usize;
-                // SAFETY: the planner only names pages inside the buffer's
-                // page list, which holds `page_base + page_len` bytes.
-                unsafe { *b.pages.add(idx) }
-            }
-            RegionKind::Head | RegionKind::Tail => {
-                let iov = if ext.kind == RegionKind::Head { &b.head[0] } else { &b.tail[0] };
-                let start = (iov.iov_base as usize) & !(ps as usize).wrapping_sub(1);
-                let addr = start.wrapping_add((ext.first_page as usize).wrapping_add(i as usize).wrapping_mul(ps as usize));
-                // SAFETY: the kvec is linearly mapped memory (kmalloc or
-                // page allocator) and `addr` lies within its pages.
-                unsafe { sys::rpcrdma_rs_virt_to_page(addr as *const c_void) }
-            }
-        };
-        w.push(PageRef(page), len, off)?;
-        left = left.saturating_sub(len);
+/// The numbers of an [`XdrBuf`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct XdrShape {
+    /// Where the head starts in its first page, and its length.
+    pub(crate) head_offset: u32,
+    pub(crate) head_len: u32,
+    /// Where the page list's data starts in its first page, and its length.
+    pub(crate) page_base: u32,
+    pub(crate) page_len: u32,
+    /// Where the tail starts in its first page, and its length.
+    pub(crate) tail_offset: u32,
+    pub(crate) tail_len: u32,
+    /// Bytes of data (a call) and room (a reply).
+    pub(crate) len: u32,
+    pub(crate) buflen: u32,
+    /// `XDRBUF_*` flags.
+    pub(crate) flags: u32,
+}
+
+impl<'a> XdrBuf<'a> {
+    /// The buffer's numbers.
+    pub(crate) fn shape(&self) -> XdrShape {
+        let b = self.raw;
+        let off = |p: *mut c_void| ((p as usize) % super::PAGE_SIZE as usize) as u32;
+        XdrShape {
+            head_offset: off(b.head[0].iov_base),
+            head_len: b.head[0].iov_len as u32,
+            page_base: b.page_base,
+            page_len: b.page_len,
+            tail_offset: off(b.tail[0].iov_base),
+            tail_len: b.tail[0].iov_len as u32,
+            len: b.len,
+            buflen: b.buflen,
+            flags: b.flags,
+        }
     }
-    Ok(())
+
+    /// Page `i` of the page list, which holds `page_base + page_len` bytes;
+    /// `None` past its end.
+    pub(crate) fn page(&self, i: u32) -> Option<PageRef<'a>> {
+        let b = self.raw;
+        if i >= b.page_base.checked_add(b.page_len)?.div_ceil(super::PAGE_SIZE) {
+            return None;
+        }
+        // SAFETY: the page list has an entry for every page its
+        // `page_base + page_len` bytes touch, and `i` is one of them; the
+        // pages stay while the request's buffer is borrowed.
+        unsafe { PageRef::new(*b.pages.add(i as usize)) }
+    }
+
+    /// Page `i` of the head (counting from the one it starts in); `None`
+    /// past its end.
+    pub(crate) fn head_page(&self, i: u32) -> Option<PageRef<'a>> {
+        Self::kvec_page(&self.raw.head[0], i)
+    }
+
+    /// Page `i` of the tail (counting from the one it starts in); `None`
+    /// past its end.
+    pub(crate) fn tail_page(&self, i: u32) -> Option<PageRef<'a>> {
+        Self::kvec_page(&self.raw.tail[0], i)
+    }
+
+    fn kvec_page(iov: &'a sys::kvec, i: u32) -> Option<PageRef<'a>> {
+        let ps = super::PAGE_SIZE as usize;
+        let start = iov.iov_base as usize;
+        if iov.iov_base.is_null() || i as usize >= (start % ps).checked_add(iov.iov_len)?.div_ceil(ps) {
+            return None;
+        }
+        let addr = (start & !(ps - 1)).wrapping_add(i as usize * ps);
+        // SAFETY: a head or tail is linearly mapped memory (kmalloc or the
+        // page allocator), and `addr` is in one of the pages its bytes
+        // touch; they stay while the request's buffer is borrowed.
+        unsafe { PageRef::new(sys::rpcrdma_rs_virt_to_page(addr as *const c_void)) }
+    }
 }
 
 impl Rqst<'_> {
-    /// The shape of the call or reply buffer, for the chunk planner.
-    pub(crate) fn desc(&self, which: Which) -> XdrBufDesc {
+    /// The call (`rq_snd_buf`) or reply (`rq_rcv_buf`) buffer.
+    pub(crate) fn buf(&self, which: Which) -> XdrBuf<'_> {
         let r = self.get();
-        match which {
-            Which::Call => desc(&r.rq_snd_buf, true),
-            Which::Reply => desc(&r.rq_rcv_buf, false),
-        }
-    }
-
-    /// Describes the pages of `ext` (a piece of the call or reply buffer).
-    pub(crate) fn fill_sg(&self, which: Which, ext: &MrExtent, w: &mut SgWriter<'_>) -> Result {
-        let r = self.get();
-        fill_sg(if which == Which::Call { &r.rq_snd_buf } else { &r.rq_rcv_buf }, ext, w)
-    }
-
-    /// Calls `f` with each piece (page, offset in it, length) of the call's
-    /// page list, in order.
-    pub(crate) fn call_pages(&self, mut f: impl FnMut(PageRef, u32, u32) -> Result) -> Result {
-        let b = &self.get().rq_snd_buf;
-        let ps = super::PAGE_SIZE;
-        let mut left = b.page_len;
-        let mut idx = (b.page_base / ps) as usize;
-        let mut off = b.page_base % ps;
-        while left > 0 {
-            let len = (ps - off).min(left);
-            // SAFETY: the page list of a send buffer holds pages for
-            // `page_base + page_len` bytes, and `idx` stays inside it.
-            let page = unsafe { *b.pages.add(idx) };
-            f(PageRef(page), off, len)?;
-            left -= len;
-            off = 0;
-            idx += 1;
-        }
-        Ok(())
+        XdrBuf { raw: if which == Which::Call { &r.rq_snd_buf } else { &r.rq_rcv_buf } }
     }
 
     /// Copies `out.len()` bytes of the call starting at `offset`.
@@ -1120,10 +1129,10 @@ impl Rqst<'_> {
 }
 
 impl PinnedRqst {
-    /// The shape of the reply buffer.
-    pub(crate) fn reply_desc(&self) -> XdrBufDesc {
+    /// The numbers of the reply buffer.
+    pub(crate) fn reply_shape(&self) -> XdrShape {
         // SAFETY: pinned, so the request and its buffers stay.
-        desc(unsafe { &(*self.raw.as_ptr()).rq_rcv_buf }, false)
+        XdrBuf { raw: unsafe { &(*self.raw.as_ptr()).rq_rcv_buf } }.shape()
     }
 
     /// Completes a reply whose bulk data the server wrote into the page
