@@ -10,6 +10,7 @@ pub(crate) mod compat;
 pub(crate) mod debugfs;
 pub(crate) mod errno;
 pub(crate) mod ib;
+pub(crate) mod net;
 pub(crate) mod page;
 pub(crate) mod params;
 pub(crate) mod ratelimit;

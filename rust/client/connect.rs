@@ -104,11 +104,8 @@ impl RdmaXprt {
     /// and a route to it.
     fn resolve(&self, shared: &Arc<EpShared>) -> Result<Connection<EpShared>> {
         let x = self.xprt;
-        // SAFETY: the transport's network namespace outlives the transport,
-        // and so every connection of it.
-        let conn = unsafe { Connection::new(x.net(), shared.clone())? };
-        // SAFETY: `peer` is the transport's own address storage.
-        unsafe { conn.resolve_addr(x.peer(), RESOLVE_TIMEOUT_MS)? };
+        let conn = Connection::new(x.net(), shared.clone())?;
+        conn.resolve_addr(x.peer_addr(), RESOLVE_TIMEOUT_MS)?;
         shared.wait(CmState::AddrResolved, RESOLVE_TIMEOUT_MS)?;
         conn.resolve_route(RESOLVE_TIMEOUT_MS)?;
         shared.wait(CmState::RouteResolved, RESOLVE_TIMEOUT_MS)?;

@@ -35,6 +35,7 @@ use kernel::{
 };
 
 use super::errno;
+use super::net::{Net, SockAddr};
 use super::page::{in_page, PageRef};
 use crate::{proto::credits::SendQueue, sys};
 
@@ -705,12 +706,9 @@ unsafe impl<T: ConnHandler> Send for Inner<T> {}
 unsafe impl<T: ConnHandler> Sync for Inner<T> {}
 
 impl<T: ConnHandler> Connection<T> {
-    /// Creates the rdma_cm identifier in `net`; events go to `handler`.
-    ///
-    /// # Safety
-    ///
-    /// `net` must be a valid network namespace that outlives the connection.
-    pub(crate) unsafe fn new(net: *mut sys::net, handler: Arc<T>) -> Result<Self> {
+    /// Creates the rdma_cm identifier in `net` (which takes its own
+    /// reference on the namespace); events go to `handler`.
+    pub(crate) fn new(net: &Net, handler: Arc<T>) -> Result<Self> {
         let counters = handler.counters();
         let inner = KBox::pin_init(
             pin_init!(Inner {
@@ -742,8 +740,9 @@ impl<T: ConnHandler> Connection<T> {
         let ctx = ptr::from_ref::<Inner<T>>(&*inner).cast_mut().cast::<c_void>();
         // SAFETY: `ctx` points to the pinned `Inner`, which outlives the id:
         // `Drop` destroys the id (waiting for running handlers) before freeing
-        // it. `net` is valid per the caller.
-        let id = from_err_ptr(unsafe { sys::rpcrdma_rs_create_id(net, Some(cm_handler::<T>), ctx) })?;
+        // it. `net` is live (borrowed), and rdma_cm holds a reference on it
+        // for the id's life.
+        let id = from_err_ptr(unsafe { sys::rpcrdma_rs_create_id(net.as_ptr(), Some(cm_handler::<T>), ctx) })?;
         let mut conn = Connection { inner };
         // SAFETY: only the `id` field is written; nothing is moved out of the
         // pinned allocation.
@@ -758,13 +757,12 @@ impl<T: ConnHandler> Connection<T> {
 
     /// Starts resolving `dst` to a device and address; the outcome arrives as
     /// [`CmEvent::AddrResolved`] or [`CmEvent::AddrError`].
-    ///
-    /// # Safety
-    ///
-    /// `dst` must point to a valid socket address for the duration of the call.
-    pub(crate) unsafe fn resolve_addr(&self, dst: *const sys::sockaddr, timeout_ms: u32) -> Result {
-        // SAFETY: the id is valid (type invariant) and `dst` per the caller.
-        to_result(unsafe { sys::rdma_resolve_addr(self.inner.id, ptr::null_mut(), dst, timeout_ms as kernel::ffi::c_ulong) })
+    pub(crate) fn resolve_addr(&self, dst: &SockAddr, timeout_ms: u32) -> Result {
+        // SAFETY: the id is valid (type invariant); `dst` is a socket address
+        // (borrowed for the call), which rdma_cm copies.
+        to_result(unsafe {
+            sys::rdma_resolve_addr(self.inner.id, ptr::null_mut(), dst.as_ptr().cast_mut(), timeout_ms as kernel::ffi::c_ulong)
+        })
     }
 
     /// Starts resolving the route; the outcome arrives as

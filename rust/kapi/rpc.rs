@@ -28,6 +28,7 @@ use kernel::{
     ThisModule,
 };
 
+use super::net::{Net, SockAddr};
 use super::page::PageRef;
 use super::rdma::FreeList;
 use crate::sys;
@@ -650,12 +651,22 @@ impl<'a> Xprt<'a> {
     }
 
     /// The network namespace the transport lives in.
-    pub(crate) fn net(&self) -> *mut sys::net {
-        self.get().xprt_net
+    pub(crate) fn net(&self) -> &'a Net {
+        // SAFETY: a transport holds a reference on its namespace from
+        // `xprt_alloc` until it is freed, after every user of `'a`.
+        unsafe { Net::from_raw(self.get().xprt_net) }
     }
 
     /// The peer's address.
-    pub(crate) fn peer(&self) -> *const sys::sockaddr {
+    pub(crate) fn peer_addr(&self) -> &'a SockAddr {
+        // SAFETY: `addr` is the transport's `sockaddr_storage`, valid for
+        // `'a` (type invariant); SUNRPC changes only its port, with the
+        // transport quiescent (`set_port`).
+        unsafe { SockAddr::from_raw(&raw const (*self.raw.as_ptr()).addr) }
+    }
+
+    /// The peer's address, for C functions.
+    fn peer(&self) -> *const sys::sockaddr {
         (&raw const self.get().addr).cast()
     }
 
