@@ -254,6 +254,27 @@ struct page *rpcrdma_rs_virt_to_page(const void *addr)
 	return virt_to_page(addr);
 }
 
+/*
+ * A receive buffer flagged XDRBUF_SPARSE_PAGES (NFSv3 GETACL) leaves its
+ * page array for the transport to fill: allocate every page its page list
+ * touches that is still missing. The upper layer frees them.
+ */
+int rpcrdma_rs_alloc_sparse_pages(struct xdr_buf *buf)
+{
+	unsigned int i, n;
+
+	if (!(buf->flags & XDRBUF_SPARSE_PAGES) || !buf->page_len)
+		return 0;
+	n = DIV_ROUND_UP(buf->page_base + buf->page_len, PAGE_SIZE);
+	for (i = 0; i < n; i++) {
+		if (!buf->pages[i])
+			buf->pages[i] = alloc_page(GFP_NOWAIT | __GFP_NOWARN);
+		if (!buf->pages[i])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 int rpcrdma_rs_dma_map_sg(struct ib_device *device, struct scatterlist *sg,
 		int nents, bool to_device)
 {

@@ -24,6 +24,7 @@ struct module;
 struct net;
 struct delayed_work;
 struct work_struct;
+struct xdr_buf;
 
 const char *rpcrdma_rs_ib_device_name(const struct ib_device *device);
 
@@ -85,6 +86,7 @@ void rpcrdma_rs_sg_set_page(struct scatterlist *sg, struct page *page,
 		unsigned int len, unsigned int offset);
 void rpcrdma_rs_sg_mark_end(struct scatterlist *sg);
 struct page *rpcrdma_rs_virt_to_page(const void *addr);
+int rpcrdma_rs_alloc_sparse_pages(struct xdr_buf *buf);
 int rpcrdma_rs_dma_map_sg(struct ib_device *device, struct scatterlist *sg,
 		int nents, bool to_device);
 void rpcrdma_rs_dma_unmap_sg(struct ib_device *device, struct scatterlist *sg,

@@ -91,6 +91,9 @@ impl RdmaXprt {
         // A Version Two header has one more word (the direction) than the
         // Version One header the plan sizes.
         let extra = if version == Version::V2 { 4 } else { 0 };
+        // A sparse reply page array (NFSv3 GETACL) gets its pages before
+        // any of them is planned or registered.
+        rqst.fill_sparse_pages()?;
         let snd = desc(&rqst.buf(Which::Call).shape(), Which::Call);
         let rcv = desc(&rqst.buf(Which::Reply).shape(), Which::Reply);
         let limits = plan::Limits {

@@ -1100,6 +1100,17 @@ impl<'a> XdrBuf<'a> {
 }
 
 impl Rqst<'_> {
+    /// Fills in the missing pages of a reply buffer whose page array is
+    /// sparse (`XDRBUF_SPARSE_PAGES`, NFSv3 GETACL): the transport is to
+    /// allocate them, the upper layer frees them. Nothing for other
+    /// requests.
+    pub(crate) fn fill_sparse_pages(&self) -> Result {
+        // SAFETY: the request is the sending task's (type invariant), and so
+        // is its reply buffer, whose page array has an entry for every page
+        // of its page list.
+        kernel::error::to_result(unsafe { sys::rpcrdma_rs_alloc_sparse_pages(&raw mut (*self.raw.as_ptr()).rq_rcv_buf) })
+    }
+
     /// The call (`rq_snd_buf`) or reply (`rq_rcv_buf`) buffer.
     pub(crate) fn buf(&self, which: Which) -> XdrBuf<'_> {
         let r = self.get();
