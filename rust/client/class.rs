@@ -8,7 +8,7 @@ use kernel::{alloc::flags::GFP_KERNEL, c_str, prelude::*, str::CStr, sync::Arc};
 
 use crate::kapi::{
     errno,
-    rpc::{self, Create, RpcTimeout, XprtParams},
+    rpc::{self, RpcTimeout, XprtParams},
     time,
     xprt::{self, ClassSlot},
     PAGE_SIZE,
@@ -54,7 +54,6 @@ impl xprt::TransportClass for RdmaTransport {
             pr_warn!("backchannel transports are not supported\n");
             return Err(errno::EPROTONOSUPPORT());
         }
-        let create = Create { raw: args.raw() };
         let server = args.servername().unwrap_or(c_str!("(unnamed)"));
         pr_debug!("creating a transport to {}\n", server);
         let v6 = args.is_ipv6();
@@ -70,7 +69,7 @@ impl xprt::TransportClass for RdmaTransport {
             rpc_timeout: &TIMEOUT,
         };
         let netid = if v6 { c_str!("rdma6") } else { c_str!("rdma") };
-        rpc::new_xprt::<RdmaXprt>(&create, crate::kapi::compat::this_module(), &p, netid, |x| {
+        rpc::new_xprt::<RdmaXprt>(args, crate::kapi::compat::this_module(), &p, netid, |x| {
             Arc::pin_init(RdmaXprt::new(x, p.max_slots, params::Settings::now())?, GFP_KERNEL)
         })
     }

@@ -162,7 +162,7 @@ impl DelayedWorkItem for RdmaXprt {
             }
         };
         this.connecting.store(false, Ordering::Release);
-        x.connect_finished(this.cookie(), status);
+        x.connect_finished(status);
     }
 }
 
@@ -222,7 +222,7 @@ impl RdmaXprt {
         // connect lock is ours. Were it not, SUNRPC has already marked the
         // transport CONNECTING, and only the connect worker clears that:
         // it runs all the same, or the transport would never connect again.
-        if !x.lock_connect(task, this.cookie()) {
+        if !x.lock_connect(task) {
             pr_warn!("{}: connect without the transport's send lock\n", x.addr_str());
         }
         this.connecting.store(true, Ordering::Release);

@@ -7,7 +7,6 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use kernel::{
     alloc::flags::GFP_KERNEL,
-    ffi::c_void,
     new_spinlock,
     prelude::*,
     sync::{Arc, ArcBorrow, SpinLock},
@@ -99,10 +98,6 @@ impl RdmaXprt {
             pending <- new_spinlock!(None, "rpcrdma_rs:pending"),
             dying: AtomicBool::new(false),
         }))
-    }
-
-    pub(super) fn cookie(&self) -> *mut c_void {
-        core::ptr::from_ref(self).cast_mut().cast()
     }
 
     pub(super) fn endpoint(&self) -> Option<Arc<Endpoint>> {

@@ -19,6 +19,11 @@ use kernel::{
 use crate::sys;
 
 /// An RDMA device, borrowed from ib_core for the duration of a callback.
+///
+/// # Invariants
+///
+/// A `&Device` is a live, registered `ib_device` for the reference's
+/// lifetime (made only by [`Device::from_raw`] in the client callbacks).
 #[repr(transparent)]
 pub(crate) struct Device(Opaque<sys::ib_device>);
 

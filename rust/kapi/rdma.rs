@@ -694,6 +694,13 @@ struct Inner<T: ConnHandler> {
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
 /// An RDMA connection and the buffers posted on it.
+///
+/// # Invariants
+///
+/// `inner.id` is an rdma_cm id created by [`Connection::new`] with `inner`
+/// as its context; it is destroyed only by `Drop`, after the queue pair is
+/// drained and destroyed. While `inner.verbs` is `Some`, its PD, CQs and QP
+/// are live and belong to this connection.
 pub(crate) struct Connection<T: ConnHandler> {
     inner: Pin<KBox<Inner<T>>>,
 }

@@ -68,6 +68,13 @@ struct Shell {
 }
 
 /// A transport SUNRPC created through this module.
+///
+/// # Invariants
+///
+/// `raw` is an `rpc_xprt` made by [`new_xprt`] (a `Shell`), live for `'a`.
+/// `Xprt<'static>` is handed only to the transport object `new_xprt` makes,
+/// which `destroy` drops (after `Transport::shutdown`) before the memory is
+/// freed.
 #[derive(Clone, Copy)]
 pub(crate) struct Xprt<'a> {
     raw: NonNull<sys::rpc_xprt>,
@@ -95,12 +102,21 @@ pub(crate) struct XprtStat {
 }
 
 /// An RPC task, borrowed for one callback.
+///
+/// # Invariants
+///
+/// `raw` is a live `rpc_task` for `'a` (the callback that received it).
 pub(crate) struct Task<'a> {
     raw: NonNull<sys::rpc_task>,
     _life: PhantomData<&'a sys::rpc_task>,
 }
 
 /// An RPC request, borrowed for one callback.
+///
+/// # Invariants
+///
+/// `raw` is a live `rpc_rqst` of a transport of this module for `'a` (the
+/// callback that received it), owned by the task acting for it.
 pub(crate) struct Rqst<'a> {
     raw: NonNull<sys::rpc_rqst>,
     _life: PhantomData<&'a sys::rpc_rqst>,
@@ -109,6 +125,13 @@ pub(crate) struct Rqst<'a> {
 /// A request found by XID and pinned: SUNRPC will not free or reuse it until
 /// it is completed (or failed), which unpins it; dropping it unpins it and
 /// leaves it waiting for its reply.
+///
+/// # Invariants
+///
+/// `raw` is an `rpc_rqst` found by `xprt_lookup_rqst` and pinned with
+/// `xprt_pin_rqst` under the transport's queue lock; while `done` is false
+/// it is pinned (so live and not reused), and `done` is set exactly when it
+/// is completed or unpinned.
 pub(crate) struct PinnedRqst {
     raw: NonNull<sys::rpc_rqst>,
     done: bool,
@@ -474,6 +497,11 @@ pub(crate) trait Transport: Send + Sync + Sized {
 }
 
 /// Output for [`Transport::print_stats`].
+///
+/// # Invariants
+///
+/// `seq` is the `seq_file` SUNRPC passed to `print_stats`, live and ours to
+/// write for `'a`.
 pub(crate) struct StatsWriter<'a> {
     seq: NonNull<sys::seq_file>,
     _life: PhantomData<&'a mut sys::seq_file>,
@@ -506,11 +534,6 @@ pub(crate) struct XprtParams {
     /// The RPC retransmit timeout of the transport's RPCs; a `static`,
     /// since every transport points at it until SUNRPC frees it.
     pub(crate) rpc_timeout: &'static RpcTimeout,
-}
-
-/// The `xprt_create` a transport is being made from.
-pub(crate) struct Create<'a> {
-    pub(crate) raw: &'a sys::xprt_create,
 }
 
 /// An RPC timeout table (`struct rpc_timeout`): fixed `to_initval` and
@@ -556,13 +579,13 @@ impl NewXprt {
 /// Allocates an `rpc_xprt` for `args` and attaches the transport `make`
 /// returns. Takes a module reference for the transport's lifetime.
 pub(crate) fn new_xprt<T: Transport>(
-    args: &Create<'_>,
+    args: &super::xprt::CreateArgs<'_>,
     module: &'static ThisModule,
     params: &XprtParams,
     netid: &'static CStr,
     make: impl FnOnce(Xprt<'static>) -> Result<Arc<T>>,
 ) -> Result<NewXprt> {
-    let raw = args.raw;
+    let raw = args.raw();
     if raw.addrlen > core::mem::size_of::<sys::__kernel_sockaddr_storage>() || raw.dstaddr.is_null() {
         return Err(EBADF);
     }
@@ -805,9 +828,18 @@ impl<'a> Xprt<'a> {
     }
 
     /// Takes the connect lock for `task`; false if a connect is under way.
-    pub(crate) fn lock_connect(&self, task: &Task<'_>, cookie: *mut c_void) -> bool {
-        // SAFETY: valid transport and task.
-        unsafe { sys::xprt_lock_connect(self.raw.as_ptr(), task.as_ptr(), cookie) }
+    pub(crate) fn lock_connect(&self, task: &Task<'_>) -> bool {
+        // SAFETY: valid transport and task; the cookie is an identity SUNRPC
+        // only compares (see `connect_lock_cookie`).
+        unsafe { sys::xprt_lock_connect(self.raw.as_ptr(), task.as_ptr(), self.connect_lock_cookie()) }
+    }
+
+    /// What holds the connect lock between [`Xprt::lock_connect`] and
+    /// [`Xprt::connect_finished`]: SUNRPC stores it in place of the task
+    /// and only compares it. The transport's own address: unique to it, and
+    /// the same on both sides of the connect.
+    fn connect_lock_cookie(&self) -> *mut c_void {
+        self.raw.as_ptr().cast()
     }
 
     /// Asks to be woken (via [`Xprt::write_space`]) when Send buffers free up.
@@ -837,15 +869,16 @@ impl<'a> Xprt<'a> {
 
     /// Ends a connect attempt: clears CONNECTING, releases the connect lock
     /// taken by [`Transport::connect`] and wakes waiting tasks with `status`.
-    pub(crate) fn connect_finished(&self, cookie: *mut c_void, status: Result) {
+    pub(crate) fn connect_finished(&self, status: Result) {
         let status = match status {
             Ok(()) => -(sys::EAGAIN as c_int),
             Err(e) => e.to_errno(),
         };
-        // SAFETY: valid transport; `cookie` is the one the lock was taken with.
+        // SAFETY: valid transport; the cookie is the one the lock was taken
+        // with.
         unsafe {
             sys::rpcrdma_rs_xprt_clear_connecting(self.raw.as_ptr());
-            sys::xprt_unlock_connect(self.raw.as_ptr(), cookie);
+            sys::xprt_unlock_connect(self.raw.as_ptr(), self.connect_lock_cookie());
             sys::xprt_wake_pending_tasks(self.raw.as_ptr(), status);
         }
     }

@@ -30,6 +30,13 @@ use crate::sys;
 pub(crate) const MAX_NETIDS: usize = 2;
 
 /// The arguments SUNRPC passes when it asks a class for a new transport.
+///
+/// # Invariants
+///
+/// `raw` is the `xprt_create` SUNRPC passed to the class's `setup`, valid
+/// for `'a` (the call): `dstaddr` is NULL or a socket address of `addrlen`
+/// bytes, `servername` NULL or a NUL-terminated string, `net` a live
+/// namespace.
 pub(crate) struct CreateArgs<'a> {
     raw: &'a sys::xprt_create,
 }
@@ -47,7 +54,7 @@ impl CreateArgs<'_> {
     }
 
     /// The raw arguments, for [`super::rpc::new_xprt`].
-    pub(crate) fn raw(&self) -> &sys::xprt_create {
+    pub(super) fn raw(&self) -> &sys::xprt_create {
         self.raw
     }
 
