@@ -158,7 +158,7 @@ impl EpShared {
                     return rqst.fail(bad());
                 }
                 self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
-                rqst.complete_write_chunk(payload, written as u32)
+                complete_write_chunk(rqst, payload, written as u32)
             }
             Verdict::ReplyWritten(written) => {
                 if written > u64::from(rqst.reply_shape().buflen) {
@@ -171,6 +171,35 @@ impl EpShared {
             Verdict::Error => rqst.fail(EIO),
             Verdict::Bad => rqst.fail(bad()),
         }
+    }
+}
+
+/// Completes a reply whose bulk data the server wrote into the page list
+/// (`written` bytes, a Write chunk: RFC 8166 section 3.5.3); `inline` is the
+/// rest of the reply, which surrounds the data: what the head holds goes
+/// before it, the rest follows the XDR-padded data.
+fn complete_write_chunk(mut rqst: PinnedRqst, inline: &[u8], written: u32) {
+    let s = rqst.receive_shape();
+    let Some(padded) = written.checked_next_multiple_of(4).filter(|_| written <= s.page_len) else {
+        return rqst.fail(EIO);
+    };
+    // The reply's fields before the data may be shorter than the head
+    // buffer: trim it so that decoding finds the data right after them.
+    let head = s.head_len.min(u32::try_from(inline.len()).unwrap_or(u32::MAX));
+    rqst.trim_head(head);
+    let (before, after) = inline.split_at(head as usize);
+    let data_end = head + padded;
+    let placed = rqst.write_at(0, before).and_then(|()| {
+        if after.is_empty() {
+            return Ok(());
+        }
+        let pad = [0u8; 3];
+        rqst.write_at(head + written, &pad[..(padded - written) as usize])?;
+        rqst.write_at(data_end, after)
+    });
+    match placed {
+        Ok(()) => rqst.complete_placed(data_end.saturating_add(u32::try_from(after.len()).unwrap_or(u32::MAX))),
+        Err(e) => rqst.fail(e),
     }
 }
 

@@ -103,6 +103,14 @@ impl EpShared {
             self.settled.store(settled_number(&g), Ordering::Release);
             d
         };
+        self.apply_decision(conn, data, invalidated, decision)
+    }
+
+    /// Acts on what the answer to the probe decided: counts and logs it,
+    /// sends our characteristics on Version Two, has the probe's call sent
+    /// again as Version One, or fails it. Returns false if `data` was
+    /// consumed here.
+    fn apply_decision(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>, decision: Decision) -> bool {
         let addr = self.xprt.addr_str();
         match decision {
             Decision::NotForProbe => true,

@@ -1190,42 +1190,46 @@ impl PinnedRqst {
         XdrBuf { raw: unsafe { &(*self.raw.as_ptr()).rq_rcv_buf } }.shape()
     }
 
-    /// Completes a reply whose bulk data the server wrote into the page
-    /// list (`written` bytes, a Write chunk); `inline` is the rest of the
-    /// reply, which surrounds the data: the part before it fills the head,
-    /// the part after it follows the (XDR-padded) data.
-    pub(crate) fn complete_write_chunk(mut self, inline: &[u8], written: u32) {
-        // SAFETY: pinned; the reply buffers are ours to fill until completion.
-        let copied = unsafe {
+    /// The numbers of the buffer the reply is received into
+    /// (`rq_private_buf`).
+    pub(crate) fn receive_shape(&self) -> XdrShape {
+        // SAFETY: pinned (type invariant), so the request and its buffers
+        // stay; only the reply path, which holds `self`, changes them.
+        XdrBuf { raw: unsafe { &(*self.raw.as_ptr()).rq_private_buf } }.shape()
+    }
+
+    /// Shortens the head of the receive buffer to `len` bytes (nothing if
+    /// it is not longer), so that what follows the head (the page list)
+    /// comes right after the reply's first `len` bytes.
+    pub(crate) fn trim_head(&mut self, len: u32) {
+        // SAFETY: pinned; the reply buffers are ours to fill until
+        // completion (type invariant).
+        unsafe {
             let r = &mut *self.raw.as_ptr();
-            let pb = &mut r.rq_private_buf;
-            let head = pb.head[0].iov_len.min(inline.len());
-            if written > pb.page_len {
-                -(sys::EIO as c_int)
-            } else {
-                // The reply's fields before the data may be shorter than the
-                // head buffer: trim it so decoding finds the data right after.
-                let delta = pb.head[0].iov_len - head;
-                pb.head[0].iov_len = head;
-                pb.buflen -= delta as u32;
-                r.rq_rcv_buf.head[0].iov_len = head;
-                r.rq_rcv_buf.buflen -= delta as u32;
-                let pb = &r.rq_private_buf;
-                let after = &inline[head..];
-                let data_end = head as u32 + ((written + 3) & !3);
-                let mut rc = write_xdr(pb, 0, &inline[..head]);
-                if rc == 0 && !after.is_empty() {
-                    let pad = [0u8; 3];
-                    let padlen = (((written + 3) & !3) - written) as usize;
-                    rc = write_xdr(pb, head as u32 + written, &pad[..padlen]);
-                    if rc == 0 {
-                        rc = write_xdr(pb, data_end, after);
-                    }
-                }
-                if rc != 0 { rc } else { (data_end as usize + after.len()).min(pb.buflen as usize) as c_int }
-            }
-        };
-        self.finish(copied);
+            let Some(delta) = r.rq_private_buf.head[0].iov_len.checked_sub(len as usize) else { return };
+            r.rq_private_buf.head[0].iov_len = len as usize;
+            r.rq_private_buf.buflen = r.rq_private_buf.buflen.saturating_sub(delta as u32);
+            r.rq_rcv_buf.head[0].iov_len = len as usize;
+            r.rq_rcv_buf.buflen = r.rq_rcv_buf.buflen.saturating_sub(delta as u32);
+        }
+    }
+
+    /// Copies `data` into the receive buffer at `offset` (laid out as
+    /// head, page list, tail); fails if it does not fit.
+    pub(crate) fn write_at(&mut self, offset: u32, data: &[u8]) -> Result {
+        // SAFETY: pinned; the reply buffers are ours to fill until
+        // completion; `write_xdr` bounds the copy by the buffer.
+        let rc = unsafe { write_xdr(&(*self.raw.as_ptr()).rq_private_buf, offset, data) };
+        if rc != 0 { Err(Error::from_errno(rc)) } else { Ok(()) }
+    }
+
+    /// Completes the request with a reply of `len` bytes the caller placed
+    /// in the receive buffer (copied with [`PinnedRqst::write_at`] or written
+    /// there by the server); never more than the buffer holds.
+    pub(crate) fn complete_placed(mut self, len: u32) {
+        // SAFETY: pinned.
+        let buflen = unsafe { (*self.raw.as_ptr()).rq_private_buf.buflen };
+        self.finish(len.min(buflen).min(c_int::MAX as u32) as c_int);
     }
 
     /// Completes a reply the server wrote whole into the Reply chunk
