@@ -259,6 +259,8 @@ struct page *rpcrdma_rs_virt_to_page(const void *addr)
  * page array for the transport to fill: allocate every page its page list
  * touches that is still missing. The upper layer frees them.
  */
+static_assert(XDRBUF_SPARSE_PAGES == 0x04); /* kapi::rpc's copy */
+
 int rpcrdma_rs_alloc_sparse_pages(struct xdr_buf *buf)
 {
 	unsigned int i, n;

@@ -9,7 +9,7 @@ use crate::{
     kapi::{
         page::PageRef,
         rdma::{self, Registration, SgWriter},
-        rpc::{Rqst, Which, XdrBuf, XdrShape},
+        rpc::{Rqst, Which, XdrBuf},
         PAGE_SIZE,
     },
     proto::{plan, v1},
@@ -80,45 +80,29 @@ pub(super) fn segment(r: rdma::Registered) -> v1::Segment {
     v1::Segment { handle: r.handle, length: r.length, offset: r.offset }
 }
 
-/// A call's Read chunk (RFC 8166 section 3.4.5): the call's payload, or
-/// the whole call for a Long Call, registered for the server to read.
-pub(super) struct ReadChunk {
-    segs: [v1::ReadSegment; MAX_CHUNK_SEGMENTS],
-    n: usize,
-}
-
-impl ReadChunk {
-    /// The segments registered, in order.
-    pub(super) fn segments(&self) -> &[v1::ReadSegment] {
-        self.segs.get(..self.n).unwrap_or(&[])
-    }
-}
-
-/// Registers the Read chunk the plan `p` asks for, if any, into `reg`.
+/// Registers the Read chunk the plan `p` asks for (it has one) into `reg`,
+/// its segments into `out`; returns how many there are.
 pub(super) fn register_read_chunk(
     ep: &Endpoint,
     rqst: &Rqst<'_>,
     p: &Planned,
     reg: &mut Registration,
-) -> Result<Option<ReadChunk>> {
-    if p.call.read_segments() == 0 {
-        return Ok(None);
-    }
+    out: &mut [v1::ReadSegment; MAX_CHUNK_SEGMENTS],
+) -> Result<usize> {
     let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
     let regions = p.call.chunk_regions(&p.snd);
     let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)
         .map_err(|_| EIO)?;
-    let mut chunk = ReadChunk { segs: [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS], n };
     let position = p.call.read_position().unwrap_or(0);
-    for (ext, out) in exts.iter().zip(chunk.segs.iter_mut()).take(n) {
+    for (ext, seg) in exts.iter().zip(out.iter_mut()).take(n) {
         let r = ep.conn.register(reg, true, p.xid, |w| fill_sg(rqst.buf(Which::Call), ext, w))?;
-        *out = v1::ReadSegment { position, segment: segment(r) };
+        *seg = v1::ReadSegment { position, segment: segment(r) };
     }
-    Ok(Some(chunk))
+    Ok(n)
 }
 
 /// Registers the Write or Reply chunk (the reply's destination) the plan
-/// `p` asks for, if any, into `reg`, its segments straight into the
+/// `p` asks for (it has one) into `reg`, its segments straight into the
 /// request's record of what it offered; returns how many there are.
 pub(super) fn register_reply_chunk(
     ep: &Endpoint,
@@ -127,9 +111,6 @@ pub(super) fn register_reply_chunk(
     reg: &mut Registration,
     segs: &mut [v1::Segment; MAX_CHUNK_SEGMENTS],
 ) -> Result<usize> {
-    if p.reply.mrs() == 0 {
-        return Ok(0);
-    }
     let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
     let regions = p.reply.chunk_regions(&p.rcv);
     let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)
@@ -141,16 +122,20 @@ pub(super) fn register_reply_chunk(
     Ok(n)
 }
 
-/// The planner's view of a request's buffer `s`: for a call its data
+/// The planner's view of a request's buffer `b`: for a call its data
 /// (`len`), for a reply its room (`buflen`).
-pub(super) fn desc(s: &XdrShape, which: Which) -> plan::XdrBufDesc {
+#[inline]
+pub(super) fn desc(b: XdrBuf<'_>, which: Which) -> plan::XdrBufDesc {
+    let ((head_offset, head_len), (tail_offset, tail_len)) = (b.head(), b.tail());
+    let (page_base, page_len) = b.pages();
+    let (len, buflen, flags) = b.lengths_and_flags();
     plan::XdrBufDesc {
-        head: plan::Kvec { page_offset: s.head_offset, len: s.head_len },
-        page_base: s.page_base,
-        page_len: s.page_len,
-        tail: plan::Kvec { page_offset: s.tail_offset, len: s.tail_len },
-        len: if which == Which::Call { s.len } else { s.buflen },
-        flags: s.flags,
+        head: plan::Kvec { page_offset: head_offset, len: head_len },
+        page_base,
+        page_len,
+        tail: plan::Kvec { page_offset: tail_offset, len: tail_len },
+        len: if which == Which::Call { len } else { buflen },
+        flags,
     }
 }
 
@@ -175,10 +160,10 @@ pub(super) fn fill_sg(b: XdrBuf<'_>, ext: &plan::MrExtent, w: &mut SgWriter<'_>)
 /// Calls `f` with each piece (page, offset in it, length) of the page list
 /// of `b`, in order.
 pub(super) fn for_each_page<'a>(b: XdrBuf<'a>, mut f: impl FnMut(PageRef<'a>, u32, u32) -> Result) -> Result {
-    let s = b.shape();
-    let mut left = s.page_len;
-    let mut idx = s.page_base / PAGE_SIZE;
-    let mut off = s.page_base % PAGE_SIZE;
+    let (page_base, page_len) = b.pages();
+    let mut left = page_len;
+    let mut idx = page_base / PAGE_SIZE;
+    let mut off = page_base % PAGE_SIZE;
     while left > 0 {
         let len = (PAGE_SIZE - off).min(left);
         f(b.page(idx).ok_or(EINVAL)?, off, len)?;

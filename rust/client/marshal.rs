@@ -21,9 +21,7 @@ use crate::{
 };
 
 use super::{
-    chunks::{
-        desc, for_each_page, register_read_chunk, register_reply_chunk, ReadChunk, ReplyShape, MAX_CHUNK_SEGMENTS,
-    },
+    chunks::{desc, for_each_page, register_read_chunk, register_reply_chunk, ReplyShape, MAX_CHUNK_SEGMENTS},
     conn::{Endpoint, EpShared},
     slots::ReqState,
     stats::{Stats, COUNTERS},
@@ -54,12 +52,17 @@ impl RdmaXprt {
         let ReqState { reg, reply, segs, offered, .. } = st;
         *reply = ReplyShape::Inline;
         *offered = 0;
-        let p = self.plan(ep.shared(), rqst)?;
+        let p = &self.plan(ep.shared(), rqst)?;
         // Most calls have no Read chunk and most replies need a Write or
         // Reply chunk: register only the chunks there are.
-        let reads = register_read_chunk(ep, rqst, &p, reg)?;
-        let nw = register_reply_chunk(ep, rqst, &p, reg, segs)?;
-        let reads = reads.as_ref().map_or(&[][..], ReadChunk::segments);
+        let mut read_buf;
+        let mut reads: &[v1::ReadSegment] = &[];
+        if p.call.read_segments() > 0 {
+            read_buf = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
+            let n = register_read_chunk(ep, rqst, p, reg, &mut read_buf)?;
+            reads = read_buf.get(..n).ok_or(EINVAL)?;
+        }
+        let nw = if p.reply.mrs() > 0 { register_reply_chunk(ep, rqst, p, reg, segs)? } else { 0 };
         let writes = segs.get(..nw).ok_or(EINVAL)?;
         let write_list: [&[v1::Segment]; 1] = [writes];
         let (shape, lists) = match p.reply {
@@ -71,8 +74,8 @@ impl RdmaXprt {
                 (ReplyShape::ReplyChunk, v1::ChunkLists { reads, writes: &[], reply: Some(writes) })
             }
         };
-        let sent = self.post(ep, rqst, &p, reg, lists)?;
-        self.count_call(&p, reg.len());
+        let sent = self.post(ep, rqst, p, reg, lists)?;
+        self.count_call(p, reg.len());
         *reply = shape;
         *offered = nw;
         Ok(sent)
@@ -94,8 +97,8 @@ impl RdmaXprt {
         // A sparse reply page array (NFSv3 GETACL) gets its pages before
         // any of them is planned or registered.
         rqst.fill_sparse_pages()?;
-        let snd = desc(&rqst.buf(Which::Call).shape(), Which::Call);
-        let rcv = desc(&rqst.buf(Which::Reply).shape(), Which::Reply);
+        let snd = desc(rqst.buf(Which::Call), Which::Call);
+        let rcv = desc(rqst.buf(Which::Reply), Which::Reply);
         let limits = plan::Limits {
             inline_send: inline_send.saturating_sub(extra),
             inline_recv: inline_recv.saturating_sub(extra),

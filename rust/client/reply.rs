@@ -154,14 +154,14 @@ impl EpShared {
         match verdict {
             Verdict::Inline => rqst.complete_with(payload),
             Verdict::Written(written) => {
-                if written > u64::from(rqst.reply_shape().page_len) {
+                if written > u64::from(rqst.reply_buf().pages().1) {
                     return rqst.fail(bad());
                 }
                 self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
                 complete_write_chunk(rqst, payload, written as u32)
             }
             Verdict::ReplyWritten(written) => {
-                if written > u64::from(rqst.reply_shape().buflen) {
+                if written > u64::from(rqst.reply_buf().lengths_and_flags().1) {
                     return rqst.fail(bad());
                 }
                 self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
@@ -179,13 +179,13 @@ impl EpShared {
 /// rest of the reply, which surrounds the data: what the head holds goes
 /// before it, the rest follows the XDR-padded data.
 fn complete_write_chunk(mut rqst: PinnedRqst, inline: &[u8], written: u32) {
-    let s = rqst.receive_shape();
-    let Some(padded) = written.checked_next_multiple_of(4).filter(|_| written <= s.page_len) else {
+    let (head_len, page_len) = (rqst.receive_buf().head().1, rqst.receive_buf().pages().1);
+    let Some(padded) = written.checked_next_multiple_of(4).filter(|_| written <= page_len) else {
         return rqst.fail(EIO);
     };
     // The reply's fields before the data may be shorter than the head
     // buffer: trim it so that decoding finds the data right after them.
-    let head = s.head_len.min(u32::try_from(inline.len()).unwrap_or(u32::MAX));
+    let head = head_len.min(u32::try_from(inline.len()).unwrap_or(u32::MAX));
     rqst.trim_head(head);
     let (before, after) = inline.split_at(head as usize);
     let data_end = head + padded;

@@ -1049,6 +1049,10 @@ pub(crate) enum Which {
     Reply,
 }
 
+/// `XDRBUF_SPARSE_PAGES` (a macro bindgen does not see; helpers.c checks
+/// the value at build time).
+const XDRBUF_SPARSE_PAGES: u32 = 0x04;
+
 /// One of a request's buffers (`struct xdr_buf`: a head, a page list and a
 /// tail), borrowed for `'a`.
 #[derive(Clone, Copy)]
@@ -1056,45 +1060,36 @@ pub(crate) struct XdrBuf<'a> {
     raw: &'a sys::xdr_buf,
 }
 
-/// The numbers of an [`XdrBuf`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct XdrShape {
-    /// Where the head starts in its first page, and its length.
-    pub(crate) head_offset: u32,
-    pub(crate) head_len: u32,
-    /// Where the page list's data starts in its first page, and its length.
-    pub(crate) page_base: u32,
-    pub(crate) page_len: u32,
-    /// Where the tail starts in its first page, and its length.
-    pub(crate) tail_offset: u32,
-    pub(crate) tail_len: u32,
-    /// Bytes of data (a call) and room (a reply).
-    pub(crate) len: u32,
-    pub(crate) buflen: u32,
-    /// `XDRBUF_*` flags.
-    pub(crate) flags: u32,
-}
-
 impl<'a> XdrBuf<'a> {
-    /// The buffer's numbers.
-    pub(crate) fn shape(&self) -> XdrShape {
-        let b = self.raw;
-        let off = |p: *mut c_void| ((p as usize) % super::PAGE_SIZE as usize) as u32;
-        XdrShape {
-            head_offset: off(b.head[0].iov_base),
-            head_len: b.head[0].iov_len as u32,
-            page_base: b.page_base,
-            page_len: b.page_len,
-            tail_offset: off(b.tail[0].iov_base),
-            tail_len: b.tail[0].iov_len as u32,
-            len: b.len,
-            buflen: b.buflen,
-            flags: b.flags,
-        }
+    /// Where the head starts in its first page, and its length.
+    #[inline]
+    pub(crate) fn head(&self) -> (u32, u32) {
+        let iov = &self.raw.head[0];
+        (((iov.iov_base as usize) % super::PAGE_SIZE as usize) as u32, iov.iov_len as u32)
+    }
+
+    /// Where the tail starts in its first page, and its length.
+    #[inline]
+    pub(crate) fn tail(&self) -> (u32, u32) {
+        let iov = &self.raw.tail[0];
+        (((iov.iov_base as usize) % super::PAGE_SIZE as usize) as u32, iov.iov_len as u32)
+    }
+
+    /// Where the page list's data starts in its first page, and its length.
+    #[inline]
+    pub(crate) fn pages(&self) -> (u32, u32) {
+        (self.raw.page_base, self.raw.page_len)
+    }
+
+    /// Bytes of data (a call), room (a reply), and the `XDRBUF_*` flags.
+    #[inline]
+    pub(crate) fn lengths_and_flags(&self) -> (u32, u32, u32) {
+        (self.raw.len, self.raw.buflen, self.raw.flags)
     }
 
     /// Page `i` of the page list, which holds `page_base + page_len` bytes;
     /// `None` past its end.
+    #[inline]
     pub(crate) fn page(&self, i: u32) -> Option<PageRef<'a>> {
         let b = self.raw;
         if i >= b.page_base.checked_add(b.page_len)?.div_ceil(super::PAGE_SIZE) {
@@ -1137,7 +1132,12 @@ impl Rqst<'_> {
     /// sparse (`XDRBUF_SPARSE_PAGES`, NFSv3 GETACL): the transport is to
     /// allocate them, the upper layer frees them. Nothing for other
     /// requests.
+    #[inline]
     pub(crate) fn fill_sparse_pages(&self) -> Result {
+        // Looked at here, so that the usual request costs no call.
+        if self.get().rq_rcv_buf.flags & XDRBUF_SPARSE_PAGES == 0 {
+            return Ok(());
+        }
         // SAFETY: the request is the sending task's (type invariant), and so
         // is its reply buffer, whose page array has an entry for every page
         // of its page list.
@@ -1145,6 +1145,7 @@ impl Rqst<'_> {
     }
 
     /// The call (`rq_snd_buf`) or reply (`rq_rcv_buf`) buffer.
+    #[inline]
     pub(crate) fn buf(&self, which: Which) -> XdrBuf<'_> {
         let r = self.get();
         XdrBuf { raw: if which == Which::Call { &r.rq_snd_buf } else { &r.rq_rcv_buf } }
@@ -1184,18 +1185,17 @@ impl Rqst<'_> {
 }
 
 impl PinnedRqst {
-    /// The numbers of the reply buffer.
-    pub(crate) fn reply_shape(&self) -> XdrShape {
-        // SAFETY: pinned, so the request and its buffers stay.
-        XdrBuf { raw: unsafe { &(*self.raw.as_ptr()).rq_rcv_buf } }.shape()
-    }
-
-    /// The numbers of the buffer the reply is received into
-    /// (`rq_private_buf`).
-    pub(crate) fn receive_shape(&self) -> XdrShape {
+    /// The reply buffer (`rq_rcv_buf`).
+    pub(crate) fn reply_buf(&self) -> XdrBuf<'_> {
         // SAFETY: pinned (type invariant), so the request and its buffers
         // stay; only the reply path, which holds `self`, changes them.
-        XdrBuf { raw: unsafe { &(*self.raw.as_ptr()).rq_private_buf } }.shape()
+        XdrBuf { raw: unsafe { &(*self.raw.as_ptr()).rq_rcv_buf } }
+    }
+
+    /// The buffer the reply is received into (`rq_private_buf`).
+    pub(crate) fn receive_buf(&self) -> XdrBuf<'_> {
+        // SAFETY: as for `reply_buf`.
+        XdrBuf { raw: unsafe { &(*self.raw.as_ptr()).rq_private_buf } }
     }
 
     /// Shortens the head of the receive buffer to `len` bytes (nothing if
