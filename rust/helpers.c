@@ -257,7 +257,8 @@ struct page *rpcrdma_rs_virt_to_page(const void *addr)
 /*
  * A receive buffer flagged XDRBUF_SPARSE_PAGES (NFSv3 GETACL) leaves its
  * page array for the transport to fill: allocate every page its page list
- * touches that is still missing. The upper layer frees them.
+ * touches that is still missing. The upper layer frees them. Called only
+ * for such a buffer (Rqst::fill_sparse_pages looks at the flag).
  */
 static_assert(XDRBUF_SPARSE_PAGES == 0x04); /* kapi::rpc's copy */
 
@@ -265,7 +266,7 @@ int rpcrdma_rs_alloc_sparse_pages(struct xdr_buf *buf)
 {
 	unsigned int i, n;
 
-	if (!(buf->flags & XDRBUF_SPARSE_PAGES) || !buf->page_len)
+	if (!buf->page_len)
 		return 0;
 	n = DIV_ROUND_UP(buf->page_base + buf->page_len, PAGE_SIZE);
 	for (i = 0; i < n; i++) {

@@ -58,8 +58,10 @@ impl xprt::TransportClass for RdmaTransport {
         pr_debug!("creating a transport to {}\n", server);
         let v6 = args.is_ipv6();
         let s = |secs: u32| time::ms_to_jiffies(secs.saturating_mul(1000));
+        // One reading of the parameters for the transport's whole life.
+        let settings = params::Settings::now();
         let p = XprtParams {
-            max_slots: params::slot_table_entries(),
+            max_slots: settings.slots,
             max_payload: MAX_PAYLOAD,
             timeout: s(60),
             reestablish: s(INIT_REEST_S),
@@ -70,7 +72,7 @@ impl xprt::TransportClass for RdmaTransport {
         };
         let netid = if v6 { c_str!("rdma6") } else { c_str!("rdma") };
         rpc::new_xprt::<RdmaXprt>(args, crate::kapi::compat::this_module(), &p, netid, |x| {
-            Arc::pin_init(RdmaXprt::new(x, p.max_slots, params::Settings::now())?, GFP_KERNEL)
+            Arc::pin_init(RdmaXprt::new(x, p.max_slots, settings)?, GFP_KERNEL)
         })
     }
 }

@@ -14,10 +14,6 @@ const SLOTS: (u32, u32) = (4, 16384);
 /// in-tree client allows 1 KiB..64 KiB).
 const INLINE: (u32, u32) = (1024, 65536);
 
-/// Requests in flight per transport.
-pub(crate) fn slot_table_entries() -> u32 {
-    raw::read().slot_table_entries.clamp(SLOTS.0, SLOTS.1)
-}
 
 /// RPC-over-RDMA versions allowed (`versions=`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -60,6 +56,8 @@ pub(crate) fn probe_interval_s() -> u32 {
 /// is read by each liveness check instead: it sizes nothing.)
 #[derive(Clone, Copy)]
 pub(crate) struct Settings {
+    /// Requests in flight (`slot_table_entries`).
+    pub(crate) slots: u32,
     /// Receive buffer size and the Receive size advertised to the server
     /// (RFC 8797 and xcharext's XCHAR_RBSIZ): a multiple of 1 KiB, as the
     /// CM private data can express it, so that what we advertise and what
@@ -77,11 +75,12 @@ impl Settings {
         Settings::from_raw(&raw::read())
     }
 
-    /// Clamps one reading: inline sizes to what the transport supports,
-    /// then down to a multiple of 1 KiB.
+    /// Clamps one reading: the slot count and inline sizes to what the
+    /// transport supports, the inline sizes then down to a multiple of 1 KiB.
     fn from_raw(p: &RawParams) -> Settings {
         let inline = |v: u32| cm::normalize_size(v.clamp(INLINE.0, INLINE.1));
         Settings {
+            slots: p.slot_table_entries.clamp(SLOTS.0, SLOTS.1),
             inline_read: inline(p.max_inline_read),
             inline_write: inline(p.max_inline_write),
             versions: versions(p.versions),

@@ -405,8 +405,9 @@ impl SendWriter<'_> {
         // is live (`PageRef`: a page of the RPC's send buffer, which the RPC
         // keeps until its `PagesInFlight` is waited for) and the bytes are
         // inside it.
-        let dma =
-            unsafe { sys::rpcrdma_rs_dma_map_page(self.device, page.as_ptr(), offset as kernel::ffi::c_ulong, len as usize) };
+        let dma = unsafe {
+            sys::rpcrdma_rs_dma_map_page(self.device, page.as_ptr(), offset as kernel::ffi::c_ulong, len as usize)
+        };
         // SAFETY: as above.
         if unsafe { sys::rpcrdma_rs_dma_mapping_error(self.device, dma) } != 0 {
             return Err(EIO);

@@ -1064,14 +1064,18 @@ impl<'a> XdrBuf<'a> {
     /// Where the head starts in its first page, and its length.
     #[inline]
     pub(crate) fn head(&self) -> (u32, u32) {
-        let iov = &self.raw.head[0];
-        (((iov.iov_base as usize) % super::PAGE_SIZE as usize) as u32, iov.iov_len as u32)
+        Self::kvec_extent(&self.raw.head[0])
     }
 
     /// Where the tail starts in its first page, and its length.
     #[inline]
     pub(crate) fn tail(&self) -> (u32, u32) {
-        let iov = &self.raw.tail[0];
+        Self::kvec_extent(&self.raw.tail[0])
+    }
+
+    /// Where `iov` starts in its first page, and its length.
+    #[inline]
+    fn kvec_extent(iov: &sys::kvec) -> (u32, u32) {
         (((iov.iov_base as usize) % super::PAGE_SIZE as usize) as u32, iov.iov_len as u32)
     }
 
