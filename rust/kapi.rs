@@ -9,6 +9,7 @@
 pub(crate) mod compat;
 pub(crate) mod debugfs;
 pub(crate) mod errno;
+pub(crate) mod cell;
 pub(crate) mod ib;
 pub(crate) mod net;
 pub(crate) mod page;

@@ -20,7 +20,7 @@ use core::{
     mem::offset_of,
     pin::Pin,
     ptr,
-    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
 };
 
 use kernel::{
@@ -31,9 +31,9 @@ use kernel::{
     prelude::*,
     new_mutex,
     sync::{Arc, CondVar, Mutex, SpinLock},
-    types::Opaque,
 };
 
+use super::cell::{Lease, LeaseCell};
 use super::errno;
 use super::net::{Net, SockAddr};
 use super::page::{in_page, PageRef};
@@ -307,19 +307,31 @@ pub(crate) struct Registered {
 
 /// A pre-mapped buffer and the work request that carries it.
 struct Buf {
-    cqe: Opaque<sys::ib_cqe>,
-    /// A Receive uses the first entry only.
-    sge: Opaque<[sys::ib_sge; MAX_SEND_SGES]>,
-    send_wr: Opaque<sys::ib_send_wr>,
-    recv_wr: Opaque<sys::ib_recv_wr>,
-    data: KVec<u8>,
+    /// Written once; ib_core reads it when the work request completes.
+    cqe: sys::ib_cqe,
     dma: u64,
     index: usize,
-    /// Pages mapped for the Send in this buffer. Touched only by whoever
-    /// owns the buffer index: the sender between taking it from the free
-    /// list and posting, then the completion that takes it off the ring.
-    pages: core::cell::UnsafeCell<MappedPages>,
+    /// What the buffer's holder writes: a sender between taking the buffer
+    /// off the free list and posting it, the device while it is posted,
+    /// the completion that takes it back.
+    cell: LeaseCell<BufState>,
 }
+
+/// The contents of a [`Buf`] that change hands.
+struct BufState {
+    data: KVec<u8>,
+    /// A Receive uses the first entry only.
+    sge: [sys::ib_sge; MAX_SEND_SGES],
+    send_wr: sys::ib_send_wr,
+    recv_wr: sys::ib_recv_wr,
+    /// Pages mapped for the Send in this buffer.
+    pages: MappedPages,
+}
+
+// SAFETY: the work requests' pointers name the buffer's own SGEs and CQE (in
+// the same pinned `Buf`) or the next request of a chain being posted; giving
+// the state to another thread moves none of what they point at.
+unsafe impl Send for BufState {}
 
 /// DMA mappings of pages a Send carries.
 struct MappedPages {
@@ -515,20 +527,37 @@ impl SendState {
 
 /// A fast-registration memory region and its work requests.
 struct Mr {
-    reg_cqe: Opaque<sys::ib_cqe>,
-    inv_cqe: Opaque<sys::ib_cqe>,
-    reg_wr: Opaque<sys::ib_reg_wr>,
-    inv_wr: Opaque<sys::ib_send_wr>,
-    ibmr: *mut sys::ib_mr,
-    sg: core::cell::UnsafeCell<KVec<sys::scatterlist>>,
-    /// Scatterlist entries DMA-mapped (0: not mapped).
-    mapped: AtomicU32,
-    to_device: AtomicBool,
+    /// Written once; ib_core reads them when the work requests complete.
+    reg_cqe: sys::ib_cqe,
+    inv_cqe: sys::ib_cqe,
     /// Set by the LOCAL_INV completion.
     inv_done: AtomicBool,
     inv_ok: AtomicBool,
     index: u16,
+    /// Held by the free list, by `register` while it maps the region, then
+    /// (handed off) by the [`Registration`] that owns the region until
+    /// `invalidate` or `release_unposted` takes it back.
+    cell: LeaseCell<MrState>,
 }
+
+/// The contents of an [`Mr`] that change hands. None of it is read by the
+/// device: work requests are copied when posted, and `ib_map_mr_sg` copies
+/// the scatterlist's DMA addresses into the region.
+struct MrState {
+    ibmr: *mut sys::ib_mr,
+    sg: KVec<sys::scatterlist>,
+    /// Scatterlist entries DMA-mapped (0: not mapped).
+    mapped: u32,
+    to_device: bool,
+    reg_wr: sys::ib_reg_wr,
+    inv_wr: sys::ib_send_wr,
+}
+
+// SAFETY: `ibmr` is an ib_core region only this state's holder uses; the work
+// requests point at the region's own CQEs (in the same pinned `Mr`) or at
+// requests of a chain being posted. Giving the state to another thread moves
+// none of these.
+unsafe impl Send for MrState {}
 
 /// A transport's Receive buffers while no connection has them mapped.
 ///
@@ -586,10 +615,9 @@ impl RecvCache {
     fn give_back(&self, bufs: &mut KVec<Pin<KBox<Buf>>>) {
         let mut c = self.bufs.lock();
         for buf in bufs.iter_mut() {
-            // SAFETY: `data` is not structurally pinned (the HCA only knows
-            // its heap storage, which is unmapped by now); the emptied
-            // `Buf` is freed right after.
-            let data = core::mem::take(unsafe { &mut buf.as_mut().get_unchecked_mut().data });
+            // The HCA only knew the data's heap storage, which is unmapped
+            // by now; the emptied `Buf` is freed right after.
+            let data = core::mem::take(&mut buf_state(buf).data);
             if data.is_empty() {
                 continue;
             }
@@ -605,6 +633,12 @@ impl RecvCache {
     }
 }
 
+/// The ib_core objects of a connection, by pointer.
+///
+/// # Invariants
+///
+/// Each non-null pointer is an object the connection created, released only
+/// by its `Drop`.
 struct Verbs {
     device: *mut sys::ib_device,
     pd: *mut sys::ib_pd,
@@ -613,6 +647,35 @@ struct Verbs {
     qp: *mut sys::ib_qp,
     lkey: u32,
 }
+
+// SAFETY: the pointers name ib_core objects (type invariant), which
+// serialise what is done to them themselves (posting takes the queue's lock,
+// the CQs are polled by ib_core); the Rust side only passes them to ib_core.
+unsafe impl Send for Verbs {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Verbs {}
+
+/// An rdma_cm identifier, by pointer.
+///
+/// # Invariants
+///
+/// Null, or an id created by [`Connection::new`] and destroyed only by its
+/// `Drop`.
+struct CmIdPtr(*mut sys::rdma_cm_id);
+
+// SAFETY: rdma_cm serialises operations on an id itself (its handler lock
+// and state machine); the Rust side only passes the pointer to rdma_cm and
+// reads fields rdma_cm set before the calls that depend on them.
+unsafe impl Send for CmIdPtr {}
+// SAFETY: see `Send`.
+unsafe impl Sync for CmIdPtr {}
+
+/// The liveness probe's work request; see [`Connection::probe`].
+struct ProbeWr(sys::ib_rdma_wr);
+
+// SAFETY: its one pointer names the connection's own probe CQE, in the same
+// pinned allocation.
+unsafe impl Send for ProbeWr {}
 
 /// Indices of idle Send buffers: a stack with room for all of them, so that
 /// push and pop never allocate.
@@ -651,7 +714,7 @@ struct Inner<T: ConnHandler> {
     handler: Arc<T>,
     /// `handler.counters()`, looked up once.
     counters: &'static VerbsCounters,
-    id: *mut sys::rdma_cm_id,
+    id: CmIdPtr,
     verbs: Option<Verbs>,
     sends: KVec<Pin<KBox<Buf>>>,
     recvs: KVec<Pin<KBox<Buf>>>,
@@ -682,12 +745,12 @@ struct Inner<T: ConnHandler> {
     /// Receives completed successfully; written only by the receive CQ's
     /// handler, which never runs twice at once.
     receives: AtomicU64,
-    /// The liveness probe's work request (a zero-length RDMA Write) and
-    /// completion; see [`Connection::probe`].
-    probe_wr: Opaque<sys::ib_rdma_wr>,
-    probe_cqe: Opaque<sys::ib_cqe>,
-    /// Set while the probe is posted: there is one at a time.
-    probing: AtomicBool,
+    /// The liveness probe's work request (a zero-length RDMA Write),
+    /// away while posted: there is one at a time; see
+    /// [`Connection::probe`].
+    probe: LeaseCell<ProbeWr>,
+    /// Written once; ib_core reads it when the probe completes.
+    probe_cqe: sys::ib_cqe,
 }
 
 /// Connection generations, so that a registration token can tell whether
@@ -706,13 +769,6 @@ pub(crate) struct Connection<T: ConnHandler> {
     inner: Pin<KBox<Inner<T>>>,
 }
 
-// SAFETY: the raw pointers are to ib_core objects this connection owns; ib_core
-// serialises access to them itself, and the Rust-side state is behind atomics
-// and a spinlock.
-unsafe impl<T: ConnHandler> Send for Inner<T> {}
-// SAFETY: see `Send`.
-unsafe impl<T: ConnHandler> Sync for Inner<T> {}
-
 impl<T: ConnHandler> Connection<T> {
     /// Creates the rdma_cm identifier in `net` (which takes its own
     /// reference on the namespace); events go to `handler`.
@@ -722,7 +778,7 @@ impl<T: ConnHandler> Connection<T> {
             pin_init!(Inner {
                 handler,
                 counters,
-                id: ptr::null_mut(),
+                id: CmIdPtr(ptr::null_mut()),
                 verbs: None,
                 sends: KVec::new(),
                 recvs: KVec::new(),
@@ -739,9 +795,8 @@ impl<T: ConnHandler> Connection<T> {
                 dying: AtomicBool::new(false),
                 released: AtomicU64::new(0),
                 receives: AtomicU64::new(0),
-                probe_wr: Opaque::new(sys::ib_rdma_wr::default()),
-                probe_cqe: Opaque::new(sys::ib_cqe { done: Some(probe_done::<T>) }),
-                probing: AtomicBool::new(false),
+                probe: LeaseCell::new(ProbeWr(sys::ib_rdma_wr::default())),
+                probe_cqe: sys::ib_cqe { done: Some(probe_done::<T>) },
             }),
             GFP_KERNEL,
         )?;
@@ -754,7 +809,7 @@ impl<T: ConnHandler> Connection<T> {
         let mut conn = Connection { inner };
         // SAFETY: only the `id` field is written; nothing is moved out of the
         // pinned allocation.
-        unsafe { conn.inner.as_mut().get_unchecked_mut().id = id };
+        unsafe { conn.inner.as_mut().get_unchecked_mut().id = CmIdPtr(id) };
         Ok(conn)
     }
 
@@ -769,7 +824,7 @@ impl<T: ConnHandler> Connection<T> {
         // SAFETY: the id is valid (type invariant); `dst` is a socket address
         // (borrowed for the call), which rdma_cm copies.
         to_result(unsafe {
-            sys::rdma_resolve_addr(self.inner.id, ptr::null_mut(), dst.as_ptr().cast_mut(), timeout_ms as kernel::ffi::c_ulong)
+            sys::rdma_resolve_addr(self.inner.id.0, ptr::null_mut(), dst.as_ptr().cast_mut(), timeout_ms as kernel::ffi::c_ulong)
         })
     }
 
@@ -777,7 +832,7 @@ impl<T: ConnHandler> Connection<T> {
     /// [`CmEvent::RouteResolved`] or [`CmEvent::RouteError`].
     pub(crate) fn resolve_route(&self, timeout_ms: u32) -> Result {
         // SAFETY: the id is valid (type invariant).
-        to_result(unsafe { sys::rdma_resolve_route(self.inner.id, timeout_ms as kernel::ffi::c_ulong) })
+        to_result(unsafe { sys::rdma_resolve_route(self.inner.id.0, timeout_ms as kernel::ffi::c_ulong) })
     }
 
     /// The resolved device's capabilities (after [`CmEvent::AddrResolved`]).
@@ -787,7 +842,7 @@ impl<T: ConnHandler> Connection<T> {
     pub(crate) fn device_caps(&self) -> Result<DeviceCaps> {
         // SAFETY: the id is valid; `device` is set by address resolution and
         // stays valid while the id holds it.
-        let device = unsafe { (*self.inner.id).device };
+        let device = unsafe { (*self.inner.id.0).device };
         if device.is_null() {
             return Err(EINVAL);
         }
@@ -805,7 +860,7 @@ impl<T: ConnHandler> Connection<T> {
     /// The resolved device's name, for messages.
     pub(crate) fn device_name(&self) -> Option<&kernel::str::CStr> {
         // SAFETY: as in `device_caps`.
-        let device = unsafe { (*self.inner.id).device };
+        let device = unsafe { (*self.inner.id.0).device };
         if device.is_null() {
             return None;
         }
@@ -822,7 +877,7 @@ impl<T: ConnHandler> Connection<T> {
         // SAFETY: only fields are written; nothing moves out of the pin.
         let inner = unsafe { self.inner.as_mut().get_unchecked_mut() };
         // SAFETY: the id is valid and resolved, so `device` is set.
-        let device = unsafe { (*inner.id).device };
+        let device = unsafe { (*inner.id.0).device };
         if device.is_null() {
             return Err(EINVAL);
         }
@@ -866,9 +921,9 @@ impl<T: ConnHandler> Connection<T> {
         attr.cap.max_send_sge = send_sges as u32;
         attr.cap.max_recv_sge = 1;
         // SAFETY: the id, PD and CQs are valid; `attr` lives for the call.
-        to_result(unsafe { sys::rdma_create_qp(inner.id, pd, &mut attr) })?;
+        to_result(unsafe { sys::rdma_create_qp(inner.id.0, pd, &mut attr) })?;
         // SAFETY: `rdma_create_qp` succeeded, so the id holds the QP.
-        verbs.qp = unsafe { (*inner.id).qp };
+        verbs.qp = unsafe { (*inner.id.0).qp };
         let (lkey, qp) = (verbs.lkey, verbs.qp);
 
         for index in 0..cfg.send_bufs {
@@ -897,18 +952,15 @@ impl<T: ConnHandler> Connection<T> {
         // Chain every Receive into one post.
         let mut next: *mut sys::ib_recv_wr = ptr::null_mut();
         for buf in inner.recvs.iter().rev() {
-            // SAFETY: the WR is ours and not posted yet.
-            unsafe { (*buf.recv_wr.get()).next = next };
-            next = buf.recv_wr.get();
+            let mut b = buf.cell.lease().ok_or(EINVAL)?;
+            b.recv_wr.next = next;
+            next = &raw mut b.recv_wr;
+            b.hand_off();
         }
         // SAFETY: `qp` is valid; every WR in the chain points at a mapped
-        // buffer owned by `inner`, which outlives the QP.
-        to_result(unsafe { sys::rpcrdma_rs_post_recv(qp, next) })?;
-        for buf in inner.recvs.iter() {
-            // SAFETY: the chain has been handed over; unlink for reposts.
-            unsafe { (*buf.recv_wr.get()).next = ptr::null_mut() };
-        }
-        Ok(())
+        // buffer owned by `inner`, which outlives the QP, and handed off to
+        // the device.
+        to_result(unsafe { sys::rpcrdma_rs_post_recv(qp, next) })
     }
 
     /// Starts connecting, sending `private_data`; the outcome arrives as a CM
@@ -928,13 +980,13 @@ impl<T: ConnHandler> Connection<T> {
         };
         // SAFETY: the id is valid; `param` and the private data live for the
         // call (rdma_cm copies the private data).
-        to_result(unsafe { sys::rdma_connect(self.inner.id, &mut param) })
+        to_result(unsafe { sys::rdma_connect(self.inner.id.0, &mut param) })
     }
 
     /// Asks the peer to disconnect; flushes every posted work request.
     pub(crate) fn disconnect(&self) {
         // SAFETY: the id is valid. Disconnecting an unconnected id is harmless.
-        let _ = unsafe { sys::rdma_disconnect(self.inner.id) };
+        let _ = unsafe { sys::rdma_disconnect(self.inner.id.0) };
     }
 
     /// Sends one message: `fill` builds it, copying bytes into a pre-mapped
@@ -969,23 +1021,21 @@ impl<T: ConnHandler> Connection<T> {
         if inner.dying.load(Ordering::Acquire) {
             return Err(errno::ENOTCONN());
         }
-        if inner.probing.swap(true, Ordering::AcqRel) {
-            return Ok(false);
-        }
-        // SAFETY: `probing` was clear, so the WR is not posted (its last
-        // completion has run) and no one else writes it; it and its CQE are
-        // in the pinned `Inner`, which outlives the queue pair. The queue
-        // pair has a send slot set aside for it (`create_qp`).
-        let rc = unsafe {
-            let w = &mut *inner.probe_wr.get();
-            *w = sys::ib_rdma_wr::default();
-            w.wr.opcode = sys::ib_wr_opcode_IB_WR_RDMA_WRITE;
-            w.wr.__bindgen_anon_1.wr_cqe = inner.probe_cqe.get();
-            w.wr.send_flags = sys::ib_send_flags_IB_SEND_SIGNALED as c_int;
-            sys::rpcrdma_rs_post_send(verbs.qp, &raw mut w.wr)
-        };
+        // Away while posted: one probe at a time.
+        let Some(mut w) = inner.probe.lease() else { return Ok(false) };
+        w.0 = sys::ib_rdma_wr::default();
+        w.0.wr.opcode = sys::ib_wr_opcode_IB_WR_RDMA_WRITE;
+        w.0.wr.__bindgen_anon_1.wr_cqe = ptr::from_ref(&inner.probe_cqe).cast_mut();
+        w.0.wr.send_flags = sys::ib_send_flags_IB_SEND_SIGNALED as c_int;
+        let wr = &raw mut w.0.wr;
+        w.hand_off();
+        // SAFETY: the WR and its CQE are in the pinned `Inner`, which
+        // outlives the queue pair; the queue pair has a send slot set aside
+        // for the probe (`create_qp`). ib_core only reads the CQE.
+        let rc = unsafe { sys::rpcrdma_rs_post_send(verbs.qp, wr) };
         if rc != 0 {
-            inner.probing.store(false, Ordering::Release);
+            // SAFETY: the post failed: the device never saw the WR.
+            drop(unsafe { inner.probe.take_back() });
             return Err(Error::from_errno(rc));
         }
         inner.counters.probes.fetch_add(1, Ordering::Relaxed);
@@ -1032,25 +1082,25 @@ impl<T: ConnHandler> Connection<T> {
             return Err(EINVAL);
         }
         let index = self.inner.free_mrs.lock().pop().ok_or_else(errno::ENOBUFS)?;
-        let Some(mr) = self.inner.mrs.get(index) else { return Err(EINVAL) };
-        let give_back = |mr: &Mr| {
-            mr.mapped.store(0, Ordering::Relaxed);
-            self.inner.free_mrs.lock().push(usize::from(mr.index));
+        let give_back = |m: Lease<'_, MrState>| {
+            drop(m);
+            self.inner.free_mrs.lock().push(index);
         };
-        // SAFETY: the region was on the free list, so it is ours alone and
-        // not in use by the HCA.
-        let sg = unsafe { &mut *mr.sg.get() };
+        let Some(mr) = self.inner.mrs.get(index) else { return Err(EINVAL) };
+        // Idle: it was on the free list.
+        let Some(mut m) = mr.cell.lease() else { return Err(EINVAL) };
+        let MrState { ibmr, sg, mapped: mapped_ents, to_device: dir, reg_wr, .. } = &mut *m;
         // The table was initialised when the region was made; `push` sets
         // only the entries this registration uses (a one-page chunk does
         // not rewrite the whole table).
         let mut w = SgWriter { sg: sg.as_mut_slice(), n: 0 };
         if let Err(e) = fill(&mut w) {
-            give_back(mr);
+            give_back(m);
             return Err(e);
         }
         let n = w.n;
         let Some(last) = n.checked_sub(1).and_then(|i| sg.get_mut(i)) else {
-            give_back(mr);
+            give_back(m);
             return Err(EINVAL);
         };
         // SAFETY: an initialised entry of this region's table.
@@ -1058,40 +1108,38 @@ impl<T: ConnHandler> Connection<T> {
         // SAFETY: the entries were just set; the device is valid.
         let nents = unsafe { sys::rpcrdma_rs_dma_map_sg(verbs.device, sg.as_mut_ptr(), n as i32, to_device) };
         if nents <= 0 {
-            give_back(mr);
+            give_back(m);
             return Err(EIO);
         }
-        mr.mapped.store(n as u32, Ordering::Relaxed);
-        mr.to_device.store(to_device, Ordering::Relaxed);
-        // SAFETY: the MR is ours; `nents` entries are mapped.
-        let mapped = unsafe {
-            sys::ib_map_mr_sg(mr.ibmr, sg.as_mut_ptr(), nents, ptr::null_mut(), super::PAGE_SIZE)
-        };
+        // SAFETY: the MR is ours (leased); `nents` entries are mapped.
+        let mapped = unsafe { sys::ib_map_mr_sg(*ibmr, sg.as_mut_ptr(), nents, ptr::null_mut(), super::PAGE_SIZE) };
         if mapped != nents {
             // SAFETY: mapped just above with these arguments.
             unsafe { sys::rpcrdma_rs_dma_unmap_sg(verbs.device, sg.as_mut_ptr(), n as i32, to_device) };
-            give_back(mr);
+            give_back(m);
             return Err(EIO);
         }
-        // SAFETY: the MR and its WR are ours until the token gives them back.
+        *mapped_ents = n as u32;
+        *dir = to_device;
+        // SAFETY: the region is ours (leased) and valid until `Drop`.
         let seg = unsafe {
-            let ibmr = &mut *mr.ibmr;
+            let mr = &mut **ibmr;
             // The XID in the iova's upper half makes captures readable.
-            ibmr.iova = (ibmr.iova & 0xffff_ffff) | (u64::from(xid) << 32);
+            mr.iova = (mr.iova & 0xffff_ffff) | (u64::from(xid) << 32);
             // A new key for every registration: a late access with an old
             // rkey is refused by the HCA.
-            sys::rpcrdma_rs_update_fast_reg_key(mr.ibmr, ((ibmr.rkey & 0xff) as u8).wrapping_add(1));
-            let rw = &mut *mr.reg_wr.get();
-            rw.wr.next = ptr::null_mut();
-            rw.mr = mr.ibmr;
-            rw.key = (*mr.ibmr).rkey;
-            rw.access = if to_device {
-                sys::ib_access_flags_IB_ACCESS_REMOTE_READ as i32
-            } else {
-                (sys::ib_access_flags_IB_ACCESS_REMOTE_WRITE | sys::ib_access_flags_IB_ACCESS_LOCAL_WRITE) as i32
-            };
-            Registered { handle: (*mr.ibmr).rkey, length: ibmr.length as u32, offset: ibmr.iova }
+            sys::rpcrdma_rs_update_fast_reg_key(*ibmr, ((mr.rkey & 0xff) as u8).wrapping_add(1));
+            Registered { handle: mr.rkey, length: mr.length as u32, offset: mr.iova }
         };
+        reg_wr.wr.next = ptr::null_mut();
+        reg_wr.key = seg.handle;
+        reg_wr.access = if to_device {
+            sys::ib_access_flags_IB_ACCESS_REMOTE_READ as i32
+        } else {
+            (sys::ib_access_flags_IB_ACCESS_REMOTE_WRITE | sys::ib_access_flags_IB_ACCESS_LOCAL_WRITE) as i32
+        };
+        // The region now belongs to `reg`, until invalidated or released.
+        m.hand_off();
         if reg.n == 0 {
             reg.generation = self.inner.generation;
         }
@@ -1118,80 +1166,75 @@ impl<T: ConnHandler> Inner<T> {
             let _ = st.sq.try_reserve(1);
             index
         };
-        let Some(buf) = self.sends.get(index) else {
-            return Err(EINVAL);
-        };
-        let put_back = || {
-            self.unmap_pages(buf);
+        let put_back = |b: Option<Lease<'_, BufState>>| {
+            if let Some(mut b) = b {
+                self.unmap_pages(&mut b.pages);
+            }
             let mut st = self.send_state.lock();
             st.sq.unreserve(1);
             st.free.push(index);
         };
-        // SAFETY: the buffer is ours alone: its index came off the free
-        // list, so it is neither posted nor filled by anyone else, and so
-        // are its SGEs and page records.
-        let (data, sges, pages) = unsafe {
-            (
-                core::slice::from_raw_parts_mut(buf.data.as_ptr().cast_mut(), buf.data.len()),
-                &mut *buf.sge.get(),
-                &mut *buf.pages.get(),
-            )
+        // Idle: its index came off the free list.
+        let Some((buf, mut b)) = self.sends.get(index).and_then(|buf| Some((buf, buf.cell.lease()?))) else {
+            put_back(None);
+            return Err(EINVAL);
         };
+        let dma = buf.dma;
+        let BufState { data, sge, pages, send_wr, .. } = &mut *b;
         let mut w = SendWriter {
-            data,
+            data: data.as_mut_slice(),
             used: 0,
-            sges,
+            sges: sge,
             n: 0,
             max_sge: self.send_sges,
             last_copied: false,
             pages,
             device: verbs.device,
-            dma: buf.dma,
+            dma,
             lkey: verbs.lkey,
         };
         let filled = fill(&mut w);
         let (used, nsge, mapped) = (w.used, w.n, w.pages.n > 0);
         if let Err(e) = filled {
-            put_back();
+            put_back(Some(b));
             return Err(e);
         }
         if nsge == 0 {
-            put_back();
+            put_back(Some(b));
             return Err(EINVAL);
         }
         // SAFETY: the first `used` bytes of this mapped buffer were written.
-        unsafe { sys::rpcrdma_rs_dma_sync_for_device(verbs.device, buf.dma, used) };
+        unsafe { sys::rpcrdma_rs_dma_sync_for_device(verbs.device, dma, used) };
+        send_wr.num_sge = nsge as c_int;
         // Chain the registrations in front of the Send: one post, and the
         // queue pair's ordering makes the regions valid before the server
         // sees the call.
-        let mut head = buf.send_wr.get();
+        let wr = &raw mut *send_wr;
+        let mut head = wr;
         for &i in reg.mrs.iter().take(reg.n).rev() {
             let Some(mr) = self.mrs.get(usize::from(i)) else { continue };
-            // SAFETY: the region belongs to `reg`, which its RPC owns; its
-            // REG_MR WR is not posted (the token is only sent once).
-            unsafe {
-                let wr = &raw mut (*mr.reg_wr.get()).wr;
-                (*wr).next = head;
-                head = wr;
-            }
+            // SAFETY: the region belongs to `reg` (handed off to it by
+            // `register`) and holds nothing the device reads: its work
+            // request is copied when posted.
+            let Some(mut m) = (unsafe { mr.cell.take_back() }) else { continue };
+            m.reg_wr.wr.next = head;
+            head = &raw mut m.reg_wr.wr;
+            m.hand_off();
         }
         // Posting and entering the ring happen under one lock, so the ring
         // has the queue pair's order.
         let mut st = self.send_state.lock();
         let signal = st.sq.post(1, mapped);
-        // SAFETY: the WR belongs to this buffer, which is still ours.
-        unsafe {
-            let wr = &mut *buf.send_wr.get();
-            wr.num_sge = nsge as c_int;
-            wr.send_flags = if signal.signaled { sys::ib_send_flags_IB_SEND_SIGNALED as c_int } else { 0 };
-        }
+        b.send_wr.send_flags = if signal.signaled { sys::ib_send_flags_IB_SEND_SIGNALED as c_int } else { 0 };
+        b.hand_off();
         // SAFETY: `qp` is valid; every WR in the chain points at memory owned
         // by the connection (buffers, regions) or mapped pages the RPC keeps
-        // until the token below is waited for.
+        // until the token below is waited for; the buffer is handed off.
         let rc = unsafe { sys::rpcrdma_rs_post_send(verbs.qp, head) };
         if rc != 0 {
             drop(st);
-            put_back();
+            // SAFETY: the post failed: the Send never reached the device.
+            put_back(unsafe { buf.cell.take_back() });
             return Err(Error::from_errno(rc));
         }
         let seq = st.push_posted(index);
@@ -1215,12 +1258,21 @@ impl<T: ConnHandler> Inner<T> {
             return;
         }
         for &i in mrs.iter().take(n) {
-            if let Some(mr) = self.mrs.get(usize::from(i)) {
-                self.unmap(mr);
+            if let Some(mut m) = self.take_back_mr(i) {
+                self.unmap(&mut m);
+                drop(m);
                 self.free_mrs.lock().push(usize::from(i));
                 self.note_release();
             }
         }
+    }
+
+    /// Takes back region `i` from the token that held it.
+    fn take_back_mr(&self, i: u16) -> Option<Lease<'_, MrState>> {
+        // SAFETY: the state of a region holds nothing the device reads (its
+        // work requests are copied when posted, its scatterlist when
+        // mapped); the caller consumed the token that held it.
+        unsafe { self.mrs.get(usize::from(i))?.cell.take_back() }
     }
 
     /// Invalidates the regions of `reg` and takes them back; the region
@@ -1240,23 +1292,23 @@ impl<T: ConnHandler> Inner<T> {
         let mut remote_seen = false;
         for &i in mrs.iter().take(n).rev() {
             let Some(mr) = self.mrs.get(usize::from(i)) else { continue };
-            // SAFETY: the region is registered and owned by this token.
-            let rkey = unsafe { (*mr.ibmr).rkey };
+            let Some(mut m) = self.take_back_mr(i) else { continue };
+            // SAFETY: the region is valid until `Drop`, and ours (leased).
+            let rkey = unsafe { (*m.ibmr).rkey };
             if !remote_seen && remotely_invalidated == Some(rkey) {
                 remote_seen = true;
+                m.hand_off();
                 continue;
             }
             mr.inv_done.store(false, Ordering::Relaxed);
-            // SAFETY: the WR belongs to this region, which is ours.
-            unsafe {
-                let wr = &mut *mr.inv_wr.get();
-                wr.next = chain;
-                wr.ex.invalidate_rkey = rkey;
-                // Only the last LOCAL_INV is signalled: the queue pair
-                // completes work requests in order.
-                wr.send_flags = if last.is_none() { sys::ib_send_flags_IB_SEND_SIGNALED } else { 0 };
-                chain = wr;
-            }
+            let wr = &mut m.inv_wr;
+            wr.next = chain;
+            wr.ex.invalidate_rkey = rkey;
+            // Only the last LOCAL_INV is signalled: the queue pair
+            // completes work requests in order.
+            wr.send_flags = if last.is_none() { sys::ib_send_flags_IB_SEND_SIGNALED } else { 0 };
+            chain = wr;
+            m.hand_off();
             if last.is_none() {
                 last = Some(mr);
             }
@@ -1283,7 +1335,7 @@ impl<T: ConnHandler> Inner<T> {
                 // A dying connection's teardown does the same.
                 // SAFETY: the id is valid while the connection exists, and
                 // disconnecting twice is harmless.
-                let _ = unsafe { sys::rdma_disconnect(self.id) };
+                let _ = unsafe { sys::rdma_disconnect(self.id.0) };
                 if !dying {
                     self.handler.invalidate_failed();
                 }
@@ -1297,8 +1349,9 @@ impl<T: ConnHandler> Inner<T> {
             }
         }
         for &i in mrs.iter().take(n) {
-            let Some(mr) = self.mrs.get(usize::from(i)) else { continue };
-            self.unmap(mr);
+            let Some(mut m) = self.take_back_mr(i) else { continue };
+            self.unmap(&mut m);
+            drop(m);
             // A region whose invalidation failed keeps a live rkey: never
             // reuse it; the connection is going away and deregisters it.
             if !broken {
@@ -1318,14 +1371,13 @@ impl<T: ConnHandler> Inner<T> {
     }
 
     /// Unmaps the pages a Send buffer carried; true if there were any.
-    /// The caller owns the buffer (a sender that did not post it, or the
+    /// The caller holds the buffer (a sender that did not post it, or the
     /// completion that took it off the ring).
-    fn unmap_pages(&self, buf: &Buf) -> bool {
+    fn unmap_pages(&self, pages: &mut MappedPages) -> bool {
         let Some(verbs) = self.verbs.as_ref() else { return false };
-        // SAFETY: the caller owns the buffer, so its page records too; the
-        // pages were mapped on this device and the HCA is done with them
-        // (their Send completed, or was never posted).
-        unsafe { (*buf.pages.get()).unmap(verbs.device) > 0 }
+        // SAFETY: the pages were mapped on this device and the HCA is done
+        // with them (their Send completed, or was never posted).
+        unsafe { pages.unmap(verbs.device) > 0 }
     }
 
     /// Gives back `index` and every Send posted before it: a completion of
@@ -1341,8 +1393,10 @@ impl<T: ConnHandler> Inner<T> {
         let mut mapped = false;
         while let Some(i) = st.pop_posted() {
             n += 1;
-            if let Some(b) = self.sends.get(i) {
-                mapped |= self.unmap_pages(b);
+            // SAFETY: a completion of `index` proves every Send posted
+            // before it done too (the queue pair completes in order).
+            if let Some(mut b) = self.sends.get(i).and_then(|b| unsafe { b.cell.take_back() }) {
+                mapped |= self.unmap_pages(&mut b.pages);
             }
             st.free.push(i);
             if i == index {
@@ -1371,25 +1425,17 @@ impl<T: ConnHandler> Inner<T> {
         }
     }
 
-    fn unmap(&self, mr: &Mr) {
-        let n = mr.mapped.swap(0, Ordering::AcqRel);
+    fn unmap(&self, m: &mut MrState) {
+        let n = core::mem::replace(&mut m.mapped, 0);
         if n == 0 {
             return;
         }
         if let Some(verbs) = self.verbs.as_ref() {
             // SAFETY: `n` entries of this region's table were mapped on this
             // device in this direction and the HCA is done with them.
-            unsafe {
-                sys::rpcrdma_rs_dma_unmap_sg(
-                    verbs.device,
-                    (*mr.sg.get()).as_mut_ptr(),
-                    n as i32,
-                    mr.to_device.load(Ordering::Relaxed),
-                )
-            };
+            unsafe { sys::rpcrdma_rs_dma_unmap_sg(verbs.device, m.sg.as_mut_ptr(), n as i32, m.to_device) };
         }
     }
-
 }
 
 /// The connection a completion handler runs on, borrowed for the call.
@@ -1454,17 +1500,19 @@ impl Mr {
         unsafe { sys::sg_init_table(sg.as_mut_ptr(), pages) };
         let mr = KBox::pin(
             Mr {
-                reg_cqe: Opaque::new(sys::ib_cqe { done: Some(reg_done::<T>) }),
-                inv_cqe: Opaque::new(sys::ib_cqe { done: Some(inv_done::<T>) }),
-                reg_wr: Opaque::new(Default::default()),
-                inv_wr: Opaque::new(Default::default()),
-                ibmr,
-                sg: core::cell::UnsafeCell::new(sg),
-                mapped: AtomicU32::new(0),
-                to_device: AtomicBool::new(false),
+                reg_cqe: sys::ib_cqe { done: Some(reg_done::<T>) },
+                inv_cqe: sys::ib_cqe { done: Some(inv_done::<T>) },
                 inv_done: AtomicBool::new(false),
                 inv_ok: AtomicBool::new(false),
                 index: u16::try_from(index).map_err(|_| EINVAL)?,
+                cell: LeaseCell::new(MrState {
+                    ibmr,
+                    sg,
+                    mapped: 0,
+                    to_device: false,
+                    reg_wr: Default::default(),
+                    inv_wr: Default::default(),
+                }),
             },
             GFP_KERNEL,
         )
@@ -1472,16 +1520,16 @@ impl Mr {
             // SAFETY: allocated above, never used.
             unsafe { sys::rpcrdma_rs_dereg_mr(ibmr) };
         })?;
-        // SAFETY: pinned, so the CQE addresses stay valid for the WRs.
-        unsafe {
-            let rw = &mut *mr.reg_wr.get();
-            rw.wr.opcode = sys::ib_wr_opcode_IB_WR_REG_MR;
-            rw.wr.__bindgen_anon_1.wr_cqe = mr.reg_cqe.get();
-            rw.wr.send_flags = 0;
-            let iw = &mut *mr.inv_wr.get();
-            iw.opcode = sys::ib_wr_opcode_IB_WR_LOCAL_INV;
-            iw.__bindgen_anon_1.wr_cqe = mr.inv_cqe.get();
-        }
+        // Pinned, so the CQE addresses stay valid for the WRs; ib_core only
+        // reads the CQEs.
+        let mut m = mr.cell.lease().ok_or(EINVAL)?;
+        m.reg_wr.wr.opcode = sys::ib_wr_opcode_IB_WR_REG_MR;
+        m.reg_wr.wr.__bindgen_anon_1.wr_cqe = ptr::from_ref(&mr.reg_cqe).cast_mut();
+        m.reg_wr.wr.send_flags = 0;
+        m.reg_wr.mr = ibmr;
+        m.inv_wr.opcode = sys::ib_wr_opcode_IB_WR_LOCAL_INV;
+        m.inv_wr.__bindgen_anon_1.wr_cqe = ptr::from_ref(&mr.inv_cqe).cast_mut();
+        drop(m);
         Ok(mr)
     }
 }
@@ -1511,19 +1559,15 @@ impl Buf {
         }
         let buf = KBox::pin(
             Buf {
-                cqe: Opaque::new(sys::ib_cqe {
-                    done: Some(if send { send_done::<T> } else { recv_done::<T> }),
-                }),
-                sge: Opaque::new([sys::ib_sge { addr: dma, length: size as u32, lkey }; MAX_SEND_SGES]),
-                send_wr: Opaque::new(Default::default()),
-                recv_wr: Opaque::new(Default::default()),
-                data,
+                cqe: sys::ib_cqe { done: Some(if send { send_done::<T> } else { recv_done::<T> }) },
                 dma,
                 index,
-                pages: core::cell::UnsafeCell::new(MappedPages {
-                    dma: [0; MAX_SEND_SGES],
-                    len: [0; MAX_SEND_SGES],
-                    n: 0,
+                cell: LeaseCell::new(BufState {
+                    data,
+                    sge: [sys::ib_sge { addr: dma, length: size as u32, lkey }; MAX_SEND_SGES],
+                    send_wr: Default::default(),
+                    recv_wr: Default::default(),
+                    pages: MappedPages { dma: [0; MAX_SEND_SGES], len: [0; MAX_SEND_SGES], n: 0 },
                 }),
             },
             GFP_KERNEL,
@@ -1532,23 +1576,25 @@ impl Buf {
             // SAFETY: mapped just above; nothing else knows the address.
             unsafe { unmap(device, dma, size, send) };
         })?;
-        // SAFETY: the box is pinned, so the CQE and SGE addresses are stable
-        // for the WRs that point at them.
-        unsafe {
-            if send {
-                let wr = &mut *buf.send_wr.get();
-                wr.__bindgen_anon_1.wr_cqe = buf.cqe.get();
-                wr.sg_list = buf.sge.get().cast();
-                wr.num_sge = 1;
-                wr.opcode = sys::ib_wr_opcode_IB_WR_SEND;
-                wr.send_flags = sys::ib_send_flags_IB_SEND_SIGNALED;
-            } else {
-                let wr = &mut *buf.recv_wr.get();
-                wr.__bindgen_anon_1.wr_cqe = buf.cqe.get();
-                wr.sg_list = buf.sge.get().cast();
-                wr.num_sge = 1;
-            }
+        // The box is pinned, so the CQE and SGE addresses are stable for
+        // the WRs that point at them; ib_core only reads the CQE.
+        let mut b = buf.cell.lease().ok_or(EINVAL)?;
+        let cqe = ptr::from_ref(&buf.cqe).cast_mut();
+        let sges = b.sge.as_mut_ptr();
+        if send {
+            let wr = &mut b.send_wr;
+            wr.__bindgen_anon_1.wr_cqe = cqe;
+            wr.sg_list = sges;
+            wr.num_sge = 1;
+            wr.opcode = sys::ib_wr_opcode_IB_WR_SEND;
+            wr.send_flags = sys::ib_send_flags_IB_SEND_SIGNALED;
+        } else {
+            let wr = &mut b.recv_wr;
+            wr.__bindgen_anon_1.wr_cqe = cqe;
+            wr.sg_list = sges;
+            wr.num_sge = 1;
         }
+        drop(b);
         Ok(buf)
     }
 }
@@ -1583,9 +1629,9 @@ impl<T: ConnHandler> Drop for Connection<T> {
             // handlers, and none starts afterwards.
             unsafe {
                 if !v.qp.is_null() {
-                    let _ = sys::rdma_disconnect(inner.id);
+                    let _ = sys::rdma_disconnect(inner.id.0);
                     sys::ib_drain_qp(v.qp);
-                    sys::rdma_destroy_qp(inner.id);
+                    sys::rdma_destroy_qp(inner.id.0);
                 }
                 if !v.send_cq.is_null() {
                     sys::ib_free_cq(v.send_cq);
@@ -1601,42 +1647,56 @@ impl<T: ConnHandler> Drop for Connection<T> {
         // SAFETY: nothing is moved out of the pinned allocation.
         let inner = unsafe { self.inner.as_mut().get_unchecked_mut() };
         if let Some(v) = inner.verbs.take() {
-            // SAFETY: each object is released once, after the queue pair
-            // and CQs that used it.
-            unsafe {
-                for buf in inner.sends.iter() {
-                    // Pages of Sends no completion reclaimed (none should
-                    // be left after the drain).
-                    (*buf.pages.get()).unmap(v.device);
-                    unmap(v.device, buf.dma, buf.data.len(), true);
+            // Each object is released once, after the queue pair and CQs
+            // that used it.
+            for buf in inner.sends.iter_mut() {
+                let dma = buf.dma;
+                let b = buf_state(buf);
+                // SAFETY: the drain completed every Send, so the device is
+                // done with the buffer and with the pages of Sends no
+                // completion reclaimed (none should be left); each mapping
+                // is released once.
+                unsafe {
+                    b.pages.unmap(v.device);
+                    unmap(v.device, dma, b.data.len(), true);
                 }
-                for buf in inner.recvs.iter() {
-                    unmap(v.device, buf.dma, buf.data.len(), false);
-                }
-                // Unmapped, the Receive buffers are plain memory again: the
-                // transport's next connection maps them on its device.
-                if let Some(cache) = inner.recv_cache.take() {
-                    cache.give_back(&mut inner.recvs);
-                }
-                for mr in inner.mrs.iter() {
-                    let n = mr.mapped.swap(0, Ordering::AcqRel);
-                    if n != 0 {
-                        sys::rpcrdma_rs_dma_unmap_sg(
-                            v.device,
-                            (*mr.sg.get()).as_mut_ptr(),
-                            n as i32,
-                            mr.to_device.load(Ordering::Relaxed),
-                        );
-                    }
-                    sys::rpcrdma_rs_dereg_mr(mr.ibmr);
-                }
-                sys::rpcrdma_rs_dealloc_pd(v.pd);
             }
+            for buf in inner.recvs.iter_mut() {
+                let len = buf_state(buf).data.len();
+                // SAFETY: as above, for the Receives.
+                unsafe { unmap(v.device, buf.dma, len, false) };
+            }
+            // Unmapped, the Receive buffers are plain memory again: the
+            // transport's next connection maps them on its device.
+            if let Some(cache) = inner.recv_cache.take() {
+                cache.give_back(&mut inner.recvs);
+            }
+            for mr in inner.mrs.iter_mut() {
+                // SAFETY: nothing is moved out of the pinned allocation.
+                let m = unsafe { mr.as_mut().get_unchecked_mut() }.cell.get_mut();
+                // SAFETY: the region was mapped on this device in this
+                // direction; after the drain nothing uses it, and it is
+                // deregistered once, after the queue pair that used it.
+                unsafe {
+                    if m.mapped != 0 {
+                        sys::rpcrdma_rs_dma_unmap_sg(v.device, m.sg.as_mut_ptr(), m.mapped as i32, m.to_device);
+                    }
+                    sys::rpcrdma_rs_dereg_mr(m.ibmr);
+                }
+            }
+            // SAFETY: after everything allocated on it.
+            unsafe { sys::rpcrdma_rs_dealloc_pd(v.pd) };
         }
         // SAFETY: created in `new`; this waits for a running event handler,
         // after which none can start.
-        unsafe { sys::rdma_destroy_id(inner.id) };
+        unsafe { sys::rdma_destroy_id(inner.id.0) };
     }
+}
+
+/// The state of a buffer through the only reference to it (teardown).
+fn buf_state(buf: &mut Pin<KBox<Buf>>) -> &mut BufState {
+    // SAFETY: nothing is moved out of the pinned allocation.
+    unsafe { buf.as_mut().get_unchecked_mut() }.cell.get_mut()
 }
 
 /// Recovers the connection and buffer of a completion.
@@ -1674,11 +1734,13 @@ unsafe extern "C" fn recv_done<T: ConnHandler>(cq: *mut sys::ib_cq, wc: *mut sys
         }
     }
     let Some(verbs) = inner.verbs.as_ref() else { return };
+    // SAFETY: the Receive completed: the HCA is done writing the buffer.
+    let Some(b) = (unsafe { buf.cell.take_back() }) else { return };
     // This handler never runs twice at once (one CQ): no locked add.
     inner.receives.store(inner.receives.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
-    let len = (wc.byte_len as usize).min(buf.data.len());
-    // SAFETY: the HCA wrote `len` bytes into this mapped buffer, and the
-    // buffer is ours until we repost it below.
+    let len = (wc.byte_len as usize).min(b.data.len());
+    // SAFETY: the HCA wrote `len` bytes into this mapped buffer, which is
+    // ours (leased) until we repost it below.
     unsafe { sys::rpcrdma_rs_dma_sync_for_cpu(verbs.device, buf.dma, len) };
     let invalidated_rkey = if wc.wc_flags & sys::ib_wc_flags_IB_WC_WITH_INVALIDATE as c_int != 0 {
         // SAFETY: `ex` holds the invalidated rkey when the flag is set.
@@ -1686,7 +1748,8 @@ unsafe extern "C" fn recv_done<T: ConnHandler>(cq: *mut sys::ib_cq, wc: *mut sys
     } else {
         None
     };
-    inner.handler.received(Live(inner), Received { data: buf.data.get(..len).unwrap_or(&[]), invalidated_rkey });
+    inner.handler.received(Live(inner), Received { data: b.data.get(..len).unwrap_or(&[]), invalidated_rkey });
+    drop(b);
     if inner.dying.load(Ordering::Acquire) {
         return;
     }
@@ -1699,26 +1762,17 @@ unsafe extern "C" fn recv_done<T: ConnHandler>(cq: *mut sys::ib_cq, wc: *mut sys
     }
     let mut chain: *mut sys::ib_recv_wr = ptr::null_mut();
     while let Some(i) = pending.pop() {
-        let Some(b) = inner.recvs.get(i) else { continue };
-        // SAFETY: the buffer is idle (its Receive completed and it was
-        // processed) and owned by the connection; linking it is ours to do.
-        unsafe { (*b.recv_wr.get()).next = chain };
-        chain = b.recv_wr.get();
+        // Idle: its Receive completed and was processed.
+        let Some(mut b) = inner.recvs.get(i).and_then(|b| b.cell.lease()) else { continue };
+        b.recv_wr.next = chain;
+        chain = &raw mut b.recv_wr;
+        b.hand_off();
     }
     drop(pending);
     // SAFETY: the QP is valid while completions run; every WR in the chain
-    // describes an idle, mapped buffer the connection owns.
+    // describes a mapped buffer the connection owns, handed off to the
+    // device.
     let rc = unsafe { sys::rpcrdma_rs_post_recv(verbs.qp, chain) };
-    // The WRs were copied into the queue: unlink them for the next batch.
-    let mut wr = chain;
-    while !wr.is_null() {
-        // SAFETY: `wr` walks the chain built above from our own WRs.
-        unsafe {
-            let next = (*wr).next;
-            (*wr).next = ptr::null_mut();
-            wr = next;
-        }
-    }
     if rc != 0 {
         inner.handler.receive_failed(u32::MAX);
     }
@@ -1747,8 +1801,9 @@ unsafe extern "C" fn probe_done<T: ConnHandler>(cq: *mut sys::ib_cq, wc: *mut sy
     // outlives its CQs, and `wc` is valid for the call.
     let (inner, wc) = unsafe { (&*(*cq).cq_context.cast::<Inner<T>>(), &*wc) };
     let how = Completion::of(wc);
-    // The WR is no longer posted: the next probe may reuse it.
-    inner.probing.store(false, Ordering::Release);
+    // SAFETY: the probe completed: the WR is no longer posted, and the next
+    // probe may reuse it.
+    drop(unsafe { inner.probe.take_back() });
     inner.handler.probe_done(how);
 }
 

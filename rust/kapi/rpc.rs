@@ -20,7 +20,6 @@ use kernel::{
     alloc::{flags::GFP_KERNEL, KBox, KVVec, KVec},
     new_spinlock,
     sync::SpinLock,
-    types::Opaque,
     error::{Error, Result},
     ffi::{self, c_int, c_ulong, c_ushort, c_void},
     prelude::*,
@@ -28,6 +27,7 @@ use kernel::{
     ThisModule,
 };
 
+use super::cell::{CShared, LeaseCell};
 use super::net::{Net, SockAddr};
 use super::page::PageRef;
 use super::rdma::FreeList;
@@ -145,7 +145,7 @@ pub(crate) struct PinnedRqst {
 #[repr(C)]
 #[pin_data]
 pub(crate) struct Slot<D> {
-    rqst: Opaque<sys::rpc_rqst>,
+    rqst: CShared<sys::rpc_rqst>,
     #[pin]
     state: SpinLock<D>,
     /// Set (with the state locked) when the state takes on something the
@@ -156,19 +156,12 @@ pub(crate) struct Slot<D> {
     /// The request's call and reply buffers (`buf_alloc`), when they fit:
     /// SUNRPC encodes the call into it and decodes the reply from it while
     /// the request is its task's, so only raw pointers to it leave here.
-    buffer: KBox<Opaque<[u8; SLOT_BUFFER]>>,
+    buffer: KBox<CShared<[u8; SLOT_BUFFER]>>,
 }
 
 /// Bytes of a slot's own call and reply buffer. Most calls and replies fit
 /// (bulk data travels in the page lists); larger ones get SUNRPC's.
 pub(crate) const SLOT_BUFFER: usize = 4096;
-
-// SAFETY: the `rpc_rqst` is SUNRPC's, which synchronises its use (one task
-// owns a request at a time; the reply path pins it); our state is behind a
-// spinlock.
-unsafe impl<D: Send> Send for Slot<D> {}
-// SAFETY: see `Send`.
-unsafe impl<D: Send> Sync for Slot<D> {}
 
 /// The request slots of a transport.
 pub(crate) struct SlotTable<D> {
@@ -188,11 +181,11 @@ impl<D: Default> SlotTable<D> {
         // slots' own allocations), so a large table may come from vmalloc.
         let mut slots = KVVec::<Slot<D>>::with_capacity(n, GFP_KERNEL)?;
         for index in 0..n {
-            // SAFETY: `Opaque` may hold uninitialised bytes.
-            let buffer = unsafe { KBox::<Opaque<[u8; SLOT_BUFFER]>>::new_uninit(GFP_KERNEL)?.assume_init() };
+            // SAFETY: `CShared` may hold uninitialised bytes (an `Opaque`).
+            let buffer = unsafe { KBox::<CShared<[u8; SLOT_BUFFER]>>::new_uninit(GFP_KERNEL)?.assume_init() };
             let init = pin_init!(Slot {
                 // Zeroed, as SUNRPC's own slot allocator hands them out.
-                rqst: Opaque::new(Default::default()),
+                rqst: CShared::new(Default::default()),
                 state <- new_spinlock!(D::default(), "rpcrdma_rs:slot"),
                 holds: AtomicBool::new(false),
                 index,
@@ -356,12 +349,17 @@ impl<D> Slot<D> {
 /// backward call, and a page the callback service encodes its reply into.
 /// Owned by the pool while free; by SUNRPC (the callback service) from
 /// [`BcPool::deliver`] until `bc_free_rqst` gives it back.
-#[repr(C)]
 struct BcSlot {
-    rqst: Opaque<sys::rpc_rqst>,
-    call: core::cell::UnsafeCell<KVec<u8>>,
-    reply: core::cell::UnsafeCell<KVec<u8>>,
+    rqst: CShared<sys::rpc_rqst>,
+    /// Away from `deliver` until `bc_free_rqst`: the callback service
+    /// decodes the call from them and encodes its reply into them.
+    bufs: LeaseCell<BcBufs>,
     index: usize,
+}
+
+struct BcBufs {
+    call: KVec<u8>,
+    reply: KVec<u8>,
 }
 
 /// Why a backward call was not delivered.
@@ -382,12 +380,6 @@ pub(crate) struct BcPool {
     free: Pin<KBox<SpinLock<FreeList>>>,
 }
 
-// SAFETY: a slot's buffers and request are used by one owner at a time (the
-// pool's free list hands each out once); the free list is locked.
-unsafe impl Send for BcPool {}
-// SAFETY: see `Send`.
-unsafe impl Sync for BcPool {}
-
 impl BcPool {
     /// `n` requests, each with page-sized call and reply buffers.
     pub(crate) fn new(n: usize) -> Result<Self> {
@@ -396,9 +388,11 @@ impl BcPool {
         for index in 0..n {
             let slot = KBox::pin(
                 BcSlot {
-                    rqst: Opaque::new(Default::default()),
-                    call: core::cell::UnsafeCell::new(KVec::from_elem(0u8, ps, GFP_KERNEL)?),
-                    reply: core::cell::UnsafeCell::new(KVec::from_elem(0u8, ps, GFP_KERNEL)?),
+                    rqst: CShared::new(Default::default()),
+                    bufs: LeaseCell::new(BcBufs {
+                        call: KVec::from_elem(0u8, ps, GFP_KERNEL)?,
+                        reply: KVec::from_elem(0u8, ps, GFP_KERNEL)?,
+                    }),
                     index,
                 },
                 GFP_KERNEL,
@@ -417,26 +411,26 @@ impl BcPool {
             return Err(BcError::BadSize);
         }
         let i = self.free.lock().pop().ok_or(BcError::Overflow)?;
-        let Some(slot) = self.slots.get(i) else { return Err(BcError::Overflow) };
-        // SAFETY: the slot came off the free list, so nobody else uses its
-        // buffers or request; they stay put (pinned slot, never-grown KVecs).
+        // Idle: it came off the free list.
+        let Some((slot, mut b)) = self.slots.get(i).and_then(|s| Some((s, s.bufs.lease()?))) else {
+            return Err(BcError::Overflow);
+        };
+        let BcBufs { call, reply } = &mut *b;
+        for (d, s) in call.iter_mut().zip(msg) {
+            *d = *s;
+        }
+        let (call, reply, reply_len) = (call.as_mut_ptr(), reply.as_mut_ptr(), reply.len());
+        b.hand_off();
+        // SAFETY: the request is free (its slot came off the free list) and
+        // the buffers are handed off to it; they stay put (pinned slot,
+        // never-grown KVecs) until `give_back`. The transport is live.
         let ok = unsafe {
-            let call = &mut *slot.call.get();
-            let reply = &mut *slot.reply.get();
-            for (d, s) in call.iter_mut().zip(msg) {
-                *d = *s;
-            }
-            sys::rpcrdma_rs_bc_prepare(
-                slot.rqst.get(),
-                x.as_ptr(),
-                call.as_mut_ptr().cast(),
-                msg.len(),
-                reply.as_mut_ptr().cast(),
-                reply.len(),
-            );
+            sys::rpcrdma_rs_bc_prepare(slot.rqst.get(), x.as_ptr(), call.cast(), msg.len(), reply.cast(), reply_len);
             sys::rpcrdma_rs_bc_enqueue(slot.rqst.get())
         };
         if !ok {
+            // SAFETY: not enqueued: nobody got the request.
+            drop(unsafe { slot.bufs.take_back() });
             self.free.lock().push(i);
             return Err(BcError::NoService);
         }
@@ -449,6 +443,9 @@ impl BcPool {
         let Some(slot) = self.slots.iter().find(|s| core::ptr::eq(s.rqst.get(), rqst)) else {
             return;
         };
+        // SAFETY: SUNRPC gives the request back when the callback service is
+        // done with it and its buffers.
+        drop(unsafe { slot.bufs.take_back() });
         // The slot goes back first: dropping the reference below may free
         // the transport, and this pool with it.
         self.free.lock().push(slot.index);

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Exclusive ownership of a buffer that the device and the CPU take turns
+//! with.
+//!
+//! A Send or Receive buffer, its scatter list and its work request, or the
+//! scatterlist of a memory region, are touched by one party at a time: the
+//! thread filling it, the device that reads or writes it while its work
+//! request is posted, the completion handler that takes it back. The C
+//! client keeps that rule in comments; here a [`LeaseCell`] keeps it in its
+//! state, and only a [`Lease`] (one at a time) reaches the contents.
+
+use core::{
+    cell::UnsafeCell,
+    ops::{Deref, DerefMut},
+    sync::atomic::{AtomicU8, Ordering},
+};
+
+const IDLE: u8 = 0;
+const LEASED: u8 = 1;
+const AWAY: u8 = 2;
+
+/// A value owned, at any moment, by nobody (idle), by one [`Lease`], or by
+/// whoever it was handed to with [`Lease::hand_off`] (the device, while a
+/// work request that names it is posted).
+///
+/// # Invariants
+///
+/// `state` is `IDLE`, `LEASED` or `AWAY`. While it is `LEASED` exactly one
+/// [`Lease`] of this cell exists and only it reaches `value`; while it is
+/// `IDLE` or `AWAY` no `Lease` exists and no Rust code reaches `value`
+/// (except through [`LeaseCell::get_mut`], which needs `&mut self`).
+pub(crate) struct LeaseCell<T> {
+    state: AtomicU8,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: a shared `LeaseCell` hands its value to one `Lease` at a time (type
+// invariant; the state moves by atomic compare-and-exchange), so sharing the
+// cell between threads only ever moves the value between them: `T: Send`
+// suffices, as for a mutex.
+unsafe impl<T: Send> Sync for LeaseCell<T> {}
+
+impl<T> LeaseCell<T> {
+    /// An idle cell holding `value`.
+    pub(crate) const fn new(value: T) -> Self {
+        // INVARIANT: idle, no lease.
+        LeaseCell { state: AtomicU8::new(IDLE), value: UnsafeCell::new(value) }
+    }
+
+    /// Takes the idle value; `None` if it is leased or away.
+    #[inline]
+    pub(crate) fn lease(&self) -> Option<Lease<'_, T>> {
+        self.state.compare_exchange(IDLE, LEASED, Ordering::Acquire, Ordering::Relaxed).ok()?;
+        // INVARIANT: the state went from idle to leased here: this is the
+        // one lease.
+        Some(Lease { cell: self })
+    }
+
+    /// Takes back a value handed off with [`Lease::hand_off`]; `None` if
+    /// it is not away.
+    ///
+    /// # Safety
+    ///
+    /// Whoever the value was handed to is done with it: the work request
+    /// that named it completed (or was flushed, or never reached the
+    /// device), so the device no longer reads or writes its memory.
+    #[inline]
+    pub(crate) unsafe fn take_back(&self) -> Option<Lease<'_, T>> {
+        self.state.compare_exchange(AWAY, LEASED, Ordering::Acquire, Ordering::Relaxed).ok()?;
+        // INVARIANT: the state went from away to leased here: this is the
+        // one lease.
+        Some(Lease { cell: self })
+    }
+
+    /// The value, through the only reference to the cell (teardown, after
+    /// the device let go of everything).
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.value.get_mut()
+    }
+}
+
+/// The one holder of a [`LeaseCell`]'s value. Dropping it makes the value
+/// idle again.
+///
+/// # Invariants
+///
+/// `cell`'s state is `LEASED` and this is its only lease.
+#[must_use = "dropping a lease makes the buffer idle again at once"]
+pub(crate) struct Lease<'a, T> {
+    cell: &'a LeaseCell<T>,
+}
+
+impl<T> Lease<'_, T> {
+    /// Gives the value away (to the device, by posting a work request that
+    /// names it): nobody reaches it until [`LeaseCell::take_back`]. Call it
+    /// before the post, as a completion may take the value back before the
+    /// post returns; keep only raw pointers for the post itself.
+    #[inline]
+    pub(crate) fn hand_off(self) {
+        self.cell.state.store(AWAY, Ordering::Release);
+        // The lease ends here without making the value idle.
+        core::mem::forget(self);
+    }
+}
+
+impl<T> Deref for Lease<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: this is the cell's one lease (type invariant), so nothing
+        // else reaches the value while the borrow lasts.
+        unsafe { &*self.cell.value.get() }
+    }
+}
+
+impl<T> DerefMut for Lease<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`, and the borrow of `self` is exclusive.
+        unsafe { &mut *self.cell.value.get() }
+    }
+}
+
+impl<T> Drop for Lease<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.cell.state.store(IDLE, Ordering::Release);
+    }
+}
+
+/// Memory C code works on through pointers (an `rpc_rqst` SUNRPC fills in,
+/// a buffer it encodes into): Rust code only hands out its address, and
+/// reaches the contents through that pointer in `unsafe` code that says
+/// who owns them at that moment.
+///
+/// # Invariants
+///
+/// No reference to the contents is ever created from a shared
+/// `CShared`: they are reached only through [`CShared::get`]'s pointer.
+#[repr(transparent)]
+pub(crate) struct CShared<T>(kernel::types::Opaque<T>);
+
+// SAFETY: a `CShared` is an address to safe code (type invariant): moving or
+// sharing it between threads moves or shares no Rust reference to the
+// contents. Who may touch them is decided by the C side's own rules, which
+// every `unsafe` use of the pointer states.
+unsafe impl<T> Send for CShared<T> {}
+// SAFETY: see `Send`.
+unsafe impl<T> Sync for CShared<T> {}
+
+impl<T> CShared<T> {
+    /// Holding `value`.
+    pub(crate) const fn new(value: T) -> Self {
+        CShared(kernel::types::Opaque::new(value))
+    }
+
+    /// The address of the contents, for C.
+    #[inline]
+    pub(crate) const fn get(&self) -> *mut T {
+        self.0.get()
+    }
+}
