@@ -5,14 +5,15 @@
 
 use core::sync::atomic::Ordering;
 
-use kernel::prelude::*;
+use kernel::{new_spinlock, prelude::*, sync::SpinLock};
 
 use crate::{
     kapi::{
         errno,
         ratelimit::RateLimit,
         rdma::{Live, Registration},
-        rpc::{self, BcError, Rqst, Xprt},
+        rdma::FreeList,
+        rpc::{self, BcError, BcRqst, FreedBcRqst, Rqst, Xprt},
         PAGE_SIZE,
     },
     proto::{
@@ -100,13 +101,64 @@ impl RdmaXprt {
     }
 }
 
+/// Why a backward call was not delivered.
+enum Undelivered {
+    /// Every backchannel request is in use: the server sent more calls than
+    /// it was granted.
+    Overflow,
+    /// The call was bad, or nobody serves it.
+    Refused,
+}
+
+/// The backchannel requests of a transport, and which are free.
+pub(super) struct BcPool {
+    rqsts: KVec<Pin<KBox<BcRqst>>>,
+    free: Pin<KBox<SpinLock<FreeList>>>,
+}
+
+impl BcPool {
+    /// `n` requests.
+    pub(super) fn new(n: usize) -> Result<Self> {
+        let mut rqsts = KVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            rqsts.push(BcRqst::new()?, GFP_KERNEL)?;
+        }
+        let free = KBox::pin_init(new_spinlock!(FreeList::full(n)?, "rpcrdma_rs:bc"), GFP_KERNEL)?;
+        Ok(BcPool { rqsts, free })
+    }
+
+    /// Hands the backward call `msg` (the RPC message from its XID on) to
+    /// the transport's callback service.
+    fn deliver(&self, x: Xprt<'_>, msg: &[u8]) -> core::result::Result<(), Undelivered> {
+        let i = self.free.lock().pop().ok_or(Undelivered::Overflow)?;
+        let Some(rqst) = self.rqsts.get(i) else { return Err(Undelivered::Overflow) };
+        match rqst.deliver(x, msg) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // Busy cannot happen (it came off the free list); keep it out.
+                if e != BcError::Busy {
+                    self.free.lock().push(i);
+                }
+                Err(Undelivered::Refused)
+            }
+        }
+    }
+
+    /// `bc_free_rqst`: a request comes back from the callback service.
+    pub(super) fn give_back(&self, freed: FreedBcRqst<'_>) {
+        if let Some(i) = self.rqsts.iter().position(|r| r.take_back(&freed)) {
+            self.free.lock().push(i);
+        }
+    }
+}
+
 impl EpShared {
     pub(super) fn backward_call(&self, msg: &[u8]) {
         match self.bc.deliver(self.xprt, msg) {
             Ok(()) => {
                 COUNTERS.backward_calls.fetch_add(1, Ordering::Relaxed);
             }
-            Err(BcError::Overflow) => {
+            Err(Undelivered::Overflow) => {
                 // The server sent more calls than we granted.
                 static MSG: RateLimit = RateLimit::new();
                 if MSG.allow() {
@@ -119,7 +171,7 @@ impl EpShared {
                 COUNTERS.backchannel_overflows.fetch_add(1, Ordering::Relaxed);
                 self.force_disconnect();
             }
-            Err(BcError::NoService) | Err(BcError::BadSize) => {
+            Err(Undelivered::Refused) => {
                 self.count_bad_reply();
             }
         }

@@ -17,15 +17,16 @@ use crate::{
         errno,
         ratelimit::RateLimit,
         rdma::{CmEvent, Completion, ConnHandler, Connection, Live, Received, Registration, VerbsCounters},
-        rpc::{BcPool, SlotTable, Xprt},
+        rpc::Xprt,
     },
     proto::{cm, plan, v2::ConnVersion, xchar::Characteristics},
 };
 
 use super::{
+    backchannel::BcPool,
     connect::CmState,
     params,
-    slots::ReqState,
+    slots::SlotTable,
     stats::{Stats, COUNTERS},
     version::{self, settled_number, NO_XID},
 };
@@ -50,7 +51,7 @@ pub(super) struct EpShared {
     pub(super) grant_debt: AtomicU32,
     pub(super) mr_pages: AtomicU32,
     pub(super) send_sges: AtomicU32,
-    pub(super) slots: Arc<SlotTable<ReqState>>,
+    pub(super) slots: Arc<SlotTable>,
     pub(super) bc: Arc<BcPool>,
     pub(super) stats: Arc<Stats>,
     /// The protocol version of this connection.
@@ -91,7 +92,7 @@ impl EpShared {
         xprt: Xprt<'static>,
         max_requests: u32,
         cfg: EpConfig,
-        slots: Arc<SlotTable<ReqState>>,
+        slots: Arc<SlotTable>,
         bc: Arc<BcPool>,
         stats: Arc<Stats>,
     ) -> impl PinInit<Self, Error> {

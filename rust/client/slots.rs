@@ -3,10 +3,17 @@
 //! What the transport holds for each request between sending it and its
 //! release.
 
+use core::{
+    mem::offset_of,
+    sync::atomic::{AtomicBool, Ordering},
+};
+
+use kernel::{new_spinlock, prelude::*, sync::SpinLock};
+
 use crate::{
     kapi::{
-        rdma::{PagesInFlight, Registration},
-        rpc::{Rqst, Xprt},
+        rdma::{FreeList, PagesInFlight, Registration},
+        rpc::{FreedRqst, PinnedRqst, PinnedSlice, RqstStorage, Rqst, Task, Xprt},
     },
     proto::v1,
 };
@@ -57,6 +64,135 @@ impl Default for ReqState {
             segs: [v1::Segment::default(); MAX_CHUNK_SEGMENTS],
             offered: 0,
         }
+    }
+}
+
+/// A request slot: the `rpc_rqst` SUNRPC borrows and the transport's state
+/// for it. The state is only touched by whoever currently acts for the
+/// request (its task, or the reply handler while the request is pinned),
+/// behind a spinlock all the same.
+#[pin_data]
+pub(super) struct Slot {
+    storage: RqstStorage,
+    #[pin]
+    state: SpinLock<ReqState>,
+    /// Set (with the state locked) when the state takes on something the
+    /// transport must give back, cleared when it has all been taken: a
+    /// clear flag lets the usual release skip the lock. See [`Slot::holds`].
+    holds: AtomicBool,
+    index: usize,
+}
+
+impl Slot {
+    /// The transport's state for this request.
+    pub(super) fn state(&self) -> &SpinLock<ReqState> {
+        &self.state
+    }
+
+    /// Records, with the state locked (`_locked` proves it), whether the
+    /// state now holds anything to give back.
+    pub(super) fn set_holds(&self, _locked: &mut ReqState, holds: bool) {
+        self.holds.store(holds, Ordering::Release);
+    }
+
+    /// False if the state held nothing when it was last recorded: the
+    /// request's own task, releasing it after its RPC ended, may then skip
+    /// the lock. Whoever emptied the state did so before the RPC completed,
+    /// and the completion orders that before the release.
+    pub(super) fn holds(&self) -> bool {
+        self.holds.load(Ordering::Acquire)
+    }
+}
+
+/// The request slots of a transport (`max_requests` of them), and which are
+/// free.
+pub(super) struct SlotTable {
+    /// In one allocation that never moves, so that a request's slot
+    /// follows from its address with a range check and a division: the hot
+    /// path looks it up four or five times per RPC.
+    slots: PinnedSlice<Slot>,
+    free: Pin<KBox<SpinLock<FreeList>>>,
+}
+
+/// Where a slot's `rpc_rqst` lies inside it.
+const RQST_IN_SLOT: usize = offset_of!(Slot, storage) + RqstStorage::RQST_OFFSET;
+
+impl SlotTable {
+    /// `n` slots, all free.
+    pub(super) fn new(n: usize) -> Result<Self> {
+        let slots = PinnedSlice::new(n, |index| {
+            let storage = RqstStorage::new()?;
+            Ok(pin_init!(Slot {
+                storage,
+                state <- new_spinlock!(ReqState::default(), "rpcrdma_rs:slot"),
+                holds: AtomicBool::new(false),
+                index,
+            }))
+        })?;
+        let free = KBox::pin_init(new_spinlock!(FreeList::full(n)?, "rpcrdma_rs:slots"), GFP_KERNEL)?;
+        Ok(SlotTable { slots, free })
+    }
+
+    fn get(&self) -> Option<&Slot> {
+        let i = self.free.lock().pop()?;
+        self.slots.get(i)
+    }
+
+    /// `alloc_slot`: lends `task` a free request, or queues it on the
+    /// backlog.
+    pub(super) fn alloc(&self, x: Xprt<'_>, task: &Task<'_>) {
+        if let Some(slot) = self.get() {
+            if slot.storage.lend(task) {
+                return;
+            }
+            // A free slot that is lent: a bug; the slot stays out of use.
+        }
+        x.add_backlog(task);
+        // A slot freed between `get` and joining the backlog would find no
+        // waiter: look again and hand it over ourselves.
+        if let Some(slot) = self.get() {
+            if !slot.storage.lend_to_backlog(x) {
+                self.free.lock().push(slot.index);
+            }
+        }
+    }
+
+    /// `free_slot`: the request goes to a backlogged task or back to the
+    /// pool.
+    pub(super) fn free(&self, x: Xprt<'_>, rqst: FreedRqst<'_>) {
+        let Some(slot) = self.slots.at_addr(rqst.addr(), RQST_IN_SLOT) else { return };
+        if slot.storage.take_back(x, rqst) {
+            self.free.lock().push(slot.index);
+        }
+    }
+
+    /// `buf_alloc`: the request's buffers in its slot, if they fit.
+    pub(super) fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
+        self.slot_of(rqst).is_some_and(|slot| slot.storage.provide_buffers(rqst))
+    }
+
+    /// True if the buffers of `rqst` are its slot's own (nothing to free).
+    pub(super) fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool {
+        self.slot_of(rqst).is_some_and(|slot| slot.storage.owns_buffers(rqst))
+    }
+
+    /// See [`RqstStorage::forget_cong`].
+    pub(super) fn forget_cong(&self, x: Xprt<'_>) {
+        for slot in self.slots.iter() {
+            slot.storage.forget_cong(x);
+        }
+    }
+
+    /// The slot holding `rqst`, if it is one of this table's.
+    #[inline]
+    pub(super) fn slot_of(&self, rqst: &Rqst<'_>) -> Option<&Slot> {
+        self.slots.at_addr(rqst.addr(), RQST_IN_SLOT)
+    }
+
+    /// The slot holding a pinned request.
+    #[inline]
+    pub(super) fn slot_of_pinned(&self, rqst: &PinnedRqst) -> Option<&Slot> {
+        self.slots.at_addr(rqst.addr(), RQST_IN_SLOT)
     }
 }
 

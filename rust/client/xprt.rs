@@ -14,16 +14,16 @@ use kernel::{
 
 use crate::kapi::{
     rdma::RecvCache,
-    rpc::{self, BcPool, Rqst, SlotTable, StatsWriter, Task, Xprt},
+    rpc::{self, FreedBcRqst, FreedRqst, Rqst, StatsWriter, Task, Xprt},
     work::{self, DelayedWork},
 };
 
 use super::{
-    backchannel::BC_SLOTS,
+    backchannel::{BcPool, BC_SLOTS},
     conn::{Endpoint, EpShared},
     liveness::LIVENESS,
     params,
-    slots::ReqState,
+    slots::SlotTable,
     stats::{Stats, COUNTERS},
 };
 
@@ -55,7 +55,7 @@ pub(crate) struct RdmaXprt {
     pub(super) connecting: AtomicBool,
     /// Set once a connect attempt has been made (reconnects back off).
     pub(super) tried: AtomicBool,
-    pub(super) slots: Arc<SlotTable<ReqState>>,
+    pub(super) slots: Arc<SlotTable>,
     pub(super) bc: Arc<BcPool>,
     pub(super) stats: Arc<Stats>,
     /// Receive buffers kept across connections.
@@ -106,8 +106,8 @@ impl RdmaXprt {
 }
 
 impl rpc::Transport for RdmaXprt {
-    fn bc_pool(&self) -> &BcPool {
-        &self.bc
+    fn bc_free(&self, rqst: FreedBcRqst<'_>) {
+        self.bc.give_back(rqst)
     }
 
     fn bc_maxpayload(&self, _x: Xprt<'_>) -> usize {
@@ -122,7 +122,7 @@ impl rpc::Transport for RdmaXprt {
         self.slots.alloc(x, task);
     }
 
-    fn free_slot(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
+    fn free_slot(&self, x: Xprt<'_>, rqst: FreedRqst<'_>) {
         self.slots.free(x, rqst);
     }
 

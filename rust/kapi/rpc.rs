@@ -13,13 +13,10 @@ use core::{
     marker::PhantomData,
     pin::Pin,
     ptr::{self, NonNull},
-    sync::atomic::{AtomicBool, Ordering},
 };
 
 use kernel::{
     alloc::{flags::GFP_KERNEL, KBox, KVVec, KVec},
-    new_spinlock,
-    sync::SpinLock,
     error::{Error, Result},
     ffi::{self, c_int, c_ulong, c_ushort, c_void},
     prelude::*,
@@ -30,7 +27,6 @@ use kernel::{
 use super::cell::{CShared, LeaseCell};
 use super::net::{Net, SockAddr};
 use super::page::PageRef;
-use super::rdma::FreeList;
 use crate::sys;
 use kernel::sync::{Arc, ArcBorrow};
 
@@ -137,108 +133,116 @@ pub(crate) struct PinnedRqst {
     done: bool,
 }
 
-/// A request slot: SUNRPC's `rpc_rqst` followed by the transport's state
-/// for it. SUNRPC owns the `rpc_rqst` part between `alloc_slot` and
-/// `free_slot`; the state is only touched by whoever currently acts for the
-/// request (its task, or the reply handler while the request is pinned),
-/// behind a spinlock all the same.
-#[repr(C)]
-#[pin_data]
-pub(crate) struct Slot<D> {
+/// Bytes of a request's own call and reply buffer ([`RqstStorage`]). Most
+/// calls and replies fit (bulk data travels in the page lists); larger ones
+/// get SUNRPC's. A buffer size, not a page.
+pub(crate) const SLOT_BUFFER: usize = 4096;
+
+/// An `rpc_rqst` the transport keeps, with a call and reply buffer of its
+/// own: lent to SUNRPC from [`RqstStorage::lend`] (or a backlog hand-over)
+/// until SUNRPC gives it back in `free_slot` ([`FreedRqst`]).
+///
+/// # Invariants
+///
+/// `lent` is away exactly while SUNRPC may use `rqst` (a task holds it, or
+/// is being handed it); while `lent` is idle no task refers to `rqst`.
+/// `rqst` does not move while lent (the storage is pinned where it lives:
+/// every constructor of a value that holds one pins it, see
+/// [`PinnedSlice`]).
+pub(crate) struct RqstStorage {
     rqst: CShared<sys::rpc_rqst>,
-    #[pin]
-    state: SpinLock<D>,
-    /// Set (with the state locked) when the state takes on something the
-    /// transport must give back, cleared when it has all been taken: a
-    /// clear flag lets the usual release skip the lock. See [`Slot::holds`].
-    holds: AtomicBool,
-    index: usize,
-    /// The request's call and reply buffers (`buf_alloc`), when they fit:
+    lent: LeaseCell<()>,
     /// SUNRPC encodes the call into it and decodes the reply from it while
     /// the request is its task's, so only raw pointers to it leave here.
     buffer: KBox<CShared<[u8; SLOT_BUFFER]>>,
 }
 
-/// Bytes of a slot's own call and reply buffer. Most calls and replies fit
-/// (bulk data travels in the page lists); larger ones get SUNRPC's.
-pub(crate) const SLOT_BUFFER: usize = 4096;
+impl RqstStorage {
+    /// A zeroed request (as SUNRPC's own slot allocator hands them out),
+    /// not lent.
+    pub(crate) fn new() -> Result<Self> {
+        // SAFETY: `CShared` may hold uninitialised bytes (an `Opaque`).
+        let buffer = unsafe { KBox::<CShared<[u8; SLOT_BUFFER]>>::new_uninit(GFP_KERNEL)?.assume_init() };
+        Ok(RqstStorage { rqst: CShared::new(Default::default()), lent: LeaseCell::new(()), buffer })
+    }
 
-/// The request slots of a transport.
-pub(crate) struct SlotTable<D> {
-    /// All slots in one allocation, initialised in place and never moved
-    /// (the vector is neither grown nor shrunk after `new`): each slot is
-    /// pinned for the table's life, and a request's slot follows from its
-    /// address with a range check and a division, as the hot path looks it
-    /// up four or five times per RPC.
-    slots: KVVec<Slot<D>>,
-    free: Pin<KBox<SpinLock<FreeList>>>,
-}
+    /// Where the `rpc_rqst` lies inside the storage, to find a storage by
+    /// a request's address ([`PinnedSlice::at_addr`]).
+    pub(crate) const RQST_OFFSET: usize = core::mem::offset_of!(RqstStorage, rqst);
 
-impl<D: Default> SlotTable<D> {
-    /// `n` slots, all free.
-    pub(crate) fn new(n: usize) -> Result<Self> {
-        // The `rpc_rqst`s are never mapped for DMA (their buffers are the
-        // slots' own allocations), so a large table may come from vmalloc.
-        let mut slots = KVVec::<Slot<D>>::with_capacity(n, GFP_KERNEL)?;
-        for index in 0..n {
-            // SAFETY: `CShared` may hold uninitialised bytes (an `Opaque`).
-            let buffer = unsafe { KBox::<CShared<[u8; SLOT_BUFFER]>>::new_uninit(GFP_KERNEL)?.assume_init() };
-            let init = pin_init!(Slot {
-                // Zeroed, as SUNRPC's own slot allocator hands them out.
-                rqst: CShared::new(Default::default()),
-                state <- new_spinlock!(D::default(), "rpcrdma_rs:slot"),
-                holds: AtomicBool::new(false),
-                index,
-                buffer,
-            });
-            let Some(place) = slots.spare_capacity_mut().first_mut() else {
-                return Err(ENOMEM);
-            };
-            // SAFETY: `place` is the uninitialised element `index` of an
-            // allocation that never moves: the vector has room for all `n`
-            // slots and is never grown or shrunk, so the slot stays where it
-            // is initialised, pinned, until the table is dropped (which drops
-            // it in place).
-            match unsafe { super::compat::pin_init_at(init, place.as_mut_ptr()) } {
-                Ok(()) => {}
-                Err(never) => match never {},
-            }
-            // SAFETY: elements `0..=index` are initialised.
-            unsafe { super::compat::kvec_push_initialised(&mut slots) };
+    /// Lends the request to `task` (which asked for a slot); false if it is
+    /// lent already.
+    pub(crate) fn lend(&self, task: &Task<'_>) -> bool {
+        let Some(l) = self.lent.lease() else { return false };
+        l.hand_off();
+        let t = task.raw.as_ptr();
+        // SAFETY: the task is valid for the callback; the request is not
+        // lent (it was idle), so no other task refers to it.
+        unsafe {
+            (*t).tk_rqstp = self.rqst.get();
+            (*t).tk_status = 0;
         }
-        let free = KBox::pin_init(new_spinlock!(FreeList::full(n)?, "rpcrdma_rs:slots"), GFP_KERNEL)?;
-        Ok(SlotTable { slots, free })
+        true
     }
 
-    fn get(&self) -> Option<&Slot<D>> {
-        let i = self.free.lock().pop()?;
-        self.slots.get(i)
+    /// Lends the request to the first task waiting on `x`'s backlog; false
+    /// (and the request stays idle) if none waits or it is lent already.
+    pub(crate) fn lend_to_backlog(&self, x: Xprt<'_>) -> bool {
+        let Some(l) = self.lent.lease() else { return false };
+        // Away before the hand-over: the task may run and free it at once.
+        l.hand_off();
+        // SAFETY: valid transport; the request was idle, so no task refers
+        // to it.
+        if unsafe { sys::xprt_wake_up_backlog(x.as_ptr(), self.rqst.get()) } {
+            return true;
+        }
+        // SAFETY: nobody took the request: it was never lent.
+        drop(unsafe { self.lent.take_back() });
+        false
     }
 
-    fn put(&self, slot: &Slot<D>) {
-        // SAFETY: the slot is free again: nobody uses its `rpc_rqst`.
-        // SUNRPC's own allocator clears a request it takes back, and its
-        // users rely on that (the credential pointer, for one, is not set
-        // again before it is looked at).
-        unsafe { core::ptr::write_bytes(slot.rqst.get(), 0, 1) };
-        self.free.lock().push(slot.index);
+    /// `free_slot`: SUNRPC gives `freed` back. It goes straight on to the
+    /// first task on the backlog if one waits; otherwise it is zeroed and
+    /// idle, and true is returned (the caller keeps it as free). False, and
+    /// nothing done, if `freed` is not this storage's request.
+    pub(crate) fn take_back(&self, x: Xprt<'_>, freed: FreedRqst<'_>) -> bool {
+        if !core::ptr::eq(self.rqst.get(), freed.raw.as_ptr()) {
+            return false;
+        }
+        // SAFETY: valid transport; SUNRPC gave the request back, so handing
+        // it to another task is ours to do (it stays lent).
+        if unsafe { sys::xprt_wake_up_backlog(x.as_ptr(), self.rqst.get()) } {
+            return false;
+        }
+        // SAFETY: SUNRPC gave the request back (`free_slot`) and no task
+        // took it over: nothing in SUNRPC refers to it any more.
+        let Some(l) = (unsafe { self.lent.take_back() }) else { return false };
+        // SAFETY: the request is idle: nobody uses it. SUNRPC's own
+        // allocator clears a request it takes back, and its users rely on
+        // that (the credential pointer, for one, is not set again before it
+        // is looked at).
+        unsafe { core::ptr::write_bytes(self.rqst.get(), 0, 1) };
+        drop(l);
+        true
     }
 
     /// `buf_alloc`: points the call and reply buffers of `rqst` (sized by
-    /// SUNRPC in `rq_callsize` and `rq_rcvsize`) into its slot's own
+    /// SUNRPC in `rq_callsize` and `rq_rcvsize`) into the storage's own
     /// buffer, call first, as SUNRPC lays them out. False if `rqst` is not
-    /// one of this table's or they do not fit.
+    /// this storage's or they do not fit.
     pub(crate) fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
-        let Some(slot) = self.slot_of(rqst) else { return false };
+        if !core::ptr::eq(self.rqst.get(), rqst.raw.as_ptr()) {
+            return false;
+        }
         let (call, reply) = (rqst.get().rq_callsize, rqst.get().rq_rcvsize);
         if !matches!(call.checked_add(reply), Some(n) if n <= SLOT_BUFFER) {
             return false;
         }
-        let base = slot.buffer.get().cast::<u8>();
+        let base = self.buffer.get().cast::<u8>();
         let r = rqst.raw.as_ptr();
         // SAFETY: the request is the calling task's, which is asking for
         // its buffers; `call <= SLOT_BUFFER`, so the reply buffer starts
-        // inside (or right at the end of) the slot's buffer.
+        // inside (or right at the end of) the storage's buffer.
         unsafe {
             (*r).rq_buffer = base.cast();
             (*r).rq_rbuffer = base.add(call).cast();
@@ -246,115 +250,114 @@ impl<D: Default> SlotTable<D> {
         true
     }
 
-    /// True if the buffers of `rqst` are its slot's own (nothing to free).
+    /// True if the buffers of `rqst` are this storage's own (nothing to
+    /// free).
     pub(crate) fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool {
-        self.slot_of(rqst)
-            .is_some_and(|slot| rqst.get().rq_buffer == slot.buffer.get().cast::<c_void>())
-    }
-
-    /// `alloc_slot`: gives `task` a free request, or queues it on the
-    /// backlog.
-    pub(crate) fn alloc(&self, x: Xprt<'_>, task: &Task<'_>) {
-        let t = task.raw.as_ptr();
-        if let Some(slot) = self.get() {
-            // SAFETY: the task is valid for the callback; the request is free.
-            unsafe {
-                (*t).tk_rqstp = slot.rqst.get();
-                (*t).tk_status = 0;
-            }
-            return;
-        }
-        // SAFETY: as above.
-        unsafe {
-            (*t).tk_status = -(sys::EAGAIN as c_int);
-            sys::xprt_add_backlog_noncongested(x.as_ptr(), t);
-        }
-        // A slot freed between `get` and joining the backlog would find no
-        // waiter: look again and hand it over ourselves.
-        if let Some(slot) = self.get() {
-            // SAFETY: valid transport and free request.
-            if !unsafe { sys::xprt_wake_up_backlog(x.as_ptr(), slot.rqst.get()) } {
-                self.put(slot);
-            }
-        }
-    }
-
-    /// `free_slot`: the request goes to a backlogged task or back to the pool.
-    pub(crate) fn free(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
-        let Some(slot) = self.slot_of(rqst) else { return };
-        // SAFETY: valid transport and a request of this table.
-        if unsafe { sys::xprt_wake_up_backlog(x.as_ptr(), rqst.raw.as_ptr()) } {
-            return;
-        }
-        self.put(slot);
+        rqst.get().rq_buffer == self.buffer.get().cast::<c_void>()
     }
 
     /// Credits are granted per connection (RFC 8166 section 3.3.3): a
     /// request that held a congestion window slot on the old connection
     /// must claim one again on the new. Call while connecting, when no
-    /// request is being sent, before [`Xprt::reset_credits`].
+    /// request is being sent, before [`Xprt::reset_cwnd`].
     pub(crate) fn forget_cong(&self, x: Xprt<'_>) {
-        for slot in self.slots.iter() {
-            // SAFETY: valid transport; the request is this table's and
-            // stays allocated; the helper takes transport_lock, under
-            // which SUNRPC reads and changes `rq_cong`.
-            unsafe { sys::rpcrdma_rs_clear_rq_cong(x.as_ptr(), slot.rqst.get()) };
-        }
-    }
-
-    /// The slot holding `rqst`, if it is one of this table's.
-    pub(crate) fn slot_of(&self, rqst: &Rqst<'_>) -> Option<&Slot<D>> {
-        self.slot_at(rqst.raw.as_ptr())
-    }
-
-    /// The slot holding a pinned request.
-    pub(crate) fn slot_of_pinned(&self, rqst: &PinnedRqst) -> Option<&Slot<D>> {
-        self.slot_at(rqst.raw.as_ptr())
-    }
-
-    /// The slot whose `rpc_rqst` is at `rqst` (the first field of a
-    /// `repr(C)` slot), if it is one of this table's.
-    fn slot_at(&self, rqst: *mut sys::rpc_rqst) -> Option<&Slot<D>> {
-        let size = core::mem::size_of::<Slot<D>>();
-        let offset = (rqst as usize).checked_sub(self.slots.as_ptr() as usize)?;
-        if offset % size != 0 {
-            return None;
-        }
-        self.slots.get(offset / size)
+        // SAFETY: valid transport; the request stays allocated; the helper
+        // takes transport_lock, under which SUNRPC reads and changes
+        // `rq_cong`.
+        unsafe { sys::rpcrdma_rs_clear_rq_cong(x.as_ptr(), self.rqst.get()) };
     }
 }
 
-impl<D> Slot<D> {
-    /// The transport's state for this request.
-    pub(crate) fn state(&self) -> &SpinLock<D> {
-        &self.state
+/// A request SUNRPC gives back (`free_slot`), for [`RqstStorage::take_back`].
+///
+/// # Invariants
+///
+/// `raw` is the request SUNRPC passed to `free_slot`, live for `'a`.
+pub(crate) struct FreedRqst<'a> {
+    raw: NonNull<sys::rpc_rqst>,
+    _life: PhantomData<&'a sys::rpc_rqst>,
+}
+
+impl FreedRqst<'_> {
+    /// The request's address, to find its storage.
+    pub(crate) fn addr(&self) -> usize {
+        self.raw.as_ptr() as usize
+    }
+}
+
+/// `n` values initialised in place in one allocation that never moves: each
+/// is pinned for the slice's life, and one is found from the address of
+/// one of its fields with a range check and a division.
+///
+/// # Invariants
+///
+/// `v` is never grown or shrunk after `new`, so its elements never move.
+pub(crate) struct PinnedSlice<T> {
+    v: KVVec<T>,
+}
+
+impl<T> PinnedSlice<T> {
+    /// `n` values, the `i`th made by `init(i)`. The allocation may come
+    /// from vmalloc: nothing in it may be mapped for DMA.
+    pub(crate) fn new<I: PinInit<T>>(n: usize, mut init: impl FnMut(usize) -> Result<I>) -> Result<Self> {
+        let mut v = KVVec::<T>::with_capacity(n, GFP_KERNEL)?;
+        for i in 0..n {
+            let init = init(i)?;
+            let Some(place) = v.spare_capacity_mut().first_mut() else {
+                return Err(ENOMEM);
+            };
+            // SAFETY: `place` is the uninitialised element `i` of an
+            // allocation that never moves: the vector has room for all `n`
+            // values and is never grown or shrunk (type invariant), so the
+            // value stays where it is initialised, pinned, until the slice
+            // is dropped (which drops it in place).
+            match unsafe { super::compat::pin_init_at(init, place.as_mut_ptr()) } {
+                Ok(()) => {}
+                Err(never) => match never {},
+            }
+            // SAFETY: elements `0..=i` are initialised.
+            unsafe { super::compat::kvec_push_initialised(&mut v) };
+        }
+        Ok(PinnedSlice { v })
     }
 
-    /// Records, with the state locked (`_locked` proves it), whether the
-    /// state now holds anything to give back.
-    pub(crate) fn set_holds(&self, _locked: &mut D, holds: bool) {
-        self.holds.store(holds, Ordering::Release);
+    /// The `i`th value.
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> Option<&T> {
+        self.v.get(i)
     }
 
-    /// False if the state held nothing when it was last recorded: the
-    /// request's own task, releasing it after its RPC ended, may then skip
-    /// the lock. Whoever emptied the state did so before the RPC completed,
-    /// and the completion orders that before the release.
-    pub(crate) fn holds(&self) -> bool {
-        self.holds.load(Ordering::Acquire)
+    /// Every value.
+    pub(crate) fn iter(&self) -> core::slice::Iter<'_, T> {
+        self.v.iter()
+    }
+
+    /// The value whose field at `offset` (bytes into `T`) lies at `addr`.
+    #[inline]
+    pub(crate) fn at_addr(&self, addr: usize, offset: usize) -> Option<&T> {
+        let size = core::mem::size_of::<T>();
+        let at = addr.checked_sub(self.v.as_ptr() as usize)?.checked_sub(offset)?;
+        if size == 0 || at % size != 0 {
+            return None;
+        }
+        self.v.get(at / size)
     }
 }
 
 /// A backchannel request: SUNRPC's `rpc_rqst`, a page holding a copy of the
 /// backward call, and a page the callback service encodes its reply into.
-/// Owned by the pool while free; by SUNRPC (the callback service) from
-/// [`BcPool::deliver`] until `bc_free_rqst` gives it back.
-struct BcSlot {
+/// Idle in the transport's pool; SUNRPC's (the callback service's) from
+/// [`BcRqst::deliver`] until `bc_free_rqst` gives it back
+/// ([`FreedBcRqst`]).
+///
+/// # Invariants
+///
+/// `bufs` is away exactly while the request is queued to or held by the
+/// callback service; the value lives in a `Pin<KBox>` (made only by
+/// [`BcRqst::new`]), so `rqst` and the buffers do not move.
+pub(crate) struct BcRqst {
     rqst: CShared<sys::rpc_rqst>,
-    /// Away from `deliver` until `bc_free_rqst`: the callback service
-    /// decodes the call from them and encodes its reply into them.
     bufs: LeaseCell<BcBufs>,
-    index: usize,
 }
 
 struct BcBufs {
@@ -365,114 +368,92 @@ struct BcBufs {
 /// Why a backward call was not delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BcError {
-    /// Every backchannel request is in use: the server sent more calls than
-    /// it was granted.
-    Overflow,
+    /// The request is in use.
+    Busy,
     /// No callback service is attached to the transport (yet).
     NoService,
     /// The call does not fit a request's page, or is too short.
     BadSize,
 }
 
-/// The backchannel requests of a transport.
-pub(crate) struct BcPool {
-    slots: KVec<Pin<KBox<BcSlot>>>,
-    free: Pin<KBox<SpinLock<FreeList>>>,
-}
-
-impl BcPool {
-    /// `n` requests, each with page-sized call and reply buffers.
-    pub(crate) fn new(n: usize) -> Result<Self> {
+impl BcRqst {
+    /// A request with page-sized call and reply buffers.
+    pub(crate) fn new() -> Result<Pin<KBox<Self>>> {
         let ps = super::PAGE_SIZE as usize;
-        let mut slots = KVec::with_capacity(n, GFP_KERNEL)?;
-        for index in 0..n {
-            let slot = KBox::pin(
-                BcSlot {
-                    rqst: CShared::new(Default::default()),
-                    bufs: LeaseCell::new(BcBufs {
-                        call: KVec::from_elem(0u8, ps, GFP_KERNEL)?,
-                        reply: KVec::from_elem(0u8, ps, GFP_KERNEL)?,
-                    }),
-                    index,
-                },
-                GFP_KERNEL,
-            )?;
-            slots.push(slot, GFP_KERNEL)?;
-        }
-        let free = KBox::pin_init(new_spinlock!(FreeList::full(n)?, "rpcrdma_rs:bc"), GFP_KERNEL)?;
-        Ok(BcPool { slots, free })
+        let bufs = BcBufs { call: KVec::from_elem(0u8, ps, GFP_KERNEL)?, reply: KVec::from_elem(0u8, ps, GFP_KERNEL)? };
+        Ok(KBox::pin(BcRqst { rqst: CShared::new(Default::default()), bufs: LeaseCell::new(bufs) }, GFP_KERNEL)?)
     }
 
     /// Hands the backward call `msg` (the RPC message from its XID on) to
-    /// the transport's callback service.
+    /// `x`'s callback service in this request.
     pub(crate) fn deliver(&self, x: Xprt<'_>, msg: &[u8]) -> core::result::Result<(), BcError> {
-        let ps = super::PAGE_SIZE as usize;
-        if msg.len() < 8 || msg.len() > ps {
+        let mut b = self.bufs.lease().ok_or(BcError::Busy)?;
+        let BcBufs { call, reply } = &mut *b;
+        if msg.len() < 8 || msg.len() > call.len() {
             return Err(BcError::BadSize);
         }
-        let i = self.free.lock().pop().ok_or(BcError::Overflow)?;
-        // Idle: it came off the free list.
-        let Some((slot, mut b)) = self.slots.get(i).and_then(|s| Some((s, s.bufs.lease()?))) else {
-            return Err(BcError::Overflow);
-        };
-        let BcBufs { call, reply } = &mut *b;
         for (d, s) in call.iter_mut().zip(msg) {
             *d = *s;
         }
         let (call, reply, reply_len) = (call.as_mut_ptr(), reply.as_mut_ptr(), reply.len());
         b.hand_off();
-        // SAFETY: the request is free (its slot came off the free list) and
-        // the buffers are handed off to it; they stay put (pinned slot,
-        // never-grown KVecs) until `give_back`. The transport is live.
+        // SAFETY: the request is idle (its buffers were) and handed off with
+        // them; they stay put (pinned, never-grown KVecs) until
+        // `take_back`. The transport is live.
         let ok = unsafe {
-            sys::rpcrdma_rs_bc_prepare(slot.rqst.get(), x.as_ptr(), call.cast(), msg.len(), reply.cast(), reply_len);
-            sys::rpcrdma_rs_bc_enqueue(slot.rqst.get())
+            sys::rpcrdma_rs_bc_prepare(self.rqst.get(), x.as_ptr(), call.cast(), msg.len(), reply.cast(), reply_len);
+            sys::rpcrdma_rs_bc_enqueue(self.rqst.get())
         };
         if !ok {
             // SAFETY: not enqueued: nobody got the request.
-            drop(unsafe { slot.bufs.take_back() });
-            self.free.lock().push(i);
+            drop(unsafe { self.bufs.take_back() });
             return Err(BcError::NoService);
         }
         Ok(())
     }
 
-    /// `bc_free_rqst`: takes a request back from the callback service and
-    /// drops the transport reference it held.
-    fn give_back(&self, rqst: *mut sys::rpc_rqst) {
-        let Some(slot) = self.slots.iter().find(|s| core::ptr::eq(s.rqst.get(), rqst)) else {
-            return;
-        };
-        // SAFETY: SUNRPC gives the request back when the callback service is
-        // done with it and its buffers.
-        drop(unsafe { slot.bufs.take_back() });
-        // The slot goes back first: dropping the reference below may free
-        // the transport, and this pool with it.
-        self.free.lock().push(slot.index);
-        // SAFETY: the request was queued by `deliver`, which took a
-        // reference on its transport; this drops it, once. Nothing of
-        // `self` is touched afterwards.
-        unsafe { sys::xprt_put((*rqst).rq_xprt) };
+    /// `bc_free_rqst`: the callback service gives `freed` back. True if it
+    /// was this request (idle again).
+    pub(crate) fn take_back(&self, freed: &FreedBcRqst<'_>) -> bool {
+        if !core::ptr::eq(self.rqst.get(), freed.raw.as_ptr()) {
+            return false;
+        }
+        // SAFETY: SUNRPC gives the request back when the callback service
+        // is done with it and its buffers.
+        unsafe { self.bufs.take_back() }.is_some()
     }
+}
+
+/// A backchannel request the callback service gives back
+/// (`bc_free_rqst`), for [`BcRqst::take_back`].
+///
+/// # Invariants
+///
+/// `raw` is the request SUNRPC passed to `bc_free_rqst`, live for `'a`.
+pub(crate) struct FreedBcRqst<'a> {
+    raw: NonNull<sys::rpc_rqst>,
+    _life: PhantomData<&'a sys::rpc_rqst>,
 }
 
 /// The Rust side of a transport.
 pub(crate) trait Transport: Send + Sync + Sized {
-    /// The backchannel requests of the transport.
-    fn bc_pool(&self) -> &BcPool;
+    /// The callback service is done with a backchannel request
+    /// ([`BcRqst::take_back`]). The transport reference the request held is
+    /// dropped after this returns.
+    fn bc_free(&self, rqst: FreedBcRqst<'_>);
     /// Most bytes of a backward call or reply (under RCU: must not sleep).
     fn bc_maxpayload(&self, xprt: Xprt<'_>) -> usize;
     /// Backward requests the transport accepts at once.
     fn bc_num_slots(&self) -> u32;
     /// Give `task` a request slot (or queue it on the backlog).
     fn alloc_slot(&self, xprt: Xprt<'_>, task: &Task<'_>);
-    /// Take a request slot back.
-    fn free_slot(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>);
+    /// Take a request slot back ([`RqstStorage::take_back`]).
+    fn free_slot(&self, xprt: Xprt<'_>, rqst: FreedRqst<'_>);
     /// The task is done with its buffers; release what the transport holds
     /// for the request (its memory registrations). May sleep.
     fn release_request(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>);
     /// Point the request's call and reply buffers at memory the transport
-    /// keeps for it ([`SlotTable::provide_buffers`]); false if it has none
+    /// keeps for it ([`RqstStorage::provide_buffers`]); false if it has none
     /// large enough (SUNRPC's allocator is used instead).
     fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool;
     /// True if the request's buffers are the transport's own.
@@ -647,6 +628,18 @@ pub(crate) fn new_xprt<T: Transport>(
 }
 
 impl<'a> Xprt<'a> {
+    /// `alloc_slot` found no free request: `task` waits on the
+    /// transport's backlog (with `EAGAIN`) until one is lent to it.
+    pub(crate) fn add_backlog(self, task: &Task<'_>) {
+        let t = task.raw.as_ptr();
+        // SAFETY: the transport and the task (asking for a slot in this
+        // callback) are valid.
+        unsafe {
+            (*t).tk_status = -(sys::EAGAIN as c_int);
+            sys::xprt_add_backlog_noncongested(self.as_ptr(), t);
+        }
+    }
+
     /// # Safety
     ///
     /// `raw` must be a transport made by [`new_xprt`] with transport type `T`,
@@ -988,6 +981,12 @@ impl Task<'_> {
 }
 
 impl Rqst<'_> {
+    /// The request's address, to find the transport's state for it.
+    #[inline]
+    pub(crate) fn addr(&self) -> usize {
+        self.raw.as_ptr() as usize
+    }
+
     fn get(&self) -> &sys::rpc_rqst {
         // SAFETY: valid for the callback (type invariant).
         unsafe { self.raw.as_ref() }
@@ -1186,6 +1185,12 @@ impl Rqst<'_> {
 }
 
 impl PinnedRqst {
+    /// The request's address, to find the transport's state for it.
+    #[inline]
+    pub(crate) fn addr(&self) -> usize {
+        self.raw.as_ptr() as usize
+    }
+
     /// The reply buffer (`rq_rcv_buf`).
     pub(crate) fn reply_buf(&self) -> XdrBuf<'_> {
         // SAFETY: pinned (type invariant), so the request and its buffers
@@ -1362,7 +1367,8 @@ unsafe extern "C" fn free_slot<T: Transport>(xprt: *mut sys::rpc_xprt, rqst: *mu
     // SAFETY: see `connect`.
     let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
     let Some(raw) = NonNull::new(rqst) else { return };
-    t.free_slot(x, &Rqst { raw, _life: PhantomData });
+    // INVARIANT: SUNRPC passes the request it gives back.
+    t.free_slot(x, FreedRqst { raw, _life: PhantomData });
 }
 
 /// # Safety
@@ -1532,10 +1538,18 @@ unsafe extern "C" fn bc_num_slots<T: Transport>(xprt: *mut sys::rpc_xprt) -> ffi
 ///
 /// Called by SUNRPC with a backchannel request this transport delivered.
 unsafe extern "C" fn bc_free_rqst<T: Transport>(rqst: *mut sys::rpc_rqst) {
-    // SAFETY: the request's transport is one of ours (it holds a reference
-    // to it until `give_back` drops it).
-    let (_, t) = unsafe { Xprt::transport::<T>((*rqst).rq_xprt) };
-    t.bc_pool().give_back(rqst);
+    let Some(raw) = NonNull::new(rqst) else { return };
+    // SAFETY: the request's transport is one of ours: `deliver` took a
+    // reference on it, held until the end of this function.
+    let (xprt, t) = unsafe {
+        let xprt = (*rqst).rq_xprt;
+        (xprt, Xprt::transport::<T>(xprt).1)
+    };
+    // INVARIANT: SUNRPC passes the request it gives back.
+    t.bc_free(FreedBcRqst { raw, _life: PhantomData });
+    // SAFETY: drops the reference `deliver` took, once. Nothing of the
+    // transport is touched afterwards: this may free it.
+    unsafe { sys::xprt_put(xprt) };
 }
 
 /// Backchannel requests live as long as the transport; nothing to free here.
