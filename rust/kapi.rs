@@ -6,10 +6,10 @@
 //! turns a C registration or object into a Rust type whose lifetime and
 //! ownership the compiler checks, and each C callback into a trait method.
 
+pub(crate) mod cell;
 pub(crate) mod compat;
 pub(crate) mod debugfs;
 pub(crate) mod errno;
-pub(crate) mod cell;
 pub(crate) mod ib;
 pub(crate) mod net;
 pub(crate) mod page;
@@ -19,7 +19,7 @@ pub(crate) mod rdma;
 pub(crate) mod rpc;
 pub(crate) mod time;
 pub(crate) mod work;
-pub(crate) mod xprt;
+
 
 /// Bytes in a page: the kernel's `PAGE_SIZE`, the one page size the module
 /// uses (chunk planning, scatterlists, MR depth and the backchannel payload

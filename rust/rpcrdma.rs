@@ -45,7 +45,7 @@ module! {
 
 struct RpcRdma {
     // Dropped in declaration order: the class goes before the device client.
-    _class: kapi::xprt::ClassRegistration<client::class::RdmaTransport>,
+    _class: kapi::rpc::ClassRegistration<client::class::RdmaTransport>,
     _devices: kapi::ib::ClientRegistration<client::device::Devices>,
     _debugfs: kapi::debugfs::Counters,
 }
@@ -55,7 +55,7 @@ impl kernel::Module for RpcRdma {
         let devices = kapi::ib::ClientRegistration::new().inspect_err(|e| {
             pr_err!("cannot register the RDMA device client: error {}\n", e.to_errno());
         })?;
-        let class = kapi::xprt::ClassRegistration::new(module).inspect_err(|e| {
+        let class = kapi::rpc::ClassRegistration::new(module).inspect_err(|e| {
             pr_err!(
                 "cannot register the 'rdma' RPC transport class: error {} (is the in-tree rpcrdma module loaded?)\n",
                 e.to_errno()

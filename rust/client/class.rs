@@ -8,10 +8,8 @@ use kernel::{alloc::flags::GFP_KERNEL, c_str, prelude::*, str::CStr, sync::Arc};
 
 use crate::kapi::{
     errno,
-    rpc::{self, RpcTimeout, XprtParams},
-    time,
-    xprt::{self, ClassSlot},
-    PAGE_SIZE,
+    rpc::{self, ClassSlot, CreateArgs, RpcTimeout, TransportClass, XprtParams, MAX_NETIDS},
+    time, PAGE_SIZE,
 };
 
 use super::{params, xprt::RdmaXprt};
@@ -40,16 +38,16 @@ static TIMEOUT: RpcTimeout = RpcTimeout::new(60 * time::HZ);
 /// The RPC-over-RDMA transport class.
 pub(crate) struct RdmaTransport;
 
-impl xprt::TransportClass for RdmaTransport {
+impl TransportClass for RdmaTransport {
     const NAME: &'static CStr = c_str!("rdma");
     const IDENT: u32 = XPRT_TRANSPORT_RDMA;
-    const NETIDS: [&'static CStr; xprt::MAX_NETIDS] = [c_str!("rdma"), c_str!("rdma6")];
+    const NETIDS: [&'static CStr; MAX_NETIDS] = [c_str!("rdma"), c_str!("rdma6")];
 
     fn slot() -> &'static ClassSlot {
         &CLASS
     }
 
-    fn setup(args: &xprt::CreateArgs<'_>) -> Result<rpc::NewXprt> {
+    fn setup(args: &CreateArgs<'_>) -> Result<rpc::NewXprt> {
         if args.is_backchannel() {
             pr_warn!("backchannel transports are not supported\n");
             return Err(errno::EPROTONOSUPPORT());

@@ -50,10 +50,10 @@ impl CreateArgs<'_> {
         // SAFETY: `servername` is a NUL-terminated string owned by the RPC
         // client being created; it outlives the `setup` call that `self`
         // borrows from.
-        Some(unsafe { super::compat::cstr_from_ptr(self.raw.servername) })
+        Some(unsafe { crate::kapi::compat::cstr_from_ptr(self.raw.servername) })
     }
 
-    /// The raw arguments, for [`super::rpc::new_xprt`].
+    /// The raw arguments, for [`super::new_xprt`].
     pub(super) fn raw(&self) -> &sys::xprt_create {
         self.raw
     }
@@ -80,7 +80,7 @@ pub(crate) trait TransportClass {
     const NETIDS: [&'static CStr; MAX_NETIDS];
 
     /// Creates a transport for an RPC client.
-    fn setup(args: &CreateArgs<'_>) -> Result<super::rpc::NewXprt>;
+    fn setup(args: &CreateArgs<'_>) -> Result<super::NewXprt>;
 
     /// Where the registered class is kept while it is registered: one
     /// `static` per class, so that two registrations of it fail.
@@ -134,10 +134,10 @@ impl<T: TransportClass> ClassRegistration<T> {
         class.ident = T::IDENT as i32;
         class.setup = Some(setup_callback::<T>);
         class.owner = module.as_ptr().cast();
-        super::copy_c_name(&mut class.name, T::NAME);
-        let mut netid = [super::compat::cstr_ptr(EMPTY); MAX_NETIDS + 1];
+        crate::kapi::copy_c_name(&mut class.name, T::NAME);
+        let mut netid = [crate::kapi::compat::cstr_ptr(EMPTY); MAX_NETIDS + 1];
         for (slot, id) in netid.iter_mut().zip(T::NETIDS) {
-            *slot = super::compat::cstr_ptr(id);
+            *slot = crate::kapi::compat::cstr_ptr(id);
         }
         let storage = KBox::pin(Opaque::new(ClassStorage { class, netid }), GFP_KERNEL)?;
         let raw = storage.get().cast::<sys::xprt_class>();

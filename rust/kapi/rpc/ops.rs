@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The operations table (`struct rpc_xprt_ops`) built from a
+//! [`Transport`], and the trampolines SUNRPC calls.
+
+use core::{marker::PhantomData, ptr::NonNull};
+
+use kernel::{
+    error::Result,
+    ffi::{self, c_int, c_ulong, c_ushort},
+    prelude::*,
+    sync::{Arc, ArcBorrow},
+};
+
+use super::{FreedBcRqst, FreedRqst, Rqst, Shell, StatsWriter, Task, Xprt};
+use crate::kapi::compat;
+use crate::sys;
+
+/// The Rust side of a transport.
+pub(crate) trait Transport: Send + Sync + Sized {
+    /// The callback service is done with a backchannel request
+    /// ([`BcRqst::take_back`]). The transport reference the request held is
+    /// dropped after this returns.
+    fn bc_free(&self, rqst: FreedBcRqst<'_>);
+    /// Most bytes of a backward call or reply (under RCU: must not sleep).
+    fn bc_maxpayload(&self, xprt: Xprt<'_>) -> usize;
+    /// Backward requests the transport accepts at once.
+    fn bc_num_slots(&self) -> u32;
+    /// Give `task` a request slot (or queue it on the backlog).
+    fn alloc_slot(&self, xprt: Xprt<'_>, task: &Task<'_>);
+    /// Take a request slot back ([`RqstStorage::take_back`]).
+    fn free_slot(&self, xprt: Xprt<'_>, rqst: FreedRqst<'_>);
+    /// The task is done with its buffers; release what the transport holds
+    /// for the request (its memory registrations). May sleep.
+    fn release_request(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>);
+    /// Point the request's call and reply buffers at memory the transport
+    /// keeps for it ([`RqstStorage::provide_buffers`]); false if it has none
+    /// large enough (SUNRPC's allocator is used instead).
+    fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool;
+    /// True if the request's buffers are the transport's own.
+    fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool;
+    /// Start (re)connecting; `task` waits on the pending queue.
+    fn connect(this: ArcBorrow<'_, Self>, xprt: Xprt<'_>, task: &Task<'_>);
+    /// Close the connection (SUNRPC holds the send lock).
+    fn close(&self, xprt: Xprt<'_>);
+    /// Send a marshalled request; errors are SUNRPC's (`ENOTCONN`, `EAGAIN`, ...).
+    fn send_request(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>) -> Result;
+    /// A request timed out.
+    fn timer(&self, xprt: Xprt<'_>);
+    /// Fault injection: drop the connection.
+    fn inject_disconnect(&self, xprt: Xprt<'_>);
+    /// Write the `xprt:` line of `/proc/self/mountstats`.
+    fn print_stats(&self, xprt: Xprt<'_>, out: &mut StatsWriter<'_>);
+    /// Stop everything before the transport is freed (no more callbacks).
+    fn shutdown(&self, xprt: Xprt<'_>);
+}
+
+pub(super) struct OpsTable<T>(PhantomData<T>);
+
+impl<T: Transport> OpsTable<T> {
+    pub(super) const OPS: sys::rpc_xprt_ops = sys::rpc_xprt_ops {
+        set_buffer_size: None,
+        reserve_xprt: Some(sys::xprt_reserve_xprt_cong),
+        release_xprt: Some(sys::xprt_release_xprt_cong),
+        alloc_slot: Some(alloc_slot::<T>),
+        free_slot: Some(free_slot::<T>),
+        rpcbind: Some(sys::rpcb_getport_async),
+        set_port: Some(set_port::<T>),
+        connect: Some(connect::<T>),
+        get_srcaddr: None,
+        get_srcport: None,
+        buf_alloc: Some(buf_alloc::<T>),
+        buf_free: Some(buf_free::<T>),
+        prepare_request: None,
+        send_request: Some(send_request::<T>),
+        abort_send_request: None,
+        wait_for_reply_request: Some(sys::xprt_wait_for_reply_request_def),
+        timer: Some(timer::<T>),
+        release_request: Some(sys::xprt_release_rqst_cong),
+        close: Some(close::<T>),
+        destroy: Some(destroy::<T>),
+        set_connect_timeout: Some(set_connect_timeout::<T>),
+        print_stats: Some(print_stats::<T>),
+        enable_swap: Some(enable_swap),
+        disable_swap: Some(disable_swap),
+        inject_disconnect: Some(inject_disconnect::<T>),
+        bc_setup: Some(bc_setup),
+        bc_maxpayload: Some(bc_maxpayload::<T>),
+        bc_num_slots: Some(bc_num_slots::<T>),
+        bc_free_rqst: Some(bc_free_rqst::<T>),
+        bc_destroy: Some(bc_destroy),
+    };
+}
+
+/// # Safety
+///
+/// SUNRPC calls every operation below with a transport made by [`new_xprt`]
+/// for `T`, valid for the call; task and request pointers are valid too.
+unsafe extern "C" fn connect<T: Transport>(xprt: *mut sys::rpc_xprt, task: *mut sys::rpc_task) {
+    // SAFETY: see the contract above.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    let Some(raw) = NonNull::new(task) else { return };
+    // SAFETY: `t` is the transport the shell holds a reference of (from
+    // `Arc::into_raw`), which it keeps until `destroy`, after every
+    // operation.
+    let this = unsafe { ArcBorrow::from_raw(core::ptr::from_ref(t)) };
+    T::connect(this, x, &Task { raw, _life: PhantomData });
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn alloc_slot<T: Transport>(xprt: *mut sys::rpc_xprt, task: *mut sys::rpc_task) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    let Some(raw) = NonNull::new(task) else { return };
+    t.alloc_slot(x, &Task { raw, _life: PhantomData });
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn free_slot<T: Transport>(xprt: *mut sys::rpc_xprt, rqst: *mut sys::rpc_rqst) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    let Some(raw) = NonNull::new(rqst) else { return };
+    // INVARIANT: SUNRPC passes the request it gives back.
+    t.free_slot(x, FreedRqst { raw, _life: PhantomData });
+}
+
+/// # Safety
+///
+/// See [`connect`]; `task` has a request on this transport.
+unsafe extern "C" fn buf_alloc<T: Transport>(task: *mut sys::rpc_task) -> c_int {
+    // SAFETY: see `connect`; the task's request belongs to its transport.
+    unsafe {
+        let rqst = (*task).tk_rqstp;
+        if let Some(raw) = NonNull::new(rqst) {
+            let (_, t) = Xprt::transport::<T>((*rqst).rq_xprt);
+            if t.provide_buffers(&Rqst { raw, _life: PhantomData }) {
+                return 0;
+            }
+        }
+        sys::rpcrdma_rs_buf_alloc(task)
+    }
+}
+
+/// # Safety
+///
+/// See [`connect`]; `task` has a request on this transport.
+unsafe extern "C" fn buf_free<T: Transport>(task: *mut sys::rpc_task) {
+    // SAFETY: see `connect`; the task's request belongs to its transport.
+    unsafe {
+        let rqst = (*task).tk_rqstp;
+        let Some(raw) = NonNull::new(rqst) else { return };
+        let (x, t) = Xprt::transport::<T>((*rqst).rq_xprt);
+        let r = Rqst { raw, _life: PhantomData };
+        t.release_request(x, &r);
+        // Only what `rpcrdma_rs_buf_alloc` allocated goes back to it.
+        if !t.owns_buffers(&r) {
+            sys::rpcrdma_rs_buf_free(task);
+        }
+    }
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn close<T: Transport>(xprt: *mut sys::rpc_xprt) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    t.close(x);
+}
+
+/// # Safety
+///
+/// See [`connect`]. After this returns, SUNRPC never uses `xprt` again.
+unsafe extern "C" fn destroy<T: Transport>(xprt: *mut sys::rpc_xprt) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    t.shutdown(x);
+    // SAFETY: `transport` came from `Arc::into_raw` in `new_xprt`: the
+    // shell's reference, given up here.
+    let t = unsafe { Arc::from_raw((*xprt.cast::<Shell>()).transport.cast::<T>()) };
+    // After `shutdown` nothing else may hold the transport (its queued work
+    // was cancelled): it goes now, before the memory it points into.
+    if Arc::into_unique_or_drop(t).is_none() {
+        // Someone still holds it and will drop it later: keep the rpc_xprt
+        // (and the module) rather than free memory it may still read.
+        pr_err!("transport still referenced after shutdown: leaking it\n");
+        return;
+    }
+    x.free_addresses();
+    // SAFETY: SUNRPC hands the transport over for freeing; the module
+    // reference taken in `new_xprt` is dropped last.
+    unsafe {
+        sys::xprt_free(xprt);
+        sys::module_put(compat::this_module().as_ptr().cast());
+    }
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn send_request<T: Transport>(rqst: *mut sys::rpc_rqst) -> c_int {
+    // SAFETY: see `connect`; a request being sent has its transport set.
+    let (x, t) = unsafe { Xprt::transport::<T>((*rqst).rq_xprt) };
+    let Some(raw) = NonNull::new(rqst) else { return -(sys::EINVAL as c_int) };
+    match t.send_request(x, &Rqst { raw, _life: PhantomData }) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn timer<T: Transport>(xprt: *mut sys::rpc_xprt, _task: *mut sys::rpc_task) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    t.timer(x);
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn set_port<T: Transport>(xprt: *mut sys::rpc_xprt, port: c_ushort) {
+    // SAFETY: see `connect`.
+    let (x, _) = unsafe { Xprt::transport::<T>(xprt) };
+    x.set_port(port);
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn set_connect_timeout<T: Transport>(xprt: *mut sys::rpc_xprt, connect: c_ulong, reconnect: c_ulong) {
+    // SAFETY: see `connect`; SUNRPC serialises this with connects.
+    unsafe {
+        let x = &mut *xprt;
+        x.connect_timeout = connect;
+        if reconnect < x.max_reconnect_timeout {
+            x.max_reconnect_timeout = reconnect;
+        }
+    }
+}
+
+/// # Safety
+///
+/// See [`connect`]; `seq` is valid for the call.
+unsafe extern "C" fn print_stats<T: Transport>(xprt: *mut sys::rpc_xprt, seq: *mut sys::seq_file) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    let Some(seq) = NonNull::new(seq) else { return };
+    t.print_stats(x, &mut StatsWriter { seq, _life: PhantomData });
+}
+
+/// # Safety
+///
+/// See [`connect`].
+unsafe extern "C" fn inject_disconnect<T: Transport>(xprt: *mut sys::rpc_xprt) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    t.inject_disconnect(x);
+}
+
+/// The backchannel requests exist from transport creation on; nothing to set
+/// up.
+///
+/// # Safety
+///
+/// Called by SUNRPC; touches nothing.
+unsafe extern "C" fn bc_setup(_xprt: *mut sys::rpc_xprt, _min_reqs: ffi::c_uint) -> c_int {
+    0
+}
+
+/// # Safety
+///
+/// See [`connect`]. Runs under RCU.
+unsafe extern "C" fn bc_maxpayload<T: Transport>(xprt: *mut sys::rpc_xprt) -> usize {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    t.bc_maxpayload(x)
+}
+
+/// # Safety
+///
+/// See [`connect`]. Runs under RCU.
+unsafe extern "C" fn bc_num_slots<T: Transport>(xprt: *mut sys::rpc_xprt) -> ffi::c_uint {
+    // SAFETY: see `connect`.
+    let (_, t) = unsafe { Xprt::transport::<T>(xprt) };
+    t.bc_num_slots()
+}
+
+/// # Safety
+///
+/// Called by SUNRPC with a backchannel request this transport delivered.
+unsafe extern "C" fn bc_free_rqst<T: Transport>(rqst: *mut sys::rpc_rqst) {
+    let Some(raw) = NonNull::new(rqst) else { return };
+    // SAFETY: the request's transport is one of ours: `deliver` took a
+    // reference on it, held until the end of this function.
+    let (xprt, t) = unsafe {
+        let xprt = (*rqst).rq_xprt;
+        (xprt, Xprt::transport::<T>(xprt).1)
+    };
+    // INVARIANT: SUNRPC passes the request it gives back.
+    t.bc_free(FreedBcRqst { raw, _life: PhantomData });
+    // SAFETY: drops the reference `deliver` took, once. Nothing of the
+    // transport is touched afterwards: this may free it.
+    unsafe { sys::xprt_put(xprt) };
+}
+
+/// Backchannel requests live as long as the transport; nothing to free here.
+///
+/// # Safety
+///
+/// Called by SUNRPC; touches nothing.
+unsafe extern "C" fn bc_destroy(_xprt: *mut sys::rpc_xprt, _max_reqs: ffi::c_uint) {}
+
+/// Swap over NFS/RDMA needs nothing special from the transport.
+///
+/// # Safety
+///
+/// Called by SUNRPC; touches nothing.
+unsafe extern "C" fn enable_swap(_xprt: *mut sys::rpc_xprt) -> c_int {
+    0
+}
+
+/// See [`enable_swap`].
+///
+/// # Safety
+///
+/// Called by SUNRPC; touches nothing.
+unsafe extern "C" fn disable_swap(_xprt: *mut sys::rpc_xprt) {}
