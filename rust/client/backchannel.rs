@@ -11,7 +11,7 @@ use crate::{
     kapi::{
         errno,
         ratelimit::RateLimit,
-        rdma::{Live, Registration},
+        rdma::Live,
         rdma::FreeList,
         rpc::{self, BcError, BcRqst, FreedBcRqst, Rqst, Xprt},
         PAGE_SIZE,
@@ -68,7 +68,7 @@ impl RdmaXprt {
         }
         let xid = u32::from_be(rqst.xid_be());
         let epoch = ep.conn.release_epoch();
-        let sent = ep.conn.send(&Registration::empty(), |out| {
+        let sent = ep.conn.send_unregistered(|out| {
             out.copy(|buf| {
                 let hdr = encode_header(
                     buf,

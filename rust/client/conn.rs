@@ -16,7 +16,7 @@ use crate::{
     kapi::{
         errno,
         ratelimit::RateLimit,
-        rdma::{CmEvent, Completion, ConnHandler, Connection, Live, Received, Registration, VerbsCounters},
+        rdma::{CmEvent, Completion, ConnHandler, Connection, Live, Received, VerbsCounters},
         rpc::Xprt,
     },
     proto::{cm, plan, v2::ConnVersion, xchar::Characteristics},
@@ -137,7 +137,7 @@ impl EpShared {
         what: &str,
         encode: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> bool {
-        match conn.send(&Registration::empty(), |out| out.copy(encode)) {
+        match conn.send_unregistered(|out| out.copy(encode)) {
             // Copied only: nothing stays mapped.
             Ok(_copied_only) => true,
             Err(e) => {

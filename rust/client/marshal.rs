@@ -10,7 +10,7 @@ use kernel::prelude::*;
 use crate::{
     kapi::{
         errno,
-        rdma::{PagesInFlight, Registration},
+        rdma::{PagesInFlight, PostedRegistration, Registration, SendFailed},
         rpc::{Rqst, Transport, Which, Xprt},
         PAGE_SIZE,
     },
@@ -45,11 +45,35 @@ pub(super) struct Planned {
 
 impl RdmaXprt {
     /// Builds the transport header (registering chunks as the plan says)
-    /// and sends the call. Records in `st` the regions registered and how
-    /// the reply will arrive; returns the pages the Send may still be
-    /// reading.
-    pub(super) fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, st: &mut ReqState) -> Result<PagesInFlight> {
-        let ReqState { reg, reply, segs, offered, .. } = st;
+    /// and sends the call. Records in `st` the regions posted, the pages
+    /// the Send may still be reading and how the reply will arrive. On
+    /// failure every region registered for the call is given back.
+    pub(super) fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, st: &mut ReqState) -> Result {
+        let mut reg = Registration::empty();
+        match self.register_and_send(ep, rqst, st, &mut reg) {
+            Ok(Some(f)) => {
+                let _ = ep.conn.release_unposted(f.reg);
+                Err(f.err)
+            }
+            Ok(None) => Ok(()),
+            Err(e) => {
+                let _ = ep.conn.release_unposted(reg);
+                Err(e)
+            }
+        }
+    }
+
+    /// See [`RdmaXprt::marshal`]: regions are registered into `reg`; if the
+    /// Send is posted, `reg` is left empty and `st` holds what was posted,
+    /// else the failure carries the registration back.
+    fn register_and_send(
+        &self,
+        ep: &Endpoint,
+        rqst: &Rqst<'_>,
+        st: &mut ReqState,
+        reg: &mut Registration,
+    ) -> Result<Option<SendFailed>> {
+        let ReqState { reg: posted, sent, reply, segs, offered } = st;
         *reply = ReplyShape::Inline;
         *offered = 0;
         let p = &self.plan(ep.shared(), rqst)?;
@@ -74,11 +98,18 @@ impl RdmaXprt {
                 (ReplyShape::ReplyChunk, v1::ChunkLists { reads, writes: &[], reply: Some(writes) })
             }
         };
-        let sent = self.post(ep, rqst, p, reg, lists)?;
-        self.count_call(p, reg.len());
-        *reply = shape;
-        *offered = nw;
-        Ok(sent)
+        let registered = reg.take();
+        match self.post(ep, rqst, p, registered, lists) {
+            Ok((regions, pages)) => {
+                self.count_call(p, regions.len());
+                *posted = regions;
+                *sent = pages;
+                *reply = shape;
+                *offered = nw;
+                Ok(None)
+            }
+            Err(f) => Ok(Some(f)),
+        }
     }
 
     /// Plans the call `rqst` for the connection `shared`: its version (the
@@ -125,9 +156,9 @@ impl RdmaXprt {
         ep: &Endpoint,
         rqst: &Rqst<'_>,
         p: &Planned,
-        reg: &Registration,
+        reg: Registration,
         lists: v1::ChunkLists<'_>,
-    ) -> Result<PagesInFlight> {
+    ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed> {
         let Planned { version, xid, call, ref snd, .. } = *p;
         let nomsg = matches!(call, plan::CallPlan::LongCall { .. });
         let credits = ep.shared().max_requests.load(Ordering::Relaxed);
@@ -264,23 +295,21 @@ impl RdmaXprt {
             // A request re-sent on a new connection still holds the regions
             // of the old one, which went away with it: drop the stale token
             // (this sleeps, so not under the lock).
-            let (mut stale, mut sent) = st.take();
+            let (stale, sent) = st.take();
             drop(st);
-            ep.conn.invalidate(&mut stale, None);
-            ep.conn.wait_sent(&mut sent);
+            let _ = ep.conn.invalidate(stale, None);
+            let _ = ep.conn.wait_sent(sent);
             st = slot.state().lock();
         }
         let epoch = ep.conn.release_epoch();
         rqst.stamp_xmit();
         match self.marshal(&ep, rqst, &mut st) {
-            Ok(sent) => {
-                st.sent = sent;
+            Ok(()) => {
                 let holds = st.holds_anything();
                 slot.set_holds(&mut st, holds);
                 drop(st);
             }
             Err(e) => {
-                ep.conn.release_unposted(&mut st.reg);
                 drop(st);
                 if e == errno::ENOBUFS() {
                     // Out of Send buffers or memory regions: wait for some.

@@ -10,8 +10,8 @@ use kernel::prelude::*;
 use crate::{
     kapi::{
         ratelimit::RateLimit,
-        rdma::{Live, PagesInFlight, Registration},
-        rpc::PinnedRqst,
+        rdma::{Live, PagesInFlight, PostedRegistration},
+        rpc::{Released, ReleasedRqst},
     },
     proto::{v1, v2},
 };
@@ -115,9 +115,9 @@ impl EpShared {
         kind: &Kind<'_>,
         xid: u32,
         invalidated: Option<u32>,
-    ) -> Option<(PinnedRqst, Verdict)> {
+    ) -> Option<(ReleasedRqst, Verdict)> {
         let rqst = self.xprt.lookup(xid.to_be())?;
-        let (mut reg, mut sent, verdict) = match self.slots.slot_of_pinned(&rqst) {
+        let (reg, sent, verdict) = match self.slots.slot_of_pinned(&rqst) {
             Some(slot) => {
                 let mut st = slot.state().lock();
                 if !conn.owns(&st.reg, &st.sent) {
@@ -131,10 +131,10 @@ impl EpShared {
                 slot.set_holds(&mut st, false);
                 (reg, sent, verdict)
             }
-            None => (Registration::empty(), PagesInFlight::none(), ReqState::default().judge(kind)),
+            None => (PostedRegistration::none(), PagesInFlight::none(), ReqState::default().judge(kind)),
         };
         let registered = reg.len();
-        let local = conn.invalidate(&mut reg, invalidated);
+        let (inv, local) = conn.invalidate(reg, invalidated);
         count_invalidations(&self.stats, registered, local);
         if registered > 0 {
             // A task may be waiting for memory regions to send its call.
@@ -142,11 +142,11 @@ impl EpShared {
         }
         // The reply can overtake the Send's completion: the call's pages go
         // back to SUNRPC only once the HCA is done reading them.
-        conn.wait_sent(&mut sent);
-        Some((rqst, verdict))
+        let done = conn.wait_sent(sent);
+        Some((rqst.released(Released::new(inv, done)), verdict))
     }
 
-    pub(super) fn complete(&self, rqst: PinnedRqst, payload: &[u8], verdict: Verdict) {
+    pub(super) fn complete(&self, rqst: ReleasedRqst, payload: &[u8], verdict: Verdict) {
         let bad = || {
             self.count_bad_reply();
             EIO
@@ -178,7 +178,7 @@ impl EpShared {
 /// (`written` bytes, a Write chunk: RFC 8166 section 3.5.3); `inline` is the
 /// rest of the reply, which surrounds the data: what the head holds goes
 /// before it, the rest follows the XDR-padded data.
-fn complete_write_chunk(mut rqst: PinnedRqst, inline: &[u8], written: u32) {
+fn complete_write_chunk(mut rqst: ReleasedRqst, inline: &[u8], written: u32) {
     let (head_len, page_len) = (rqst.receive_buf().head().1, rqst.receive_buf().pages().1);
     let Some(padded) = written.checked_next_multiple_of(4).filter(|_| written <= page_len) else {
         return rqst.fail(EIO);

@@ -12,7 +12,7 @@ use kernel::{new_spinlock, prelude::*, sync::SpinLock};
 
 use crate::{
     kapi::{
-        rdma::{FreeList, PagesInFlight, Registration},
+        rdma::{FreeList, PagesInFlight, PostedRegistration},
         rpc::{FreedRqst, PinnedRqst, PinnedSlice, RqstStorage, Rqst, Task, Xprt},
     },
     proto::v1,
@@ -29,7 +29,7 @@ use super::{
 /// be reading, and how its reply comes back. The reply is checked against
 /// it in place, under the slot's lock: nothing of it is copied per RPC.
 pub(super) struct ReqState {
-    pub(super) reg: Registration,
+    pub(super) reg: PostedRegistration,
     pub(super) sent: PagesInFlight,
     pub(super) reply: ReplyShape,
     /// The segments of the Write or Reply chunk the call offered (the
@@ -47,9 +47,9 @@ impl ReqState {
 
     /// Takes the request's regions and its Send's pages token out of the
     /// slot, for the caller to invalidate and wait for.
-    pub(super) fn take(&mut self) -> (Registration, PagesInFlight) {
+    pub(super) fn take(&mut self) -> (PostedRegistration, PagesInFlight) {
         (
-            core::mem::replace(&mut self.reg, Registration::empty()),
+            core::mem::replace(&mut self.reg, PostedRegistration::none()),
             core::mem::replace(&mut self.sent, PagesInFlight::none()),
         )
     }
@@ -58,7 +58,7 @@ impl ReqState {
 impl Default for ReqState {
     fn default() -> Self {
         ReqState {
-            reg: Registration::empty(),
+            reg: PostedRegistration::none(),
             sent: PagesInFlight::none(),
             reply: ReplyShape::Inline,
             segs: [v1::Segment::default(); MAX_CHUNK_SEGMENTS],
@@ -208,17 +208,17 @@ impl RdmaXprt {
             return;
         }
         let mut st = slot.state().lock();
-        let (mut reg, mut sent) = st.take();
+        let (reg, sent) = st.take();
         slot.set_holds(&mut st, false);
         drop(st);
         if reg.is_empty() && sent.is_none() {
             return;
         }
         if let Some(ep) = self.endpoint() {
-            ep.conn.wait_sent(&mut sent);
+            let _done = ep.conn.wait_sent(sent);
             if !reg.is_empty() {
                 let registered = reg.len();
-                let local = ep.conn.invalidate(&mut reg, None);
+                let (_invalidated, local) = ep.conn.invalidate(reg, None);
                 count_invalidations(&self.stats, registered, local);
                 // A task may be waiting for memory regions to send its call.
                 x.write_space();

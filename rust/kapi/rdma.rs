@@ -218,9 +218,10 @@ pub(crate) const MAX_SEND_SGES: usize = 8;
 /// Pages of an RPC that a posted Send may still be reading (DMA-mapped into
 /// it rather than copied). Returned by [`Connection::send`]; the RPC holds it
 /// and must not give its pages back before [`Live::wait_sent`] (or
-/// [`Connection::wait_sent`]) has consumed it. A token of a connection that
-/// is gone holds nothing: tearing a connection down completes every Send.
-#[must_use]
+/// [`Connection::wait_sent`]) has consumed it, which yields the
+/// [`SendDone`] proof. A token of a connection that is gone holds nothing:
+/// tearing a connection down completes every Send.
+#[must_use = "the HCA may still read these pages: wait for the Send"]
 pub(crate) struct PagesInFlight {
     generation: u64,
     index: usize,
@@ -239,10 +240,13 @@ impl PagesInFlight {
     }
 }
 
-/// The memory regions an RPC registered on one connection. It owns them
-/// until [`Connection::invalidate`] (or [`Connection::release_unposted`])
-/// consumes it; a token whose connection is gone holds nothing (the
-/// connection released every region when it was torn down).
+/// Memory regions an RPC registered on one connection whose REG_MR work
+/// requests are not posted yet. [`Connection::register`] adds to it; the
+/// Send that advertises the regions consumes it ([`Connection::send`]) and
+/// returns the [`PostedRegistration`]; a call that is not sent gives the
+/// regions back with [`Connection::release_unposted`]. Posting needs the
+/// token by value, so its REG_MRs are posted once.
+#[must_use = "an unposted registration holds mapped memory regions: send or release it"]
 pub(crate) struct Registration {
     generation: u64,
     mrs: [u16; MAX_MRS],
@@ -255,6 +259,32 @@ impl Registration {
         Registration { generation: 0, mrs: [0; MAX_MRS], n: 0 }
     }
 
+    /// Moves the regions out, leaving this token empty.
+    #[inline]
+    pub(crate) fn take(&mut self) -> Registration {
+        let n = core::mem::replace(&mut self.n, 0);
+        Registration { generation: self.generation, mrs: self.mrs, n }
+    }
+}
+
+/// Memory regions an RPC registered and advertised: the peer may read or
+/// write them until [`Connection::invalidate`] consumes the token and
+/// returns the [`Invalidated`] proof. A token whose connection is gone
+/// holds nothing (the connection released every region when it was torn
+/// down, its queue pair first).
+#[must_use = "the peer can reach these regions until they are invalidated"]
+pub(crate) struct PostedRegistration {
+    generation: u64,
+    mrs: [u16; MAX_MRS],
+    n: usize,
+}
+
+impl PostedRegistration {
+    /// A token that holds nothing.
+    pub(crate) const fn none() -> Self {
+        PostedRegistration { generation: 0, mrs: [0; MAX_MRS], n: 0 }
+    }
+
     /// True if it holds no memory region.
     pub(crate) fn is_empty(&self) -> bool {
         self.n == 0
@@ -264,12 +294,24 @@ impl Registration {
     pub(crate) fn len(&self) -> usize {
         self.n
     }
+}
 
-    fn take(&mut self) -> (u64, [u16; MAX_MRS], usize) {
-        let out = (self.generation, self.mrs, self.n);
-        *self = Registration::empty();
-        out
-    }
+/// Proof that the peer can no longer reach an RPC's memory regions: they
+/// were invalidated (or never posted, or their queue pair is in the error
+/// state). Made only by [`Connection::invalidate`] and
+/// [`Connection::release_unposted`].
+pub(crate) struct Invalidated(());
+
+/// Proof that no Send reads an RPC's pages any more. Made only by
+/// [`Connection::wait_sent`] and [`Live::wait_sent`].
+pub(crate) struct SendDone(());
+
+/// A Send that failed: the error and the registration it did not post.
+pub(crate) struct SendFailed {
+    /// Why.
+    pub(crate) err: Error,
+    /// The regions, still unposted: give them back.
+    pub(crate) reg: Registration,
 }
 
 /// Fills the scatterlist of a memory region being registered.
@@ -999,8 +1041,23 @@ impl<T: ConnHandler> Connection<T> {
     /// completes in order). A Send that mapped pages is always signalled,
     /// so that they are unmapped promptly; the returned token tells the RPC
     /// when its pages are free again.
-    pub(crate) fn send(&self, reg: &Registration, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<PagesInFlight> {
-        self.inner.send(reg, fill)
+    ///
+    /// The registrations in `reg` are posted in front of the Send; the
+    /// returned token owns them until they are invalidated. On failure
+    /// nothing was posted and the registration comes back.
+    #[inline]
+    pub(crate) fn send(
+        &self,
+        reg: Registration,
+        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
+    ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed> {
+        self.inner.send_registered(reg, fill)
+    }
+
+    /// Sends a message that advertises no memory regions; see
+    /// [`Connection::send`].
+    pub(crate) fn send_unregistered(&self, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<PagesInFlight> {
+        self.inner.send(&Registration::empty(), fill)
     }
 
     /// Receives completed successfully on this connection so far.
@@ -1057,7 +1114,7 @@ impl<T: ConnHandler> Connection<T> {
 
     /// Waits until the Send of `sent` no longer reads its pages; see
     /// [`Live::wait_sent`]. Sleeps.
-    pub(crate) fn wait_sent(&self, sent: &mut PagesInFlight) {
+    pub(crate) fn wait_sent(&self, sent: PagesInFlight) -> SendDone {
         self.inner.wait_sent(sent)
     }
 }
@@ -1151,6 +1208,23 @@ impl<T: ConnHandler> Connection<T> {
 
 impl<T: ConnHandler> Inner<T> {
     /// See [`Connection::send`].
+    #[inline]
+    fn send_registered(
+        &self,
+        reg: Registration,
+        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
+    ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed> {
+        match self.send(&reg, fill) {
+            Ok(sent) => {
+                let Registration { generation, mrs, n } = reg;
+                Ok((PostedRegistration { generation, mrs, n }, sent))
+            }
+            Err(err) => Err(SendFailed { err, reg }),
+        }
+    }
+
+    /// Posts the Send, with the REG_MRs of `reg` in front of it; see
+    /// [`Connection::send`].
     fn send(&self, reg: &Registration, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<PagesInFlight> {
         let verbs = self.verbs.as_ref().ok_or_else(errno::ENOTCONN)?;
         if self.dying.load(Ordering::Acquire) {
@@ -1252,10 +1326,10 @@ impl<T: ConnHandler> Inner<T> {
 
     /// Gives back the regions of a token whose REG_MR requests were never
     /// posted (the call was not sent).
-    pub(crate) fn release_unposted(&self, reg: &mut Registration) {
-        let (generation, mrs, n) = reg.take();
+    pub(crate) fn release_unposted(&self, reg: Registration) -> Invalidated {
+        let Registration { generation, mrs, n } = reg;
         if generation != self.generation {
-            return;
+            return Invalidated(());
         }
         for &i in mrs.iter().take(n) {
             if let Some(mut m) = self.take_back_mr(i) {
@@ -1265,6 +1339,7 @@ impl<T: ConnHandler> Inner<T> {
                 self.note_release();
             }
         }
+        Invalidated(())
     }
 
     /// Takes back region `i` from the token that held it.
@@ -1280,11 +1355,11 @@ impl<T: ConnHandler> Inner<T> {
     /// skipped. Sleeps until the LOCAL_INV work requests complete. Returns
     /// how many regions needed a LOCAL_INV. A token from an earlier
     /// connection holds nothing and is simply emptied.
-    pub(crate) fn invalidate(&self, reg: &mut Registration, remotely_invalidated: Option<u32>) -> usize {
-        let (generation, mrs, n) = reg.take();
-        let Some(verbs) = self.verbs.as_ref() else { return 0 };
+    pub(crate) fn invalidate(&self, reg: PostedRegistration, remotely_invalidated: Option<u32>) -> (Invalidated, usize) {
+        let PostedRegistration { generation, mrs, n } = reg;
+        let Some(verbs) = self.verbs.as_ref() else { return (Invalidated(()), 0) };
         if generation != self.generation || n == 0 {
-            return 0;
+            return (Invalidated(()), 0);
         }
         let mut chain: *mut sys::ib_send_wr = ptr::null_mut();
         let mut last: Option<&Mr> = None;
@@ -1359,7 +1434,7 @@ impl<T: ConnHandler> Inner<T> {
                 self.note_release();
             }
         }
-        local
+        (Invalidated(()), local)
     }
 
     /// Records that resources came back, before the caller wakes waiters.
@@ -1414,15 +1489,15 @@ impl<T: ConnHandler> Inner<T> {
     /// Waits until the Send of `sent` no longer reads the RPC's pages, and
     /// empties the token. Sleeps; the wait is bounded by the queue pair's
     /// retry limit (a dead connection flushes every Send).
-    fn wait_sent(&self, sent: &mut PagesInFlight) {
-        let t = core::mem::replace(sent, PagesInFlight::none());
+    fn wait_sent(&self, t: PagesInFlight) -> SendDone {
         if t.is_none() || t.generation != self.generation {
-            return;
+            return SendDone(());
         }
         let mut st = self.send_state.lock();
         while st.is_posted(t.index) && st.seq.get(t.index) == Some(&t.seq) {
             self.send_wait.wait(&mut st);
         }
+        SendDone(())
     }
 
     fn unmap(&self, m: &mut MrState) {
@@ -1447,39 +1522,39 @@ impl<T: ConnHandler> Live<'_, T> {
     /// torn down, for a call already sent again on its successor, finds
     /// the successor's tokens in the slot: they are not this connection's
     /// to invalidate or wait for.
-    pub(crate) fn owns(&self, reg: &Registration, sent: &PagesInFlight) -> bool {
+    pub(crate) fn owns(&self, reg: &PostedRegistration, sent: &PagesInFlight) -> bool {
         let g = self.0.generation;
         (reg.is_empty() || reg.generation == g) && (sent.is_none() || sent.generation == g)
     }
 
     /// See [`Connection::invalidate`].
-    pub(crate) fn invalidate(&self, reg: &mut Registration, remotely_invalidated: Option<u32>) -> usize {
+    pub(crate) fn invalidate(&self, reg: PostedRegistration, remotely_invalidated: Option<u32>) -> (Invalidated, usize) {
         self.0.invalidate(reg, remotely_invalidated)
     }
 
     /// Waits until the Send that carried `sent`'s pages completed, so the
     /// RPC may give them back. Sleeps.
-    pub(crate) fn wait_sent(&self, sent: &mut PagesInFlight) {
+    pub(crate) fn wait_sent(&self, sent: PagesInFlight) -> SendDone {
         self.0.wait_sent(sent)
     }
 
-    /// Sends one message from a completion handler; see
-    /// [`Connection::send`].
-    pub(crate) fn send(&self, reg: &Registration, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<PagesInFlight> {
-        self.0.send(reg, fill)
+    /// Sends one message that advertises no memory regions from a
+    /// completion handler; see [`Connection::send`].
+    pub(crate) fn send_unregistered(&self, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<PagesInFlight> {
+        self.0.send(&Registration::empty(), fill)
     }
 }
 
 impl<T: ConnHandler> Connection<T> {
     /// Gives back the regions of a token whose REG_MR requests were never
     /// posted (the call was not sent).
-    pub(crate) fn release_unposted(&self, reg: &mut Registration) {
+    pub(crate) fn release_unposted(&self, reg: Registration) -> Invalidated {
         self.inner.release_unposted(reg)
     }
 
     /// Invalidates the regions of `reg` and takes them back; see
     /// [`Live::invalidate`]. Sleeps.
-    pub(crate) fn invalidate(&self, reg: &mut Registration, remotely_invalidated: Option<u32>) -> usize {
+    pub(crate) fn invalidate(&self, reg: PostedRegistration, remotely_invalidated: Option<u32>) -> (Invalidated, usize) {
         self.inner.invalidate(reg, remotely_invalidated)
     }
 }

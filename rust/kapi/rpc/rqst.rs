@@ -17,7 +17,10 @@ use kernel::{
 };
 
 use super::{in_head, write_xdr, XdrBuf, Xprt, XDRBUF_SPARSE_PAGES};
-use crate::kapi::compat;
+use crate::kapi::{
+    compat,
+    rdma::{Invalidated, SendDone},
+};
 use crate::sys;
 
 /// An RPC task, borrowed for one callback.
@@ -210,6 +213,21 @@ impl Rqst<'_> {
     }
 }
 
+/// Proof that a request's pages are the RPC's again: the peer can no longer
+/// reach its memory regions and no Send reads its call. Completing a
+/// request needs one ([`PinnedRqst::released`]).
+pub(crate) struct Released {
+    _inv: Invalidated,
+    _sent: SendDone,
+}
+
+impl Released {
+    /// Both halves of the proof.
+    pub(crate) fn new(inv: Invalidated, sent: SendDone) -> Self {
+        Released { _inv: inv, _sent: sent }
+    }
+}
+
 impl PinnedRqst {
     /// The request's address, to find the transport's state for it.
     #[inline]
@@ -217,17 +235,32 @@ impl PinnedRqst {
         self.raw.as_ptr() as usize
     }
 
+    /// The request, now that its regions are invalidated and its Send is
+    /// done: only a released request can be completed.
+    pub(crate) fn released(self, _proof: Released) -> ReleasedRqst {
+        ReleasedRqst { rqst: self }
+    }
+}
+
+/// A pinned request whose memory the transport gave back ([`Released`]): it
+/// may take its reply and be completed. Dropping it only unpins it.
+pub(crate) struct ReleasedRqst {
+    rqst: PinnedRqst,
+}
+
+impl ReleasedRqst {
+
     /// The reply buffer (`rq_rcv_buf`).
     pub(crate) fn reply_buf(&self) -> XdrBuf<'_> {
         // SAFETY: pinned (type invariant), so the request and its buffers
         // stay; only the reply path, which holds `self`, changes them.
-        XdrBuf { raw: unsafe { &(*self.raw.as_ptr()).rq_rcv_buf } }
+        XdrBuf { raw: unsafe { &(*self.rqst.raw.as_ptr()).rq_rcv_buf } }
     }
 
     /// The buffer the reply is received into (`rq_private_buf`).
     pub(crate) fn receive_buf(&self) -> XdrBuf<'_> {
         // SAFETY: as for `reply_buf`.
-        XdrBuf { raw: unsafe { &(*self.raw.as_ptr()).rq_private_buf } }
+        XdrBuf { raw: unsafe { &(*self.rqst.raw.as_ptr()).rq_private_buf } }
     }
 
     /// Shortens the head of the receive buffer to `len` bytes (nothing if
@@ -237,7 +270,7 @@ impl PinnedRqst {
         // SAFETY: pinned; the reply buffers are ours to fill until
         // completion (type invariant).
         unsafe {
-            let r = &mut *self.raw.as_ptr();
+            let r = &mut *self.rqst.raw.as_ptr();
             let Some(delta) = r.rq_private_buf.head[0].iov_len.checked_sub(len as usize) else { return };
             r.rq_private_buf.head[0].iov_len = len as usize;
             r.rq_private_buf.buflen = r.rq_private_buf.buflen.saturating_sub(delta as u32);
@@ -251,7 +284,7 @@ impl PinnedRqst {
     pub(crate) fn write_at(&mut self, offset: u32, data: &[u8]) -> Result {
         // SAFETY: pinned; the reply buffers are ours to fill until
         // completion; `write_xdr` bounds the copy by the buffer.
-        let rc = unsafe { write_xdr(&(*self.raw.as_ptr()).rq_private_buf, offset, data) };
+        let rc = unsafe { write_xdr(&(*self.rqst.raw.as_ptr()).rq_private_buf, offset, data) };
         if rc != 0 {
             Err(Error::from_errno(rc))
         } else {
@@ -260,11 +293,11 @@ impl PinnedRqst {
     }
 
     /// Completes the request with a reply of `len` bytes the caller placed
-    /// in the receive buffer (copied with [`PinnedRqst::write_at`] or written
+    /// in the receive buffer (copied with [`ReleasedRqst::write_at`] or written
     /// there by the server); never more than the buffer holds.
     pub(crate) fn complete_placed(mut self, len: u32) {
         // SAFETY: pinned.
-        let buflen = unsafe { (*self.raw.as_ptr()).rq_private_buf.buflen };
+        let buflen = unsafe { (*self.rqst.raw.as_ptr()).rq_private_buf.buflen };
         self.finish(len.min(buflen).min(c_int::MAX as u32) as c_int);
     }
 
@@ -272,7 +305,7 @@ impl PinnedRqst {
     /// (`written` bytes, already in the request's buffers).
     pub(crate) fn complete_reply_chunk(mut self, written: u32) {
         // SAFETY: pinned.
-        let buflen = unsafe { (*self.raw.as_ptr()).rq_private_buf.buflen };
+        let buflen = unsafe { (*self.rqst.raw.as_ptr()).rq_private_buf.buflen };
         self.finish(if written > buflen { -(sys::EIO as c_int) } else { written as c_int });
     }
     /// Copies `reply` into the request's receive buffer and completes it.
@@ -282,7 +315,7 @@ impl PinnedRqst {
         // describes where SUNRPC wants reply bytes, and the copy is bounded by
         // it (an oversize reply fails with an error instead).
         let copied = unsafe {
-            let r = &*self.raw.as_ptr();
+            let r = &*self.rqst.raw.as_ptr();
             if len > r.rq_private_buf.buflen || write_xdr(&r.rq_private_buf, 0, reply) != 0 {
                 -(sys::EIO as c_int)
             } else {
@@ -298,17 +331,17 @@ impl PinnedRqst {
     }
 
     fn finish(&mut self, copied: c_int) {
-        if self.done {
+        if self.rqst.done {
             return;
         }
-        self.done = true;
+        self.rqst.done = true;
         // SAFETY: pinned in `lookup`; completes and unpins under queue_lock.
         unsafe {
             if copied < 0 {
-                (*(*self.raw.as_ptr()).rq_task).tk_status = copied;
-                sys::rpcrdma_rs_complete_and_unpin_rqst(self.raw.as_ptr(), 0);
+                (*(*self.rqst.raw.as_ptr()).rq_task).tk_status = copied;
+                sys::rpcrdma_rs_complete_and_unpin_rqst(self.rqst.raw.as_ptr(), 0);
             } else {
-                sys::rpcrdma_rs_complete_and_unpin_rqst(self.raw.as_ptr(), copied);
+                sys::rpcrdma_rs_complete_and_unpin_rqst(self.rqst.raw.as_ptr(), copied);
             }
         }
     }
