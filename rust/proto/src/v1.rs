@@ -223,6 +223,7 @@ impl Segment {
         Ok(Segment { handle: r.u32()?, length: r.u32()?, offset: r.u64()? })
     }
 
+    #[inline]
     fn write(&self, w: &mut XdrWriter<'_>) -> Result<(), XdrError> {
         w.put_u32(self.handle)?;
         w.put_u32(self.length)?;
@@ -245,6 +246,7 @@ impl ReadSegment {
         Ok(ReadSegment { position: r.u32()?, segment: Segment::read(r)? })
     }
 
+    #[inline]
     fn write(&self, w: &mut XdrWriter<'_>) -> Result<(), XdrError> {
         w.put_u32(self.position)?;
         self.segment.write(w)
@@ -919,6 +921,7 @@ impl ChunkLists<'_> {
 
     /// Encoded length of the three lists (saturating; an absurd shape simply
     /// never fits a buffer).
+    #[inline]
     pub fn encoded_len(&self) -> usize {
         let write_segments = self.writes.iter().fold(0usize, |acc, c| acc.saturating_add(c.len()));
         chunk_lists_len(self.reads.len(), self.writes.len(), write_segments, self.reply.map(<[Segment]>::len))
@@ -931,6 +934,7 @@ impl ChunkLists<'_> {
 
     /// Writes the three lists into `w`, which the caller sized with
     /// [`ChunkLists::encoded_len`]; without the room, it fails part way.
+    #[inline]
     fn write(&self, w: &mut XdrWriter<'_>) -> Result<(), V1Error> {
         for rs in self.reads {
             w.put_u32(1)?;
@@ -952,6 +956,7 @@ impl ChunkLists<'_> {
     }
 }
 
+#[inline]
 fn put_segments(w: &mut XdrWriter<'_>, segs: &[Segment]) -> Result<(), V1Error> {
     w.put_u32(u32::try_from(segs.len()).map_err(|_| NO_SPACE)?)?;
     for s in segs {
