@@ -16,6 +16,7 @@ impl EpShared {
     /// The inline thresholds in force now, `(calls, replies)`: 1024 while
     /// the Version Two probe is out, the RFC 8797 exchange for Version One,
     /// Version Two's 4096 default (bounded by our buffers) for Version Two.
+    #[inline]
     pub(super) fn inline(&self) -> (u32, u32) {
         let cached = self.inline_cache.load(Ordering::Acquire);
         if cached != 0 {

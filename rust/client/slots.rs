@@ -133,6 +133,7 @@ impl SlotTable {
         Ok(SlotTable { slots, free })
     }
 
+    #[inline]
     fn get(&self) -> Option<&Slot> {
         let i = self.free.lock().pop()?;
         self.slots.get(i)
@@ -167,11 +168,13 @@ impl SlotTable {
     }
 
     /// `buf_alloc`: the request's buffers in its slot, if they fit.
+    #[inline]
     pub(super) fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
         self.slot_of(rqst).is_some_and(|slot| slot.storage.provide_buffers(rqst))
     }
 
     /// True if the buffers of `rqst` are its slot's own (nothing to free).
+    #[inline]
     pub(super) fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool {
         self.slot_of(rqst).is_some_and(|slot| slot.storage.owns_buffers(rqst))
     }
@@ -198,6 +201,7 @@ impl SlotTable {
 
 impl RdmaXprt {
     /// Gives back what a request that ended without its reply still holds.
+    #[inline]
     pub(super) fn release_held(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
         // An RPC that ended without its reply (signal, timeout) may still
         // have regions the server could write into: invalidate them before

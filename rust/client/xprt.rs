@@ -100,6 +100,7 @@ impl RdmaXprt {
         }))
     }
 
+    #[inline]
     pub(super) fn endpoint(&self) -> Option<Arc<Endpoint>> {
         self.ep.lock().clone()
     }
@@ -118,22 +119,27 @@ impl rpc::Transport for RdmaXprt {
         BC_SLOTS as u32
     }
 
+    #[inline]
     fn alloc_slot(&self, x: Xprt<'_>, task: &Task<'_>) {
         self.slots.alloc(x, task);
     }
 
+    #[inline]
     fn free_slot(&self, x: Xprt<'_>, rqst: FreedRqst<'_>) {
         self.slots.free(x, rqst);
     }
 
+    #[inline]
     fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
         self.slots.provide_buffers(rqst)
     }
 
+    #[inline]
     fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool {
         self.slots.owns_buffers(rqst)
     }
 
+    #[inline]
     fn release_request(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
         self.release_held(x, rqst)
     }

@@ -390,6 +390,7 @@ impl MappedPages {
     /// The pages were mapped on `device` by [`SendWriter::map_page`] and
     /// the HCA is done with them (their Send completed or was never
     /// posted).
+    #[inline]
     unsafe fn unmap(&mut self, device: *mut sys::ib_device) -> usize {
         let n = core::mem::replace(&mut self.n, 0);
         for (&dma, &len) in self.dma.iter().zip(self.len.iter()).take(n) {
@@ -526,6 +527,7 @@ impl SendState {
     }
 
     /// Records a posted Send; returns its sequence number.
+    #[inline]
     fn push_posted(&mut self, index: usize) -> u64 {
         let cap = self.ring.len();
         if cap == 0 || self.len >= cap {
@@ -1489,6 +1491,7 @@ impl<T: ConnHandler> Inner<T> {
     /// Waits until the Send of `sent` no longer reads the RPC's pages, and
     /// empties the token. Sleeps; the wait is bounded by the queue pair's
     /// retry limit (a dead connection flushes every Send).
+    #[inline]
     fn wait_sent(&self, t: PagesInFlight) -> SendDone {
         if t.is_none() || t.generation != self.generation {
             return SendDone(());
@@ -1500,6 +1503,7 @@ impl<T: ConnHandler> Inner<T> {
         SendDone(())
     }
 
+    #[inline]
     fn unmap(&self, m: &mut MrState) {
         let n = core::mem::replace(&mut m.mapped, 0);
         if n == 0 {

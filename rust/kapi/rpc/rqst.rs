@@ -281,6 +281,7 @@ impl ReleasedRqst {
 
     /// Copies `data` into the receive buffer at `offset` (laid out as
     /// head, page list, tail); fails if it does not fit.
+    #[inline]
     pub(crate) fn write_at(&mut self, offset: u32, data: &[u8]) -> Result {
         // SAFETY: pinned; the reply buffers are ours to fill until
         // completion; `write_xdr` bounds the copy by the buffer.

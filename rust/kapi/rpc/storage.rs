@@ -58,6 +58,7 @@ impl RqstStorage {
 
     /// Lends the request to `task` (which asked for a slot); false if it is
     /// lent already.
+    #[inline]
     pub(crate) fn lend(&self, task: &Task<'_>) -> bool {
         let Some(l) = self.lent.lease() else { return false };
         l.hand_off();
@@ -116,6 +117,7 @@ impl RqstStorage {
     /// SUNRPC in `rq_callsize` and `rq_rcvsize`) into the storage's own
     /// buffer, call first, as SUNRPC lays them out. False if `rqst` is not
     /// this storage's or they do not fit.
+    #[inline]
     pub(crate) fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
         if !core::ptr::eq(self.rqst.get(), rqst.raw.as_ptr()) {
             return false;
@@ -138,6 +140,7 @@ impl RqstStorage {
 
     /// True if the buffers of `rqst` are this storage's own (nothing to
     /// free).
+    #[inline]
     pub(crate) fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool {
         rqst.get().rq_buffer == self.buffer.get().cast::<c_void>()
     }
