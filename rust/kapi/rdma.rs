@@ -1288,11 +1288,15 @@ impl<T: ConnHandler> Inner<T> {
         let wr = &raw mut *send_wr;
         let mut head = wr;
         for &i in reg.mrs.iter().take(reg.n).rev() {
-            let Some(mr) = self.mrs.get(usize::from(i)) else { continue };
             // SAFETY: the region belongs to `reg` (handed off to it by
             // `register`) and holds nothing the device reads: its work
             // request is copied when posted.
-            let Some(mut m) = (unsafe { mr.cell.take_back() }) else { continue };
+            let Some(mut m) = self.mrs.get(usize::from(i)).and_then(|mr| unsafe { mr.cell.take_back() }) else {
+                // Not a region `reg` holds: post nothing (the ones chained
+                // so far are handed back to `reg` already).
+                put_back(Some(b));
+                return Err(EINVAL);
+            };
             m.reg_wr.wr.next = head;
             head = &raw mut m.reg_wr.wr;
             m.hand_off();
