@@ -9,6 +9,11 @@ use kernel::str::CStr;
 use crate::sys;
 
 /// The debugfs directory; removed on drop.
+///
+/// # Invariants
+///
+/// The pointer is the directory `new` created (or an error value
+/// debugfs returned, which its functions accept), removed only by `drop`.
 pub(crate) struct Counters(*mut sys::dentry);
 
 // SAFETY: the dentry pointer is only used again in `drop`.

@@ -59,6 +59,11 @@ pub(crate) trait Client {
 }
 
 /// A registered ib_core client; unregistered on drop.
+///
+/// # Invariants
+///
+/// `client` was registered with `ib_register_client` by `new` and stays
+/// registered, at this pinned address, until `drop` unregisters it.
 pub(crate) struct ClientRegistration<T: Client> {
     client: Pin<KBox<Opaque<sys::ib_client>>>,
     _client: PhantomData<T>,

@@ -9,6 +9,11 @@ use crate::sys;
 
 /// A network namespace (`struct net`), borrowed from whoever holds a
 /// reference on it (a transport holds one on its own).
+///
+/// # Invariants
+///
+/// A `&Net` is only made by [`Net::from_raw`] from a namespace that stays
+/// live for the borrow.
 #[repr(transparent)]
 pub(crate) struct Net(Opaque<sys::net>);
 
@@ -30,6 +35,11 @@ impl Net {
 
 /// A socket address in a `sockaddr_storage`, borrowed (a transport's peer
 /// address).
+///
+/// # Invariants
+///
+/// A `&SockAddr` is only made by [`SockAddr::from_raw`] from storage that
+/// holds a socket address and stays valid for the borrow.
 #[repr(transparent)]
 pub(crate) struct SockAddr(Opaque<sys::__kernel_sockaddr_storage>);
 

@@ -112,6 +112,12 @@ impl ClassSlot {
 }
 
 /// A registered transport class; unregistered on drop.
+///
+/// # Invariants
+///
+/// `storage` holds an `xprt_class` registered with `xprt_register_transport`
+/// by `new` (its netid list NUL-terminated) and stays registered, at this
+/// pinned address, until `drop` unregisters it.
 pub(crate) struct ClassRegistration<T: TransportClass> {
     storage: Pin<KBox<Opaque<ClassStorage>>>,
     _class: PhantomData<T>,

@@ -244,6 +244,13 @@ impl PinnedRqst {
 
 /// A pinned request whose memory the transport gave back ([`Released`]): it
 /// may take its reply and be completed. Dropping it only unpins it.
+///
+/// # Invariants
+///
+/// `rqst` keeps [`PinnedRqst`]'s invariants (pinned, so live and not
+/// reused, while not `done`), and a [`Released`] proof was given up for it:
+/// its regions are invalidated and no Send reads its call, so its reply
+/// buffers are the reply path's to fill until it is completed.
 pub(crate) struct ReleasedRqst {
     rqst: PinnedRqst,
 }

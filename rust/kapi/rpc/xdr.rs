@@ -42,6 +42,13 @@ pub(super) const XDRBUF_SPARSE_PAGES: u32 = 0x04;
 
 /// One of a request's buffers (`struct xdr_buf`: a head, a page list and a
 /// tail), borrowed for `'a`.
+///
+/// # Invariants
+///
+/// `raw` is a buffer of a live request (made only by the request views of
+/// this module) whose page array has an entry for every page its
+/// `page_base + page_len` bytes touch, and whose head and tail are linearly
+/// mapped memory, for `'a`.
 #[derive(Clone, Copy)]
 pub(crate) struct XdrBuf<'a> {
     pub(super) raw: &'a sys::xdr_buf,
