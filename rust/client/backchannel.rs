@@ -11,8 +11,7 @@ use crate::{
     kapi::{
         errno,
         ratelimit::RateLimit,
-        rdma::Live,
-        rdma::FreeList,
+        rdma::{FreeList, Live},
         rpc::{self, BcError, BcRqst, FreedBcRqst, Rqst, Xprt},
         PAGE_SIZE,
     },

@@ -50,29 +50,17 @@ impl RdmaXprt {
     /// failure every region registered for the call is given back.
     pub(super) fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, st: &mut ReqState) -> Result {
         let mut reg = Registration::empty();
-        match self.register_and_send(ep, rqst, st, &mut reg) {
-            Ok(Some(f)) => {
-                let _ = ep.conn.release_unposted(f.reg);
-                Err(f.err)
-            }
-            Ok(None) => Ok(()),
-            Err(e) => {
-                let _ = ep.conn.release_unposted(reg);
-                Err(e)
-            }
+        let sent = self.register_and_send(ep, rqst, st, &mut reg);
+        if sent.is_err() {
+            let _ = ep.conn.release_unposted(reg);
         }
+        sent
     }
 
     /// See [`RdmaXprt::marshal`]: regions are registered into `reg`; if the
     /// Send is posted, `reg` is left empty and `st` holds what was posted,
-    /// else the failure carries the registration back.
-    fn register_and_send(
-        &self,
-        ep: &Endpoint,
-        rqst: &Rqst<'_>,
-        st: &mut ReqState,
-        reg: &mut Registration,
-    ) -> Result<Option<SendFailed>> {
+    /// else `reg` holds every region registered for the call.
+    fn register_and_send(&self, ep: &Endpoint, rqst: &Rqst<'_>, st: &mut ReqState, reg: &mut Registration) -> Result {
         let ReqState { reg: posted, sent, reply, segs, offered } = st;
         *reply = ReplyShape::Inline;
         *offered = 0;
@@ -106,9 +94,12 @@ impl RdmaXprt {
                 *sent = pages;
                 *reply = shape;
                 *offered = nw;
-                Ok(None)
+                Ok(())
             }
-            Err(f) => Ok(Some(f)),
+            Err(f) => {
+                *reg = f.reg;
+                Err(f.err)
+            }
         }
     }
 

@@ -14,7 +14,6 @@ const SLOTS: (u32, u32) = (4, 16384);
 /// in-tree client allows 1 KiB..64 KiB).
 const INLINE: (u32, u32) = (1024, 65536);
 
-
 /// RPC-over-RDMA versions allowed (`versions=`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Versions {

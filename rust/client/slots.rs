@@ -13,7 +13,7 @@ use kernel::{new_spinlock, prelude::*, sync::SpinLock};
 use crate::{
     kapi::{
         rdma::{FreeList, PagesInFlight, PostedRegistration},
-        rpc::{FreedRqst, PinnedRqst, PinnedSlice, RqstStorage, Rqst, Task, Xprt},
+        rpc::{FreedRqst, PinnedRqst, PinnedSlice, Rqst, RqstStorage, Task, Xprt},
     },
     proto::v1,
 };
@@ -161,7 +161,7 @@ impl SlotTable {
     /// `free_slot`: the request goes to a backlogged task or back to the
     /// pool.
     pub(super) fn free(&self, x: Xprt<'_>, rqst: FreedRqst<'_>) {
-        let Some(slot) = self.slots.at_addr(rqst.addr(), RQST_IN_SLOT) else { return };
+        let Some(slot) = self.slot_at(rqst.addr()) else { return };
         if slot.storage.take_back(x, rqst) {
             self.free.lock().push(slot.index);
         }
@@ -189,13 +189,19 @@ impl SlotTable {
     /// The slot holding `rqst`, if it is one of this table's.
     #[inline]
     pub(super) fn slot_of(&self, rqst: &Rqst<'_>) -> Option<&Slot> {
-        self.slots.at_addr(rqst.addr(), RQST_IN_SLOT)
+        self.slot_at(rqst.addr())
     }
 
     /// The slot holding a pinned request.
     #[inline]
     pub(super) fn slot_of_pinned(&self, rqst: &PinnedRqst) -> Option<&Slot> {
-        self.slots.at_addr(rqst.addr(), RQST_IN_SLOT)
+        self.slot_at(rqst.addr())
+    }
+
+    /// The slot whose `rpc_rqst` is at `addr`, if it is one of this table's.
+    #[inline]
+    fn slot_at(&self, addr: usize) -> Option<&Slot> {
+        self.slots.at_addr(addr, RQST_IN_SLOT)
     }
 }
 

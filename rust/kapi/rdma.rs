@@ -247,23 +247,36 @@ impl PagesInFlight {
 /// regions back with [`Connection::release_unposted`]. Posting needs the
 /// token by value, so its REG_MRs are posted once.
 #[must_use = "an unposted registration holds mapped memory regions: send or release it"]
-pub(crate) struct Registration {
+pub(crate) struct Registration(Regions);
+
+/// The memory regions a registration token holds, and the generation of the
+/// connection they belong to (meaningful only while `n > 0`).
+struct Regions {
     generation: u64,
     mrs: [u16; MAX_MRS],
     n: usize,
 }
 
+impl Regions {
+    const NONE: Regions = Regions { generation: 0, mrs: [0; MAX_MRS], n: 0 };
+
+    /// The regions held, in registration order.
+    fn held(&self) -> &[u16] {
+        self.mrs.get(..self.n).unwrap_or(&[])
+    }
+}
+
 impl Registration {
     /// A token that holds nothing.
     pub(crate) const fn empty() -> Self {
-        Registration { generation: 0, mrs: [0; MAX_MRS], n: 0 }
+        Registration(Regions::NONE)
     }
 
     /// Moves the regions out, leaving this token empty.
     #[inline]
     pub(crate) fn take(&mut self) -> Registration {
-        let n = core::mem::replace(&mut self.n, 0);
-        Registration { generation: self.generation, mrs: self.mrs, n }
+        let n = core::mem::replace(&mut self.0.n, 0);
+        Registration(Regions { generation: self.0.generation, mrs: self.0.mrs, n })
     }
 }
 
@@ -273,26 +286,22 @@ impl Registration {
 /// holds nothing (the connection released every region when it was torn
 /// down, its queue pair first).
 #[must_use = "the peer can reach these regions until they are invalidated"]
-pub(crate) struct PostedRegistration {
-    generation: u64,
-    mrs: [u16; MAX_MRS],
-    n: usize,
-}
+pub(crate) struct PostedRegistration(Regions);
 
 impl PostedRegistration {
     /// A token that holds nothing.
     pub(crate) const fn none() -> Self {
-        PostedRegistration { generation: 0, mrs: [0; MAX_MRS], n: 0 }
+        PostedRegistration(Regions::NONE)
     }
 
     /// True if it holds no memory region.
     pub(crate) fn is_empty(&self) -> bool {
-        self.n == 0
+        self.0.n == 0
     }
 
     /// Memory regions held.
     pub(crate) fn len(&self) -> usize {
-        self.n
+        self.0.n
     }
 }
 
@@ -595,6 +604,24 @@ struct MrState {
     to_device: bool,
     reg_wr: sys::ib_reg_wr,
     inv_wr: sys::ib_send_wr,
+}
+
+impl MrState {
+    /// Unmaps the scatterlist entries mapped for the last registration.
+    ///
+    /// # Safety
+    ///
+    /// They were mapped on `device` by [`Connection::register`] and the HCA
+    /// is done with them.
+    #[inline]
+    unsafe fn unmap(&mut self, device: *mut sys::ib_device) {
+        let n = core::mem::replace(&mut self.mapped, 0);
+        if n != 0 {
+            // SAFETY: per the function's contract, for `n` entries mapped in
+            // this direction.
+            unsafe { sys::rpcrdma_rs_dma_unmap_sg(device, self.sg.as_mut_ptr(), n as i32, self.to_device) };
+        }
+    }
 }
 
 // SAFETY: `ibmr` is an ib_core region only this state's holder uses; the work
@@ -1137,7 +1164,8 @@ impl<T: ConnHandler> Connection<T> {
         fill: impl FnOnce(&mut SgWriter<'_>) -> Result,
     ) -> Result<Registered> {
         let verbs = self.inner.verbs.as_ref().ok_or_else(errno::ENOTCONN)?;
-        if reg.n >= MAX_MRS || (reg.n > 0 && reg.generation != self.inner.generation) {
+        let held = &mut reg.0;
+        if held.n >= MAX_MRS || (held.n > 0 && held.generation != self.inner.generation) {
             return Err(EINVAL);
         }
         let index = self.inner.free_mrs.lock().pop().ok_or_else(errno::ENOBUFS)?;
@@ -1199,11 +1227,11 @@ impl<T: ConnHandler> Connection<T> {
         };
         // The region now belongs to `reg`, until invalidated or released.
         m.hand_off();
-        if reg.n == 0 {
-            reg.generation = self.inner.generation;
+        if held.n == 0 {
+            held.generation = self.inner.generation;
         }
-        reg.mrs[reg.n] = mr.index;
-        reg.n += 1;
+        held.mrs[held.n] = mr.index;
+        held.n += 1;
         Ok(seg)
     }
 }
@@ -1218,8 +1246,7 @@ impl<T: ConnHandler> Inner<T> {
     ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed> {
         match self.send(&reg, fill) {
             Ok(sent) => {
-                let Registration { generation, mrs, n } = reg;
-                Ok((PostedRegistration { generation, mrs, n }, sent))
+                Ok((PostedRegistration(reg.0), sent))
             }
             Err(err) => Err(SendFailed { err, reg }),
         }
@@ -1232,7 +1259,7 @@ impl<T: ConnHandler> Inner<T> {
         if self.dying.load(Ordering::Acquire) {
             return Err(errno::ENOTCONN());
         }
-        if reg.n > 0 && reg.generation != self.generation {
+        if reg.0.n > 0 && reg.0.generation != self.generation {
             return Err(EINVAL);
         }
         let index = {
@@ -1285,9 +1312,8 @@ impl<T: ConnHandler> Inner<T> {
         // Chain the registrations in front of the Send: one post, and the
         // queue pair's ordering makes the regions valid before the server
         // sees the call.
-        let wr = &raw mut *send_wr;
-        let mut head = wr;
-        for &i in reg.mrs.iter().take(reg.n).rev() {
+        let mut head: *mut sys::ib_send_wr = &raw mut *send_wr;
+        for &i in reg.0.held().iter().rev() {
             // SAFETY: the region belongs to `reg` (handed off to it by
             // `register`) and holds nothing the device reads: its work
             // request is copied when posted.
@@ -1333,11 +1359,11 @@ impl<T: ConnHandler> Inner<T> {
     /// Gives back the regions of a token whose REG_MR requests were never
     /// posted (the call was not sent).
     pub(crate) fn release_unposted(&self, reg: Registration) -> Invalidated {
-        let Registration { generation, mrs, n } = reg;
-        if generation != self.generation {
+        let held = reg.0;
+        if held.generation != self.generation {
             return Invalidated(());
         }
-        for &i in mrs.iter().take(n) {
+        for &i in held.held() {
             if let Some(mut m) = self.take_back_mr(i) {
                 self.unmap(&mut m);
                 drop(m);
@@ -1362,16 +1388,16 @@ impl<T: ConnHandler> Inner<T> {
     /// how many regions needed a LOCAL_INV. A token from an earlier
     /// connection holds nothing and is simply emptied.
     pub(crate) fn invalidate(&self, reg: PostedRegistration, remotely_invalidated: Option<u32>) -> (Invalidated, usize) {
-        let PostedRegistration { generation, mrs, n } = reg;
+        let held = reg.0;
         let Some(verbs) = self.verbs.as_ref() else { return (Invalidated(()), 0) };
-        if generation != self.generation || n == 0 {
+        if held.generation != self.generation || held.n == 0 {
             return (Invalidated(()), 0);
         }
         let mut chain: *mut sys::ib_send_wr = ptr::null_mut();
         let mut last: Option<&Mr> = None;
         let mut local = 0;
         let mut remote_seen = false;
-        for &i in mrs.iter().take(n).rev() {
+        for &i in held.held().iter().rev() {
             let Some(mr) = self.mrs.get(usize::from(i)) else { continue };
             let Some(mut m) = self.take_back_mr(i) else { continue };
             // SAFETY: the region is valid until `Drop`, and ours (leased).
@@ -1429,7 +1455,7 @@ impl<T: ConnHandler> Inner<T> {
                 broken = !last.inv_ok.load(Ordering::Acquire);
             }
         }
-        for &i in mrs.iter().take(n) {
+        for &i in held.held() {
             let Some(mut m) = self.take_back_mr(i) else { continue };
             self.unmap(&mut m);
             drop(m);
@@ -1509,14 +1535,10 @@ impl<T: ConnHandler> Inner<T> {
 
     #[inline]
     fn unmap(&self, m: &mut MrState) {
-        let n = core::mem::replace(&mut m.mapped, 0);
-        if n == 0 {
-            return;
-        }
         if let Some(verbs) = self.verbs.as_ref() {
-            // SAFETY: `n` entries of this region's table were mapped on this
-            // device in this direction and the HCA is done with them.
-            unsafe { sys::rpcrdma_rs_dma_unmap_sg(verbs.device, m.sg.as_mut_ptr(), n as i32, m.to_device) };
+            // SAFETY: the region's entries were mapped on this device and
+            // the HCA is done with them.
+            unsafe { m.unmap(verbs.device) };
         }
     }
 }
@@ -1532,7 +1554,7 @@ impl<T: ConnHandler> Live<'_, T> {
     /// to invalidate or wait for.
     pub(crate) fn owns(&self, reg: &PostedRegistration, sent: &PagesInFlight) -> bool {
         let g = self.0.generation;
-        (reg.is_empty() || reg.generation == g) && (sent.is_none() || sent.generation == g)
+        (reg.is_empty() || reg.0.generation == g) && (sent.is_none() || sent.generation == g)
     }
 
     /// See [`Connection::invalidate`].
@@ -1757,13 +1779,11 @@ impl<T: ConnHandler> Drop for Connection<T> {
             for mr in inner.mrs.iter_mut() {
                 // SAFETY: nothing is moved out of the pinned allocation.
                 let m = unsafe { mr.as_mut().get_unchecked_mut() }.cell.get_mut();
-                // SAFETY: the region was mapped on this device in this
-                // direction; after the drain nothing uses it, and it is
-                // deregistered once, after the queue pair that used it.
+                // SAFETY: the region was mapped on this device; after the
+                // drain nothing uses it, and it is deregistered once, after
+                // the queue pair that used it.
                 unsafe {
-                    if m.mapped != 0 {
-                        sys::rpcrdma_rs_dma_unmap_sg(v.device, m.sg.as_mut_ptr(), m.mapped as i32, m.to_device);
-                    }
+                    m.unmap(v.device);
                     sys::rpcrdma_rs_dereg_mr(m.ibmr);
                 }
             }
