@@ -15,7 +15,6 @@ pub(crate) mod net;
 pub(crate) mod page;
 pub(crate) mod params;
 pub(crate) mod ratelimit;
-pub(crate) mod rdma;
 pub(crate) mod rpc;
 pub(crate) mod time;
 pub(crate) mod work;

@@ -19,6 +19,7 @@ pub mod proto;
 mod client;
 mod kapi;
 mod sys;
+mod verbs;
 
 // The same declaration for every kernel line; only the key naming the
 // authors changed (a probe in probes.mk tells which one the tree takes).

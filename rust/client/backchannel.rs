@@ -7,11 +7,11 @@ use core::sync::atomic::Ordering;
 
 use kernel::{new_spinlock, prelude::*, sync::SpinLock};
 
+use crate::verbs::{FreeList, Live};
 use crate::{
     kapi::{
         errno,
         ratelimit::RateLimit,
-        rdma::{FreeList, Live},
         rpc::{self, BcError, BcRqst, FreedBcRqst, Rqst, Xprt},
         PAGE_SIZE,
     },

@@ -5,10 +5,10 @@
 
 use kernel::prelude::*;
 
+use crate::verbs::{self, Registration, SgWriter};
 use crate::{
     kapi::{
         page::PageRef,
-        rdma::{self, Registration, SgWriter},
         rpc::{Rqst, Which, XdrBuf},
         PAGE_SIZE,
     },
@@ -18,7 +18,7 @@ use crate::{
 use super::{conn::Endpoint, marshal::Planned, reply::Kind, slots::ReqState};
 
 /// Most segments one Write or Reply chunk is offered with.
-pub(super) const MAX_CHUNK_SEGMENTS: usize = rdma::MAX_MRS / 2;
+pub(super) const MAX_CHUNK_SEGMENTS: usize = verbs::MAX_MRS / 2;
 
 /// How a request's reply will come back.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
@@ -76,7 +76,7 @@ impl ReqState {
     }
 }
 
-pub(super) fn segment(r: rdma::Registered) -> v1::Segment {
+pub(super) fn segment(r: verbs::Registered) -> v1::Segment {
     v1::Segment { handle: r.handle, length: r.length, offset: r.offset }
 }
 

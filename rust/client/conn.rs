@@ -12,13 +12,9 @@ use kernel::{
     sync::{Arc, CondVar, SpinLock},
 };
 
+use crate::verbs::{CmEvent, Completion, ConnHandler, Connection, Live, Received, VerbsCounters};
 use crate::{
-    kapi::{
-        errno,
-        ratelimit::RateLimit,
-        rdma::{CmEvent, Completion, ConnHandler, Connection, Live, Received, VerbsCounters},
-        rpc::Xprt,
-    },
+    kapi::{errno, ratelimit::RateLimit, rpc::Xprt},
     proto::{cm, plan, v2::ConnVersion, xchar::Characteristics},
 };
 

@@ -13,10 +13,10 @@ use kernel::{
     sync::{Arc, ArcBorrow},
 };
 
+use crate::verbs::Connection;
 use crate::{
     kapi::{
         errno,
-        rdma::Connection,
         rpc::{Task, Xprt},
         time,
         work::{self, DelayedWorkItem},
@@ -85,7 +85,7 @@ impl RdmaXprt {
             return Err(errno::EPROTONOSUPPORT());
         }
         let sizes = self.size_queues(&conn, &caps)?;
-        conn.create_qp(sizes.qp, &self.recv_cache)?;
+        conn.create_qp(sizes.qp)?;
         shared.max_requests.store(sizes.max_requests as u32, Ordering::Relaxed);
         shared.mr_pages.store(sizes.mr_pages, Ordering::Relaxed);
         shared.send_sges.store(sizes.send_sges as u32, Ordering::Relaxed);
@@ -104,7 +104,7 @@ impl RdmaXprt {
     /// and a route to it.
     fn resolve(&self, shared: &Arc<EpShared>) -> Result<Connection<EpShared>> {
         let x = self.xprt;
-        let conn = Connection::new(x.net(), shared.clone())?;
+        let conn = Connection::new(x.net(), shared.clone(), &self.recv_cache)?;
         conn.resolve_addr(x.peer_addr(), RESOLVE_TIMEOUT_MS)?;
         shared.wait(CmState::AddrResolved, RESOLVE_TIMEOUT_MS)?;
         conn.resolve_route(RESOLVE_TIMEOUT_MS)?;

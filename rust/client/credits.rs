@@ -8,12 +8,9 @@ use core::sync::atomic::Ordering;
 
 use kernel::{c_str, prelude::*};
 
+use crate::verbs::{self, Connection, DeviceCaps, QpConfig};
 use crate::{
-    kapi::{
-        errno,
-        rdma::{self, Connection, DeviceCaps, QpConfig},
-        PAGE_SIZE,
-    },
+    kapi::{errno, PAGE_SIZE},
     proto::{credits, plan},
 };
 
@@ -69,7 +66,7 @@ impl RdmaXprt {
     pub(super) fn size_queues(&self, conn: &Connection<EpShared>, caps: &DeviceCaps) -> Result<QueueSizes> {
         // One region covers a whole 1 MiB payload where the device allows.
         let mr_pages = caps.max_fast_reg_pages.min(MAX_PAYLOAD / PAGE_SIZE + 1);
-        if (MAX_PAYLOAD / PAGE_SIZE).div_ceil(mr_pages) as usize > rdma::MAX_MRS - 2 {
+        if (MAX_PAYLOAD / PAGE_SIZE).div_ceil(mr_pages) as usize > verbs::MAX_MRS - 2 {
             pr_err!(
                 "device {} registers at most {} pages at once: too few to carry 1 MiB I/O\n",
                 conn.device_name().unwrap_or(c_str!("?")),
@@ -86,7 +83,7 @@ impl RdmaXprt {
         // call's Send buffer back, and the next call on that slot must
         // not wait for it (nor stall every other call, the backchannel's
         // replies included, behind it).
-        let per_request = 2 + 2 * rdma::MAX_MRS;
+        let per_request = 2 + 2 * verbs::MAX_MRS;
         let recv_batch = credits::recv_batch(self.max_requests) as usize;
         let limit = (caps.max_qp_wr as usize).saturating_sub(BC_RECEIVES + recv_batch + 1) / per_request;
         let max_requests = (self.max_requests as usize).min(limit);
@@ -95,7 +92,7 @@ impl RdmaXprt {
             return Err(ENOMEM);
         }
         // The copied header and head, page pieces, the copied tail.
-        let send_sges = (caps.max_send_sge as usize).min(rdma::MAX_SEND_SGES);
+        let send_sges = (caps.max_send_sge as usize).min(verbs::MAX_SEND_SGES);
         if send_sges < plan::MIN_SEND_SGES as usize {
             pr_err!(
                 "device {} allows {} SGEs per Send; RPC-over-RDMA needs {}\n",

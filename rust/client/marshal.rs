@@ -7,10 +7,10 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
+use crate::verbs::{PagesInFlight, PostedRegistration, Registration, SendFailed};
 use crate::{
     kapi::{
         errno,
-        rdma::{PagesInFlight, PostedRegistration, Registration, SendFailed},
         rpc::{Rqst, Transport, Which, Xprt},
         PAGE_SIZE,
     },

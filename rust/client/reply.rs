@@ -7,10 +7,10 @@ use core::sync::atomic::Ordering;
 
 use kernel::prelude::*;
 
+use crate::verbs::{Live, PagesInFlight, PostedRegistration};
 use crate::{
     kapi::{
         ratelimit::RateLimit,
-        rdma::{Live, PagesInFlight, PostedRegistration},
         rpc::{Released, ReleasedRqst},
     },
     proto::{v1, v2},

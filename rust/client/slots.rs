@@ -10,11 +10,9 @@ use core::{
 
 use kernel::{new_spinlock, prelude::*, sync::SpinLock};
 
+use crate::verbs::{FreeList, PagesInFlight, PostedRegistration};
 use crate::{
-    kapi::{
-        rdma::{FreeList, PagesInFlight, PostedRegistration},
-        rpc::{FreedRqst, PinnedRqst, PinnedSlice, Rqst, RqstStorage, Task, Xprt},
-    },
+    kapi::rpc::{FreedRqst, PinnedRqst, PinnedSlice, Rqst, RqstStorage, Task, Xprt},
     proto::v1,
 };
 

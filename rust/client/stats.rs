@@ -6,9 +6,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::{c_str, str::CStr};
 
+use crate::verbs::VerbsCounters;
 use crate::{
     kapi::{
-        rdma::VerbsCounters,
         rpc::{StatsWriter, Xprt},
         time,
     },

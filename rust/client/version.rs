@@ -14,8 +14,9 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use kernel::prelude::*;
 
+use crate::verbs::Live;
 use crate::{
-    kapi::{errno, rdma::Live},
+    kapi::errno,
     proto::{
         credits, v1,
         v2::{self, ConnVersion, Decision, Version},

@@ -7,13 +7,11 @@ use core::sync::atomic::Ordering;
 
 use kernel::prelude::*;
 
-use crate::{
-    kapi::rdma::Live,
-    proto::{
-        v2,
-        xchar::{self, Characteristics, XchOp, Xchar, XcharSpec, XcharSubset},
-    },
+use crate::proto::{
+    v2,
+    xchar::{self, Characteristics, XchOp, Xchar, XcharSpec, XcharSubset},
 };
+use crate::verbs::Live;
 
 use super::{backchannel::BC_SLOTS, conn::EpShared, stats::COUNTERS};
 

@@ -13,10 +13,10 @@ use kernel::{
 };
 
 use crate::kapi::{
-    rdma::RecvCache,
     rpc::{self, FreedBcRqst, FreedRqst, Rqst, StatsWriter, Task, Xprt},
     work::{self, DelayedWork},
 };
+use crate::verbs::RecvCache;
 
 use super::{
     backchannel::{BcPool, BC_SLOTS},

@@ -1,122 +1,34 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! RDMA devices and ib_core clients (`struct ib_client`).
+//! ib_core and rdma_cm objects, one Rust type per C object.
 //!
-//! A [`ClientRegistration`] asks ib_core to report every RDMA device that
-//! appears or goes away to a [`Client`]. Dropping it unregisters; ib_core then
-//! reports the removal of every device still present first.
+//! - [`device`]: an RDMA device ([`Device`], [`DeviceCaps`]) and the
+//!   ib_core client that hears about devices ([`ClientRegistration`]).
+//! - [`cm`]: an rdma_cm identifier ([`CmId`]) and its events.
+//! - [`pd`], [`cq`], [`qp`]: protection domain, completion queue, RC queue
+//!   pair, each released by its `Drop`.
+//! - [`mr`]: a fast-registration memory region ([`mr::FrMr`]) and the
+//!   tokens that say who may reach it.
+//! - [`dma`]: a DMA-mapped Send or Receive buffer with its work request
+//!   ([`dma::DmaBuf`]), and the pages a Send maps in place.
+//! - [`conn`]: the objects of one connection wired together ([`Conn`]):
+//!   the completion trampolines, the ring of posted Sends, and the order
+//!   in which the objects must be torn down. It has no policy: which
+//!   buffer to use, when to signal, when to repost are the caller's
+//!   ([`Events`], [`SendPolicy`]).
 
-use core::{marker::PhantomData, pin::Pin};
+pub(crate) mod cm;
+pub(crate) mod conn;
+pub(crate) mod cq;
+pub(crate) mod device;
+pub(crate) mod dma;
+pub(crate) mod mr;
+pub(crate) mod pd;
+pub(crate) mod qp;
 
-use kernel::{
-    alloc::{flags::GFP_KERNEL, KBox},
-    error::{to_result, Result},
-    ffi::{c_int, c_void},
-    str::CStr,
-    types::Opaque,
-};
-
-use crate::sys;
-
-/// An RDMA device, borrowed from ib_core for the duration of a callback.
-///
-/// # Invariants
-///
-/// A `&Device` is a live, registered `ib_device` for the reference's
-/// lifetime (made only by [`Device::from_raw`] in the client callbacks).
-#[repr(transparent)]
-pub(crate) struct Device(Opaque<sys::ib_device>);
-
-impl Device {
-    /// # Safety
-    ///
-    /// `ptr` must point to a registered `ib_device` that stays valid for `'a`.
-    unsafe fn from_raw<'a>(ptr: *mut sys::ib_device) -> &'a Device {
-        // SAFETY: `Device` is `repr(transparent)` over `Opaque<ib_device>`,
-        // and the caller guarantees validity for `'a`.
-        unsafe { &*ptr.cast::<Device>() }
-    }
-
-    /// The device's name, e.g. `rxe0`.
-    pub(crate) fn name(&self) -> &CStr {
-        // SAFETY: the device is valid (type invariant); `dev_name` returns its
-        // NUL-terminated name, which lives as long as the device. A rename
-        // cannot run concurrently with the add/remove callbacks we get it in.
-        unsafe { super::compat::cstr_from_ptr(sys::rpcrdma_rs_ib_device_name(self.0.get())) }
-    }
-}
-
-/// Something that wants to hear about RDMA devices.
-pub(crate) trait Client {
-    /// The client's name in ib_core.
-    const NAME: &'static CStr;
-
-    /// A device appeared (or was present when the client registered).
-    fn add(device: &Device) -> Result;
-
-    /// A device is going away; it stays valid until this returns.
-    fn remove(device: &Device);
-}
-
-/// A registered ib_core client; unregistered on drop.
-///
-/// # Invariants
-///
-/// `client` was registered with `ib_register_client` by `new` and stays
-/// registered, at this pinned address, until `drop` unregisters it.
-pub(crate) struct ClientRegistration<T: Client> {
-    client: Pin<KBox<Opaque<sys::ib_client>>>,
-    _client: PhantomData<T>,
-}
-
-// SAFETY: once registered, the `ib_client` is only touched by ib_core under its
-// own locks; Rust touches it again only in `drop`.
-unsafe impl<T: Client> Send for ClientRegistration<T> {}
-// SAFETY: `ClientRegistration` has no methods taking `&self`.
-unsafe impl<T: Client> Sync for ClientRegistration<T> {}
-
-impl<T: Client> ClientRegistration<T> {
-    /// Registers `T`; `T::add` runs for every device already present.
-    pub(crate) fn new() -> Result<Self> {
-        // SAFETY: `ib_client` is plain C data; all zeroes is its unregistered
-        // state (`ib_register_client` initialises the rest).
-        let mut raw: sys::ib_client = unsafe { core::mem::zeroed() };
-        raw.name = super::compat::cstr_ptr(T::NAME);
-        raw.add = Some(add_callback::<T>);
-        raw.remove = Some(remove_callback::<T>);
-        let client = KBox::pin(Opaque::new(raw), GFP_KERNEL)?;
-        // SAFETY: `client` is pinned on the heap and outlives the registration
-        // (`drop` unregisters before freeing it); its name is `'static`.
-        to_result(unsafe { sys::ib_register_client(client.get()) })?;
-        Ok(Self { client, _client: PhantomData })
-    }
-}
-
-impl<T: Client> Drop for ClientRegistration<T> {
-    fn drop(&mut self) {
-        // SAFETY: registered in `new`; this runs once. It returns after every
-        // `remove` callback has finished.
-        unsafe { sys::ib_unregister_client(self.client.get()) };
-    }
-}
-
-/// # Safety
-///
-/// Called by ib_core with a registered device.
-unsafe extern "C" fn add_callback<T: Client>(device: *mut sys::ib_device) -> c_int {
-    // SAFETY: the device is valid for the duration of the callback.
-    let device = unsafe { Device::from_raw(device) };
-    match T::add(device) {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    }
-}
-
-/// # Safety
-///
-/// Called by ib_core with a device that is being removed.
-unsafe extern "C" fn remove_callback<T: Client>(device: *mut sys::ib_device, _data: *mut c_void) {
-    // SAFETY: the device stays valid until this callback returns.
-    let device = unsafe { Device::from_raw(device) };
-    T::remove(device);
-}
+pub(crate) use cm::{CmEvent, ConnParam};
+pub(crate) use conn::{Conn, ConnBox, Events, QpSizes, Received, SendPolicy, Sent};
+pub(crate) use cq::Completion;
+pub(crate) use device::{Client, ClientRegistration, Device, DeviceCaps};
+pub(crate) use dma::{PagesInFlight, SendDone, SendWriter, MAX_SEND_SGES};
+pub(crate) use mr::{Invalidated, PostedRegistration, Registered, Registration, SgWriter, MAX_MRS};

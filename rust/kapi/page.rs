@@ -23,18 +23,18 @@ impl<'a> PageRef<'a> {
     /// # Safety
     ///
     /// `ptr` must be a `struct page` that stays allocated for `'a`.
-    pub(super) unsafe fn new(ptr: *mut sys::page) -> Option<Self> {
+    pub(in crate::kapi) unsafe fn new(ptr: *mut sys::page) -> Option<Self> {
         // INVARIANT: per the contract.
         NonNull::new(ptr).map(|ptr| PageRef { ptr, _life: PhantomData })
     }
 
     /// The page, for C functions that take one.
-    pub(super) fn as_ptr(self) -> *mut sys::page {
+    pub(in crate::kapi) fn as_ptr(self) -> *mut sys::page {
         self.ptr.as_ptr()
     }
 }
 
 /// True if `len` bytes at `offset` lie inside one page.
-pub(super) fn in_page(offset: u32, len: u32) -> bool {
+pub(in crate::kapi) fn in_page(offset: u32, len: u32) -> bool {
     offset < super::PAGE_SIZE && len <= super::PAGE_SIZE - offset
 }

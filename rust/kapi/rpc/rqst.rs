@@ -19,7 +19,7 @@ use kernel::{
 use super::{in_head, write_xdr, XdrBuf, Xprt, XDRBUF_SPARSE_PAGES};
 use crate::kapi::{
     compat,
-    rdma::{Invalidated, SendDone},
+    ib::{Invalidated, SendDone},
 };
 use crate::sys;
 
@@ -256,7 +256,6 @@ pub(crate) struct ReleasedRqst {
 }
 
 impl ReleasedRqst {
-
     /// The reply buffer (`rq_rcv_buf`).
     pub(crate) fn reply_buf(&self) -> XdrBuf<'_> {
         // SAFETY: pinned (type invariant), so the request and its buffers

@@ -1,0 +1,1062 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The objects of one RC connection, wired together: an rdma_cm id, its
+//! PD, send and receive CQs, queue pair, Send and Receive buffers and
+//! memory regions.
+//!
+//! [`ConnBox`] owns every one of them and releases them in the only safe
+//! order in `Drop`: the queue pair is drained (every posted work request
+//! completes, flushed) and destroyed, then the CQs go (which waits for
+//! running completion handlers), then the buffers and regions, the PD and
+//! finally the cm_id (which waits for a running CM event handler). The
+//! hardware only ever borrows buffers the connection owns, so no buffer can
+//! be freed while the HCA may still touch it.
+//!
+//! This is mechanism only. What to do with an event, which buffer or
+//! region to use next, when to ask for a Send completion and when to
+//! repost Receives are the caller's: it implements [`Events`] (its state
+//! lives inside the connection, pinned, so completions reach it) and
+//! [`SendPolicy`] (kept under the lock that orders Sends).
+
+use core::{
+    pin::Pin,
+    ptr::{self, NonNull},
+    sync::atomic::{AtomicBool, Ordering},
+};
+
+use kernel::{
+    alloc::{flags::GFP_KERNEL, KBox, KVec},
+    error::{
+        code::{EINVAL, EIO},
+        Error, Result,
+    },
+    ffi::{c_int, c_void},
+    new_condvar, new_spinlock,
+    prelude::*,
+    sync::{CondVar, SpinLock},
+};
+
+use super::{
+    cm::{CmEvent, CmId, ConnParam},
+    cq::{Completion, Cq},
+    device::{Device, DeviceCaps},
+    dma::{BufState, DmaBuf, PagesInFlight, SendDone, SendWriter, MAX_SEND_SGES},
+    mr::{
+        note_invalidated, FrMr, Invalidated, MrState, PostedRegistration, Registered, Registration, SgWriter, MAX_MRS,
+    },
+    pd::Pd,
+    qp::{Qp, QpCaps},
+};
+use crate::{
+    kapi::{
+        cell::{Lease, LeaseCell},
+        errno,
+        net::{Net, SockAddr},
+    },
+    sys,
+};
+
+/// What [`ConnBox::create_qp`] makes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QpSizes {
+    /// Send buffers (= Sends that may be outstanding).
+    pub(crate) send_bufs: usize,
+    /// Bytes in each Send buffer.
+    pub(crate) send_buf_size: usize,
+    /// SGEs a Send may carry (at most [`MAX_SEND_SGES`]).
+    pub(crate) send_sges: usize,
+    /// Receive buffers.
+    pub(crate) recv_bufs: usize,
+    /// Bytes in each Receive buffer.
+    pub(crate) recv_buf_size: usize,
+    /// Memory regions for chunks.
+    pub(crate) mrs: usize,
+    /// Pages each memory region can cover.
+    pub(crate) mr_pages: u32,
+    /// Send Queue work requests: Sends plus registrations and invalidations.
+    pub(crate) send_wrs: usize,
+}
+
+/// What arrived in a Receive.
+pub(crate) struct Received<'a> {
+    /// The bytes the peer sent.
+    pub(crate) data: &'a [u8],
+    /// The rkey the peer invalidated with Send With Invalidate, if it did.
+    pub(crate) invalidated_rkey: Option<u32>,
+}
+
+/// Which Send buffer the next Send uses and when a Send asks for a
+/// completion. Called under the lock that orders Sends, so calls never
+/// overlap; they must not sleep.
+pub(crate) trait SendPolicy: Send + Unpin {
+    /// An idle Send buffer's index for a new Send, if there is one.
+    fn acquire(&mut self) -> Option<usize>;
+    /// A buffer [`acquire`](Self::acquire) gave was not posted: idle again.
+    fn unacquire(&mut self, index: usize);
+    /// A Send is being posted (`mapped`: it carries DMA-mapped pages):
+    /// true to ask for its completion. Every Send posted before a
+    /// signalled one is reclaimed by that one's completion.
+    fn signal(&mut self, mapped: bool) -> bool;
+    /// A completion gave the buffer back: idle again.
+    fn reclaimed(&mut self, index: usize);
+    /// One completion reclaimed `n` Sends.
+    fn completed(&mut self, n: u32);
+}
+
+/// What a connection's owner does with its events. Its state lives in the
+/// connection, pinned ([`ConnBox::new`]); the handlers get it by
+/// reference, with the connection where they may post.
+pub(crate) trait Events: Send + Sync + Sized {
+    /// The Send policy, kept under the lock that orders Sends.
+    type Sends: SendPolicy;
+
+    /// An rdma_cm event arrived. Runs in the CM's work context.
+    fn cm_event(&self, event: CmEvent<'_>);
+
+    /// A Receive completed successfully; its buffer is held over the call.
+    /// Runs in process context and may sleep.
+    fn received(&self, conn: &Conn<Self>, msg: Received<'_>);
+
+    /// Receive buffer `index` is idle again (after [`Events::received`]):
+    /// repost it with [`Conn::post_recvs`], now or later. Not called once
+    /// the connection is being torn down.
+    fn recv_idle(&self, conn: &Conn<Self>, index: usize);
+
+    /// A Receive, REG_MR or LOCAL_INV failed (not flushed): the
+    /// connection must be dropped.
+    fn work_failed(&self, status: u32);
+
+    /// A signalled Send completed; `reclaimed` Send buffers (it and those
+    /// posted before it) are idle again.
+    fn send_completed(&self, how: Completion, reclaimed: usize);
+
+    /// The liveness probe ([`Conn::probe`]) completed.
+    fn probe_done(&self, how: Completion);
+
+    /// The connection is being torn down: its Receive buffers, unmapped,
+    /// for the owner to keep or free.
+    fn recv_buffers_freed(&self, bufs: impl Iterator<Item = KVec<u8>>);
+}
+
+/// A Send that was posted.
+#[must_use = "the token says when the Send's pages are free again"]
+pub(crate) struct Sent {
+    /// The pages the Send maps in place.
+    pub(crate) pages: PagesInFlight,
+    /// It asked for a completion.
+    pub(crate) signaled: bool,
+    /// It carries DMA-mapped pages.
+    pub(crate) mapped: bool,
+}
+
+/// A Send that failed: the error and the registration it did not post.
+pub(crate) struct SendFailed {
+    /// Why.
+    pub(crate) err: Error,
+    /// The regions, still unposted: give them back.
+    pub(crate) reg: Registration,
+}
+
+/// How an invalidation went.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Invalidation {
+    /// Regions that needed a LOCAL_INV.
+    pub(crate) local: usize,
+    /// The LOCAL_INV could not be posted on a live connection: its queue
+    /// pair is in the error state now, and the connection must be dropped.
+    pub(crate) post_failed: bool,
+}
+
+/// The liveness probe's work request; see [`Conn::probe`].
+struct ProbeWr(sys::ib_rdma_wr);
+
+// SAFETY: its one pointer names the connection's own probe CQE, in the same
+// pinned allocation.
+unsafe impl Send for ProbeWr {}
+
+/// The ib_core objects [`ConnBox::create_qp`] makes, in the order they are
+/// released.
+struct Objects {
+    qp: Option<Qp>,
+    send_cq: Cq,
+    recv_cq: Cq,
+    pd: Pd,
+    lkey: u32,
+}
+
+/// The ring of posted Sends, in posting order, waiting for a signalled
+/// completion at or after them; and the owner's [`SendPolicy`].
+struct SendRing<P> {
+    ring: KVec<usize>,
+    head: usize,
+    len: usize,
+    posted: KVec<bool>,
+    /// Bumped each time a buffer is posted, so that a [`PagesInFlight`]
+    /// cannot mistake a later Send in the same buffer for its own.
+    seq: KVec<u64>,
+    policy: P,
+}
+
+impl<P> SendRing<P> {
+    fn idle(policy: P) -> Self {
+        SendRing { ring: KVec::new(), head: 0, len: 0, posted: KVec::new(), seq: KVec::new(), policy }
+    }
+
+    fn new(n: usize, policy: P) -> Result<Self> {
+        Ok(SendRing {
+            ring: KVec::from_elem(0usize, n, GFP_KERNEL)?,
+            head: 0,
+            len: 0,
+            posted: KVec::from_elem(false, n, GFP_KERNEL)?,
+            seq: KVec::from_elem(0u64, n, GFP_KERNEL)?,
+            policy,
+        })
+    }
+
+    /// Records a posted Send; returns its sequence number.
+    #[inline]
+    fn push_posted(&mut self, index: usize) -> u64 {
+        let cap = self.ring.len();
+        if cap == 0 || self.len >= cap {
+            return 0;
+        }
+        let at = (self.head + self.len) % cap;
+        if let Some(slot) = self.ring.get_mut(at) {
+            *slot = index;
+        }
+        self.len += 1;
+        if let Some(p) = self.posted.get_mut(index) {
+            *p = true;
+        }
+        match self.seq.get_mut(index) {
+            Some(seq) => {
+                *seq = seq.wrapping_add(1);
+                *seq
+            }
+            None => 0,
+        }
+    }
+
+    /// Takes the oldest posted Send off the ring.
+    fn pop_posted(&mut self) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
+        let index = *self.ring.get(self.head)?;
+        self.head = (self.head + 1) % self.ring.len();
+        self.len -= 1;
+        if let Some(p) = self.posted.get_mut(index) {
+            *p = false;
+        }
+        Some(index)
+    }
+
+    fn is_posted(&self, index: usize) -> bool {
+        self.posted.get(index).copied().unwrap_or(false)
+    }
+}
+
+/// One connection's objects, pinned at a stable address: the rdma_cm id's
+/// context is its `events`, the CQs' context is the whole.
+///
+/// # Invariants
+///
+/// - `id` is `Some` from just after [`ConnBox::new`] allocates the value
+///   until `Drop`; its context is `events`.
+/// - While `objs` is `Some`, its objects are live and belong to this
+///   connection; its CQs' context is this value, and `sends`, `recvs` and
+///   `mrs` were made on its device and PD by [`ConnBox::create_qp`].
+/// - Fields other than `events` and the locks are written only through
+///   the [`ConnBox`] by `&mut`: before anything is posted, or after every
+///   handler is done.
+#[pin_data]
+pub(crate) struct Conn<V: Events> {
+    #[pin]
+    events: V,
+    id: Option<CmId>,
+    objs: Option<Objects>,
+    sends: KVec<Pin<KBox<DmaBuf>>>,
+    recvs: KVec<Pin<KBox<DmaBuf>>>,
+    mrs: KVec<Pin<KBox<FrMr>>>,
+    #[pin]
+    ring: SpinLock<SendRing<V::Sends>>,
+    /// Woken when a Send that mapped pages is reclaimed.
+    #[pin]
+    send_wait: CondVar,
+    send_sges: usize,
+    /// Serialises the LOCAL_INV completion flags with their waiters.
+    #[pin]
+    inv_lock: SpinLock<()>,
+    /// Woken by every LOCAL_INV completion.
+    #[pin]
+    inv_wait: CondVar,
+    generation: u64,
+    /// Set before draining: completions must not repost.
+    dying: AtomicBool,
+    /// The liveness probe's work request (a zero-length RDMA Write), away
+    /// while posted: there is one at a time.
+    probe: LeaseCell<ProbeWr>,
+    /// Written once; ib_core reads it when the probe completes.
+    probe_cqe: sys::ib_cqe,
+}
+
+/// Owns a [`Conn`]; tears it down on drop.
+///
+/// # Invariants
+///
+/// `ptr` is a pinned `Conn<V>` allocated by [`ConnBox::new`] with
+/// `KBox::into_raw`, freed only by `Drop`.
+pub(crate) struct ConnBox<V: Events> {
+    ptr: NonNull<Conn<V>>,
+}
+
+// SAFETY: a `ConnBox` owns its `Conn` like a `KBox` does; `Conn<V>` is
+// `Send` and `Sync` (every field is).
+unsafe impl<V: Events> Send for ConnBox<V> where Conn<V>: Send {}
+// SAFETY: see `Send`.
+unsafe impl<V: Events> Sync for ConnBox<V> where Conn<V>: Sync {}
+
+impl<V: Events> core::ops::Deref for ConnBox<V> {
+    type Target = Conn<V>;
+
+    #[inline]
+    fn deref(&self) -> &Conn<V> {
+        // SAFETY: live until `Drop` (type invariant); only shared
+        // references are made from `&self`.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl<V: Events> ConnBox<V> {
+    /// Creates the rdma_cm identifier in `net` (which takes its own
+    /// reference on the namespace) with `events` as its owner's state.
+    /// `generation` tells this connection's tokens from other
+    /// connections'; `idle` is the Send policy until [`Self::create_qp`].
+    pub(crate) fn new(net: &Net, events: impl PinInit<V>, generation: u64, idle: V::Sends) -> Result<Self> {
+        let conn = KBox::pin_init(
+            pin_init!(Conn {
+                events <- events,
+                id: None,
+                objs: None,
+                sends: KVec::new(),
+                recvs: KVec::new(),
+                mrs: KVec::new(),
+                ring <- new_spinlock!(SendRing::idle(idle), "rpcrdma_rs:send_ring"),
+                send_wait <- new_condvar!("rpcrdma_rs:send_wait"),
+                send_sges: 1,
+                inv_lock <- new_spinlock!((), "rpcrdma_rs:inv_lock"),
+                inv_wait <- new_condvar!("rpcrdma_rs:inv_wait"),
+                generation,
+                dying: AtomicBool::new(false),
+                probe: LeaseCell::new(ProbeWr(sys::ib_rdma_wr::default())),
+                probe_cqe: sys::ib_cqe { done: Some(probe_done::<V>) },
+            }),
+            GFP_KERNEL,
+        )?;
+        // SAFETY: the value is never moved out of its allocation: the raw
+        // pointer is only dereferenced in place, and `Drop` frees it.
+        let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(conn) });
+        // INVARIANT: allocated pinned just above; `id` is set next.
+        let this = ConnBox { ptr: NonNull::new(raw).ok_or(EINVAL)? };
+        // SAFETY: `raw` is live; only the field's address is taken.
+        let ctx = unsafe { ptr::addr_of!((*raw).events) }.cast_mut().cast::<c_void>();
+        // SAFETY: `events` outlives the id: `Drop` destroys the id (waiting
+        // for running handlers) before freeing it.
+        let id = unsafe { CmId::new(net, cm_handler::<V>, ctx) }?;
+        // SAFETY: nothing else reaches `id` yet: no event arrives before
+        // the first resolve, and only `Drop` reads it otherwise.
+        unsafe { (*raw).id = Some(id) };
+        Ok(this)
+    }
+
+    /// Creates the PD, CQs, RC queue pair, buffers and regions, and posts
+    /// every Receive. Call once, after route resolution. `policy` takes
+    /// over from the idle one; `take_recv(size)` provides each Receive
+    /// buffer.
+    pub(crate) fn create_qp(
+        &mut self,
+        sizes: QpSizes,
+        policy: V::Sends,
+        mut take_recv: impl FnMut(usize) -> Result<KVec<u8>>,
+    ) -> Result {
+        let raw = self.ptr.as_ptr();
+        // SAFETY: `&mut self`: no other reference made through the box is
+        // alive, and no completion handler runs before the Receives are
+        // posted at the end (the CQs do not even exist yet). The CM handler
+        // reaches only `events`, which is not borrowed here.
+        let (id, objs, sends, recvs, mrs, send_sges) = unsafe {
+            (&(*raw).id, &mut (*raw).objs, &mut (*raw).sends, &mut (*raw).recvs, &mut (*raw).mrs, &mut (*raw).send_sges)
+        };
+        let id = id.as_ref().ok_or(EINVAL)?;
+        if objs.is_some() || sizes.send_bufs == 0 || sizes.recv_bufs == 0 {
+            return Err(EINVAL);
+        }
+        let device = id.device().ok_or(EINVAL)?;
+        let send_wrs = u32::try_from(sizes.send_wrs.max(sizes.send_bufs)).map_err(|_| EINVAL)?;
+        let recv_wrs = u32::try_from(sizes.recv_bufs).map_err(|_| EINVAL)?;
+        let ctx = raw.cast::<c_void>();
+        // SAFETY: the device stays registered while the id holds it, and
+        // the id outlives the PD (`Drop` releases it last).
+        let pd = unsafe { Pd::new(device) }?;
+        // The send queue and CQ also take the liveness probe and the
+        // drain's marker, one each beyond the Sends and registrations.
+        // SAFETY: as above; `ctx` is this pinned value, which outlives the
+        // CQs (`Drop` frees them first).
+        let send_cq = unsafe { Cq::new(device, ctx, send_wrs + 2) }?;
+        // SAFETY: as above.
+        let recv_cq = unsafe { Cq::new(device, ctx, recv_wrs + 1) }?;
+        let ssges = sizes.send_sges.clamp(1, MAX_SEND_SGES);
+        let lkey = pd.local_dma_lkey();
+        let caps = QpCaps { send_wrs: send_wrs + 2, recv_wrs: recv_wrs + 1, send_sges: ssges as u32 };
+        // SAFETY: `Drop` destroys the queue pair before the CQs, the PD
+        // and the id.
+        let qp = unsafe { Qp::new(id, &pd, &send_cq, &recv_cq, caps) }?;
+        // INVARIANT: from here on `objs` records what exists, so that `Drop`
+        // releases exactly that, whatever step fails.
+        *objs = Some(Objects { qp: Some(qp), send_cq, recv_cq, pd, lkey });
+        *send_sges = ssges;
+        for index in 0..sizes.send_bufs {
+            let data = KVec::from_elem(0u8, sizes.send_buf_size, GFP_KERNEL)?;
+            // SAFETY: `Drop` frees buffers before the id lets the device go;
+            // `send_done` takes completions of a `DmaBuf`.
+            let buf = unsafe { DmaBuf::new(device, lkey, data, index, true, send_done::<V>) }?;
+            sends.push(buf, GFP_KERNEL)?;
+        }
+        for index in 0..sizes.recv_bufs {
+            let data = take_recv(sizes.recv_buf_size)?;
+            // SAFETY: as above, for Receives.
+            let buf = unsafe { DmaBuf::new(device, lkey, data, index, false, recv_done::<V>) }?;
+            recvs.push(buf, GFP_KERNEL)?;
+        }
+        let pd = objs.as_ref().map(|o| &o.pd).ok_or(EINVAL)?;
+        for index in 0..sizes.mrs {
+            // SAFETY: `Drop` frees regions after the queue pair and before
+            // the PD and the id; the functions take `FrMr` completions.
+            let mr = unsafe { FrMr::new(device, pd, sizes.mr_pages, index, reg_done::<V>, inv_done::<V>) }?;
+            mrs.push(mr, GFP_KERNEL)?;
+        }
+        *self.ring.lock() = SendRing::new(sizes.send_bufs, policy)?;
+        let mut next = 0..sizes.recv_bufs;
+        self.post_recvs(|| next.next())
+    }
+}
+
+impl<V: Events> Conn<V> {
+    /// The owner's state given to [`ConnBox::new`].
+    #[inline]
+    pub(crate) fn events(&self) -> &V {
+        &self.events
+    }
+
+    fn id(&self) -> Result<&CmId> {
+        self.id.as_ref().ok_or(EINVAL)
+    }
+
+    /// See [`CmId::resolve_addr`].
+    pub(crate) fn resolve_addr(&self, dst: &SockAddr, timeout_ms: u32) -> Result {
+        self.id()?.resolve_addr(dst, timeout_ms)
+    }
+
+    /// See [`CmId::resolve_route`].
+    pub(crate) fn resolve_route(&self, timeout_ms: u32) -> Result {
+        self.id()?.resolve_route(timeout_ms)
+    }
+
+    /// The resolved device (after [`CmEvent::AddrResolved`]).
+    fn device(&self) -> Option<&Device> {
+        self.id.as_ref()?.device()
+    }
+
+    /// The resolved device's capabilities.
+    pub(crate) fn device_caps(&self) -> Result<DeviceCaps> {
+        self.device().map(Device::caps).ok_or(EINVAL)
+    }
+
+    /// The resolved device's name, for messages.
+    pub(crate) fn device_name(&self) -> Option<&kernel::str::CStr> {
+        self.device().map(Device::name)
+    }
+
+    /// See [`CmId::connect`].
+    pub(crate) fn connect(&self, param: &ConnParam<'_>) -> Result {
+        self.id()?.connect(param)
+    }
+
+    /// See [`CmId::disconnect`].
+    pub(crate) fn disconnect(&self) {
+        if let Some(id) = self.id.as_ref() {
+            id.disconnect();
+        }
+    }
+
+    fn qp(&self) -> Result<&Qp> {
+        self.objs.as_ref().and_then(|o| o.qp.as_ref()).ok_or_else(errno::ENOTCONN)
+    }
+
+    /// Posts the idle Receive buffers `next` names, in one chained post.
+    /// A buffer that is not idle is skipped.
+    pub(crate) fn post_recvs(&self, mut next: impl FnMut() -> Option<usize>) -> Result {
+        let qp = self.qp()?;
+        let mut chain: *mut sys::ib_recv_wr = ptr::null_mut();
+        while let Some(i) = next() {
+            let Some(mut b) = self.recvs.get(i).and_then(|b| b.cell.lease()) else { continue };
+            b.recv_wr.next = chain;
+            chain = &raw mut b.recv_wr;
+            b.hand_off();
+        }
+        if chain.is_null() {
+            return Ok(());
+        }
+        // SAFETY: every WR in the chain describes a mapped buffer the
+        // connection owns (it outlives the queue pair), handed off to the
+        // device.
+        unsafe { qp.post_recv(chain) }
+    }
+
+    /// Sends one message: `fill` builds it, copying bytes into a pre-mapped
+    /// buffer and mapping pages in place ([`SendWriter`]). The registrations
+    /// in `reg` are posted in front of the Send; the returned token owns
+    /// them until they are invalidated. Fails with `ENOBUFS` when the
+    /// policy has no idle Send buffer; on failure nothing was posted and
+    /// the registration comes back.
+    #[inline]
+    pub(crate) fn send(
+        &self,
+        reg: Registration,
+        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
+    ) -> core::result::Result<(PostedRegistration, Sent), SendFailed> {
+        match self.post_send(&reg, fill) {
+            Ok(sent) => Ok((PostedRegistration(reg.0), sent)),
+            Err(err) => Err(SendFailed { err, reg }),
+        }
+    }
+
+    /// Sends a message that advertises no memory regions; see
+    /// [`Conn::send`].
+    #[inline]
+    pub(crate) fn send_unregistered(&self, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<Sent> {
+        self.post_send(&Registration::empty(), fill)
+    }
+
+    fn post_send(&self, reg: &Registration, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<Sent> {
+        let objs = self.objs.as_ref().ok_or_else(errno::ENOTCONN)?;
+        let (qp, device) = match (objs.qp.as_ref(), self.device()) {
+            (Some(qp), Some(device)) => (qp, device),
+            _ => return Err(errno::ENOTCONN()),
+        };
+        if self.dying.load(Ordering::Acquire) {
+            return Err(errno::ENOTCONN());
+        }
+        if reg.0.n > 0 && reg.0.generation != self.generation {
+            return Err(EINVAL);
+        }
+        let index = self.ring.lock().policy.acquire().ok_or_else(errno::ENOBUFS)?;
+        let put_back = |b: Option<(&DmaBuf, Lease<'_, BufState>)>| {
+            if let Some((buf, mut b)) = b {
+                buf.unmap_pages(&mut b.pages);
+            }
+            self.ring.lock().policy.unacquire(index);
+        };
+        // Idle: the policy gave its index.
+        let Some((buf, mut b)) = self.sends.get(index).and_then(|buf| Some((&**buf, buf.cell.lease()?))) else {
+            put_back(None);
+            return Err(EINVAL);
+        };
+        let BufState { data, sge, pages, send_wr, .. } = &mut *b;
+        let mut w = SendWriter {
+            data: data.as_mut_slice(),
+            used: 0,
+            sges: sge,
+            n: 0,
+            max_sge: self.send_sges,
+            last_copied: false,
+            pages,
+            device,
+            dma: buf.dma,
+            lkey: objs.lkey,
+        };
+        let filled = fill(&mut w);
+        let (used, nsge, mapped) = (w.used, w.n, w.pages.n > 0);
+        if filled.is_err() || nsge == 0 {
+            put_back(Some((buf, b)));
+            return Err(filled.err().unwrap_or(EINVAL));
+        }
+        buf.sync_for_device(used);
+        send_wr.num_sge = nsge as c_int;
+        // Chain the registrations in front of the Send: one post, and the
+        // queue pair's ordering makes the regions valid before the peer
+        // sees the message.
+        let mut head: *mut sys::ib_send_wr = &raw mut *send_wr;
+        for &i in reg.0.held().iter().rev() {
+            // SAFETY: the region belongs to `reg` (handed off to it by
+            // `register`) and holds nothing the device reads: its work
+            // request is copied when posted.
+            let Some(mut m) = self.mrs.get(usize::from(i)).and_then(|mr| unsafe { mr.cell.take_back() }) else {
+                // Not a region `reg` holds: post nothing (the ones chained
+                // so far are handed back to `reg` already).
+                put_back(Some((buf, b)));
+                return Err(EINVAL);
+            };
+            m.reg_wr.wr.next = head;
+            head = &raw mut m.reg_wr.wr;
+            m.hand_off();
+        }
+        // Posting and entering the ring happen under one lock, so the ring
+        // has the queue pair's order.
+        let mut r = self.ring.lock();
+        let signaled = r.policy.signal(mapped);
+        b.send_wr.send_flags = if signaled { sys::ib_send_flags_IB_SEND_SIGNALED as c_int } else { 0 };
+        b.hand_off();
+        // SAFETY: every WR in the chain points at memory the connection
+        // owns (buffers, regions; they outlive the queue pair) or at mapped
+        // pages the caller keeps until the token below is waited for; the
+        // buffer and regions are handed off.
+        if let Err(e) = unsafe { qp.post_send(head) } {
+            drop(r);
+            // SAFETY: the post failed: the Send never reached the device.
+            put_back(unsafe { buf.cell.take_back() }.map(|b| (buf, b)));
+            return Err(e);
+        }
+        let seq = r.push_posted(index);
+        drop(r);
+        let pages =
+            if mapped { PagesInFlight { generation: self.generation, index, seq } } else { PagesInFlight::none() };
+        Ok(Sent { pages, signaled, mapped })
+    }
+
+    /// Gives back `index` and every Send posted before it: a completion of
+    /// it proves them all done. Returns how many.
+    fn reclaim_sends(&self, index: usize) -> usize {
+        let mut r = self.ring.lock();
+        if !r.is_posted(index) {
+            // Already reclaimed by a later signalled completion (a flushed
+            // unsignalled Send reports itself too).
+            return 0;
+        }
+        let mut n = 0;
+        let mut mapped = false;
+        while let Some(i) = r.pop_posted() {
+            n += 1;
+            if let Some(buf) = self.sends.get(i) {
+                // SAFETY: a completion of `index` proves every Send posted
+                // before it done too (the queue pair completes in order).
+                if let Some(mut b) = unsafe { buf.cell.take_back() } {
+                    mapped |= buf.unmap_pages(&mut b.pages);
+                }
+            }
+            r.policy.reclaimed(i);
+            if i == index {
+                break;
+            }
+        }
+        r.policy.completed(n as u32);
+        drop(r);
+        if mapped {
+            self.send_wait.notify_all();
+        }
+        n
+    }
+
+    /// Waits until the Send of `sent` no longer reads the caller's pages,
+    /// and empties the token. Sleeps; the wait is bounded by the queue
+    /// pair's retry limit (a dead connection flushes every Send).
+    #[inline]
+    pub(crate) fn wait_sent(&self, t: PagesInFlight) -> SendDone {
+        if t.is_none() || t.generation != self.generation {
+            return SendDone(());
+        }
+        let mut r = self.ring.lock();
+        while r.is_posted(t.index) && r.seq.get(t.index) == Some(&t.seq) {
+            self.send_wait.wait(&mut r);
+        }
+        SendDone(())
+    }
+
+    /// True if what `reg` and `sent` hold (if anything) was registered or
+    /// sent on this connection.
+    pub(crate) fn owns(&self, reg: &PostedRegistration, sent: &PagesInFlight) -> bool {
+        let g = self.generation;
+        (reg.is_empty() || reg.0.generation == g) && (sent.is_none() || sent.generation == g)
+    }
+
+    /// Registers memory region `index` (which the caller's free list says
+    /// is idle) for `reg`: `fill` describes its pages (at most the region's
+    /// depth), `to_device` is true when the peer reads the memory (a Read
+    /// chunk) and false when it writes it. The REG_MR work request is
+    /// posted in front of the next [`Conn::send`] with `reg`. On failure
+    /// the region is idle again.
+    pub(crate) fn register(
+        &self,
+        reg: &mut Registration,
+        index: usize,
+        to_device: bool,
+        xid: u32,
+        fill: impl FnOnce(&mut SgWriter<'_>) -> Result,
+    ) -> Result<Registered> {
+        if self.objs.is_none() {
+            return Err(errno::ENOTCONN());
+        }
+        let held = &mut reg.0;
+        if held.n >= MAX_MRS || (held.n > 0 && held.generation != self.generation) {
+            return Err(EINVAL);
+        }
+        let mr = self.mrs.get(index).ok_or(EINVAL)?;
+        let mut m = mr.cell.lease().ok_or(EINVAL)?;
+        // The table was initialised when the region was made; `push` sets
+        // only the entries this registration uses.
+        let mut w = SgWriter { sg: m.sg.as_mut_slice(), n: 0 };
+        fill(&mut w)?;
+        let n = w.n;
+        let seg = mr.map(&mut m, n, to_device, xid)?;
+        // The region now belongs to `reg`, until invalidated or released.
+        m.hand_off();
+        if held.n == 0 {
+            held.generation = self.generation;
+        }
+        held.mrs[held.n] = mr.index;
+        held.n += 1;
+        Ok(seg)
+    }
+
+    /// Takes back region `i` from the token that held it.
+    fn take_back_mr(&self, i: u16) -> Option<(&FrMr, Lease<'_, MrState>)> {
+        let mr = self.mrs.get(usize::from(i))?;
+        // SAFETY: the state of a region holds nothing the device reads (its
+        // work requests are copied when posted, its scatterlist when
+        // mapped); the caller consumed the token that held it.
+        let m = unsafe { mr.cell.take_back() }?;
+        Some((mr, m))
+    }
+
+    /// Gives back the regions of a token whose REG_MR requests were never
+    /// posted (the call was not sent); `freed` gets each region's index.
+    pub(crate) fn release_unposted(&self, reg: Registration, mut freed: impl FnMut(usize)) -> Invalidated {
+        let held = reg.0;
+        if held.generation != self.generation {
+            return Invalidated(());
+        }
+        for &i in held.held() {
+            if let Some((mr, mut m)) = self.take_back_mr(i) {
+                mr.unmap(&mut m);
+                drop(m);
+                freed(usize::from(i));
+            }
+        }
+        Invalidated(())
+    }
+
+    /// Invalidates the regions of `reg` and takes them back; the region
+    /// whose rkey the peer already invalidated (Send With Invalidate) is
+    /// skipped. Sleeps until the LOCAL_INV work requests complete. `reuse`
+    /// gets the index of each region that may be registered again (not one
+    /// whose invalidation failed: it keeps a live rkey until the
+    /// connection is torn down). `fail` is asked just before a LOCAL_INV
+    /// is posted: true makes the post fail as if the device had refused it
+    /// (a test hook). A token from an earlier
+    /// connection holds nothing and is simply emptied.
+    pub(crate) fn invalidate(
+        &self,
+        reg: PostedRegistration,
+        remotely_invalidated: Option<u32>,
+        fail: impl FnOnce() -> bool,
+        mut reuse: impl FnMut(usize),
+    ) -> (Invalidated, Invalidation) {
+        let held = reg.0;
+        let none = Invalidation { local: 0, post_failed: false };
+        let Ok(qp) = self.qp() else { return (Invalidated(()), none) };
+        if held.generation != self.generation || held.n == 0 {
+            return (Invalidated(()), none);
+        }
+        let mut chain: *mut sys::ib_send_wr = ptr::null_mut();
+        let mut last: Option<&FrMr> = None;
+        let mut local = 0;
+        let mut remote_seen = false;
+        for &i in held.held().iter().rev() {
+            let Some((mr, mut m)) = self.take_back_mr(i) else { continue };
+            let rkey = FrMr::rkey(&m);
+            if !remote_seen && remotely_invalidated == Some(rkey) {
+                remote_seen = true;
+                m.hand_off();
+                continue;
+            }
+            mr.inv_done.store(false, Ordering::Relaxed);
+            let wr = &mut m.inv_wr;
+            wr.next = chain;
+            wr.ex.invalidate_rkey = rkey;
+            // Only the last LOCAL_INV is signalled: the queue pair
+            // completes work requests in order.
+            wr.send_flags = if last.is_none() { sys::ib_send_flags_IB_SEND_SIGNALED } else { 0 };
+            chain = wr;
+            m.hand_off();
+            if last.is_none() {
+                last = Some(mr);
+            }
+            local += 1;
+        }
+        let mut broken = false;
+        let mut post_failed = false;
+        if let Some(last) = last {
+            let dying = self.dying.load(Ordering::Acquire);
+            let posted = if dying || fail() {
+                Err(EIO)
+            } else {
+                // SAFETY: the chain's WRs belong to our regions, handed off;
+                // the regions outlive the queue pair.
+                unsafe { qp.post_send(chain) }
+            };
+            if posted.is_err() {
+                broken = true;
+                // The regions keep live rkeys. Before the caller may give
+                // their pages back, the queue pair goes to the error state,
+                // so that no RDMA operation of the peer reaches them (RFC
+                // 8166 section 4.5.4): rdma_disconnect does that
+                // synchronously. A dying connection's teardown does the
+                // same.
+                self.disconnect();
+                post_failed = !dying;
+            } else {
+                let mut g = self.inv_lock.lock();
+                while !last.inv_done.load(Ordering::Acquire) {
+                    self.inv_wait.wait(&mut g);
+                }
+                drop(g);
+                broken = !last.inv_ok.load(Ordering::Acquire);
+            }
+        }
+        for &i in held.held() {
+            let Some((mr, mut m)) = self.take_back_mr(i) else { continue };
+            mr.unmap(&mut m);
+            drop(m);
+            if !broken {
+                reuse(usize::from(i));
+            }
+        }
+        (Invalidated(()), Invalidation { local, post_failed })
+    }
+
+    /// Probes the peer: posts a signalled zero-length RDMA Write. It names
+    /// no memory and touches none on either side (a zero-length RDMA
+    /// operation carries no valid R_Key, IBTA C9-88) and the peer's upper
+    /// layer never sees it, but the peer's queue pair must acknowledge it:
+    /// if the peer is gone, the device's retries run out and
+    /// [`Events::probe_done`] gets the failure. One probe at a time:
+    /// `Ok(false)` if the last one has not completed yet.
+    pub(crate) fn probe(&self) -> Result<bool> {
+        let qp = self.qp()?;
+        if self.dying.load(Ordering::Acquire) {
+            return Err(errno::ENOTCONN());
+        }
+        // Away while posted: one probe at a time.
+        let Some(mut w) = self.probe.lease() else { return Ok(false) };
+        w.0 = sys::ib_rdma_wr::default();
+        w.0.wr.opcode = sys::ib_wr_opcode_IB_WR_RDMA_WRITE;
+        w.0.wr.__bindgen_anon_1.wr_cqe = ptr::from_ref(&self.probe_cqe).cast_mut();
+        w.0.wr.send_flags = sys::ib_send_flags_IB_SEND_SIGNALED as c_int;
+        let wr = &raw mut w.0.wr;
+        w.hand_off();
+        // SAFETY: the WR and its CQE are in this pinned value, which
+        // outlives the queue pair; the send queue has a slot set aside for
+        // the probe (`create_qp`). ib_core only reads the CQE.
+        if let Err(e) = unsafe { qp.post_send(wr) } {
+            // SAFETY: the post failed: the device never saw the WR.
+            drop(unsafe { self.probe.take_back() });
+            return Err(e);
+        }
+        Ok(true)
+    }
+}
+
+impl<V: Events> Drop for ConnBox<V> {
+    fn drop(&mut self) {
+        let raw = self.ptr.as_ptr();
+        // First the queue pair is drained, while completion handlers may
+        // still run: they see the connection as it was, so a Send reclaimed
+        // by the drain unmaps its pages and wakes the caller waiting for
+        // them. That caller may be a Receive's handler, which the drain of
+        // the Receive queue waits for.
+        {
+            let conn: &Conn<V> = self;
+            conn.dying.store(true, Ordering::Release);
+            if let Some(qp) = conn.objs.as_ref().and_then(|o| o.qp.as_ref()) {
+                conn.disconnect();
+                qp.drain();
+            }
+        }
+        // SAFETY: after the drain no completion handler runs (every posted
+        // WR completed and its handler ran), and the CM handler reaches only
+        // `events`: the other fields are ours alone (type invariant).
+        let (objs, sends, recvs, mrs, id) =
+            unsafe { (&mut (*raw).objs, &mut (*raw).sends, &mut (*raw).recvs, &mut (*raw).mrs, &mut (*raw).id) };
+        if let Some(Objects { qp, send_cq, recv_cq, pd, .. }) = objs.take() {
+            // Each object goes once, after those that used it.
+            drop(qp);
+            drop(send_cq);
+            drop(recv_cq);
+            drop(core::mem::take(sends));
+            // Unmapped, the Receive buffers are plain memory again: the
+            // owner's next connection may map them on its device.
+            let bufs = core::mem::take(recvs);
+            // SAFETY: `events` is live; only a shared reference is made.
+            let events = unsafe { &(*raw).events };
+            events.recv_buffers_freed(bufs.into_iter().map(DmaBuf::into_data));
+            drop(core::mem::take(mrs));
+            drop(pd);
+        }
+        // Waits for a running event handler, after which none can start.
+        drop(id.take());
+        // SAFETY: allocated by `KBox::into_raw` in `new`; nothing reaches it
+        // any more.
+        drop(unsafe { KBox::from_raw(raw) });
+    }
+}
+
+/// Recovers the connection and buffer of a completion.
+///
+/// # Safety
+///
+/// `cq` must be one of a live `Conn<V>`'s CQs and `wc` a completion whose
+/// `wr_cqe` is the CQE of one of its buffers.
+unsafe fn completion<'a, V: Events>(
+    cq: *mut sys::ib_cq,
+    wc: *mut sys::ib_wc,
+) -> (&'a Conn<V>, &'a DmaBuf, &'a sys::ib_wc) {
+    // SAFETY: per the contract, `cq_context` is the `Conn<V>` and `wr_cqe`
+    // is the `cqe` field of a `DmaBuf` it owns; both outlive this completion.
+    unsafe {
+        let conn = &*(*cq).cq_context.cast::<Conn<V>>();
+        let wc = &*wc;
+        let cqe = wc.__bindgen_anon_1.wr_cqe;
+        let buf = &*cqe.cast::<u8>().sub(core::mem::offset_of!(DmaBuf, cqe)).cast::<DmaBuf>();
+        (conn, buf, wc)
+    }
+}
+
+/// Receive completion handler.
+///
+/// # Safety
+///
+/// Called by ib_core for a Receive posted by a [`Conn<V>`].
+unsafe extern "C" fn recv_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
+    // SAFETY: per the function's contract.
+    let (conn, buf, wc) = unsafe { completion::<V>(cq, wc) };
+    match Completion::of(wc) {
+        Completion::Ok => {}
+        Completion::Flushed => return,
+        Completion::Failed(status) => {
+            conn.events.work_failed(status);
+            return;
+        }
+    }
+    // SAFETY: the Receive completed: the HCA is done writing the buffer.
+    let Some(b) = (unsafe { buf.cell.take_back() }) else { return };
+    let len = (wc.byte_len as usize).min(b.data.len());
+    // The HCA wrote `len` bytes into this buffer, which is ours (leased)
+    // until it is reposted.
+    buf.sync_for_cpu(len);
+    let invalidated_rkey = if wc.wc_flags & sys::ib_wc_flags_IB_WC_WITH_INVALIDATE as c_int != 0 {
+        // SAFETY: `ex` holds the invalidated rkey when the flag is set.
+        Some(unsafe { wc.ex.invalidate_rkey })
+    } else {
+        None
+    };
+    conn.events.received(conn, Received { data: b.data.get(..len).unwrap_or(&[]), invalidated_rkey });
+    drop(b);
+    if !conn.dying.load(Ordering::Acquire) {
+        conn.events.recv_idle(conn, buf.index);
+    }
+}
+
+/// Send completion handler.
+///
+/// # Safety
+///
+/// Called by ib_core for a Send posted by a [`Conn<V>`].
+unsafe extern "C" fn send_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
+    // SAFETY: per the function's contract.
+    let (conn, buf, wc) = unsafe { completion::<V>(cq, wc) };
+    let n = conn.reclaim_sends(buf.index);
+    conn.events.send_completed(Completion::of(wc), n);
+}
+
+/// Liveness probe completion.
+///
+/// # Safety
+///
+/// Called by ib_core for the probe posted by [`Conn::probe`] of a live
+/// `Conn<V>`, whose send CQ `cq` is.
+unsafe extern "C" fn probe_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
+    // SAFETY: per the contract, `cq_context` is the `Conn<V>`, which
+    // outlives its CQs, and `wc` is valid for the call.
+    let (conn, wc) = unsafe { (&*(*cq).cq_context.cast::<Conn<V>>(), &*wc) };
+    let how = Completion::of(wc);
+    // SAFETY: the probe completed: the WR is no longer posted, and the next
+    // probe may reuse it.
+    drop(unsafe { conn.probe.take_back() });
+    conn.events.probe_done(how);
+}
+
+/// Recovers the connection and memory region of a REG_MR or LOCAL_INV
+/// completion.
+///
+/// # Safety
+///
+/// As for [`completion`], with `wr_cqe` the CQE at `offset` in a `FrMr`.
+unsafe fn mr_completion<'a, V: Events>(
+    cq: *mut sys::ib_cq,
+    wc: *mut sys::ib_wc,
+    offset: usize,
+) -> (&'a Conn<V>, &'a FrMr, &'a sys::ib_wc) {
+    // SAFETY: per the contract.
+    unsafe {
+        let conn = &*(*cq).cq_context.cast::<Conn<V>>();
+        let wc = &*wc;
+        let mr = &*wc.__bindgen_anon_1.wr_cqe.cast::<u8>().sub(offset).cast::<FrMr>();
+        (conn, mr, wc)
+    }
+}
+
+/// REG_MR completion: reported only when it failed or was flushed.
+///
+/// # Safety
+///
+/// Called by ib_core for a REG_MR posted by a [`Conn<V>`].
+unsafe extern "C" fn reg_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
+    // SAFETY: per the function's contract.
+    let (conn, _mr, wc) = unsafe { mr_completion::<V>(cq, wc, core::mem::offset_of!(FrMr, reg_cqe)) };
+    if let Completion::Failed(status) = Completion::of(wc) {
+        conn.events.work_failed(status);
+    }
+}
+
+/// LOCAL_INV completion: wakes the invalidating thread.
+///
+/// # Safety
+///
+/// Called by ib_core for a LOCAL_INV posted by a [`Conn<V>`].
+unsafe extern "C" fn inv_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
+    // SAFETY: per the function's contract.
+    let (conn, mr, wc) = unsafe { mr_completion::<V>(cq, wc, core::mem::offset_of!(FrMr, inv_cqe)) };
+    let how = Completion::of(wc);
+    let g = conn.inv_lock.lock();
+    note_invalidated(mr, how == Completion::Ok);
+    drop(g);
+    conn.inv_wait.notify_all();
+    if let Completion::Failed(status) = how {
+        conn.events.work_failed(status);
+    }
+}
+
+/// rdma_cm event handler.
+///
+/// # Safety
+///
+/// Called by rdma_cm for an id created by [`ConnBox::new`], whose context
+/// is the connection's pinned `events`.
+unsafe extern "C" fn cm_handler<V: Events>(id: *mut sys::rdma_cm_id, event: *mut sys::rdma_cm_event) -> c_int {
+    // SAFETY: per the contract; the id and event are valid for the call.
+    let (events, ev) = unsafe { (&*(*id).context.cast::<V>(), &*event) };
+    // SAFETY: `ev` is this running handler's event.
+    let event = unsafe { CmEvent::decode(ev) };
+    events.cm_event(event);
+    0
+}

@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! DMA-mapped Send and Receive buffers, each with its work request, and
+//! the pages a Send maps in place.
+
+use core::{pin::Pin, ptr};
+
+use kernel::{
+    alloc::{flags::GFP_KERNEL, KBox, KVec},
+    error::{
+        code::{EINVAL, EIO, ENOMEM},
+        Result,
+    },
+};
+
+use super::{device::Device, mr::DoneFn};
+use crate::{
+    kapi::{
+        cell::LeaseCell,
+        page::{in_page, PageRef},
+    },
+    sys,
+};
+
+/// Most SGEs one Send carries: the copied transport header and RPC head,
+/// DMA-mapped pieces of the page list, the copied tail.
+pub(crate) const MAX_SEND_SGES: usize = 8;
+
+/// A buffer DMA-mapped once for its whole life, and the work request that
+/// carries it (a Send or a Receive).
+///
+/// # Invariants
+///
+/// While `state.data` is not empty, its heap storage is mapped at `dma` on
+/// `device` (to the device for a Send, from it for a Receive), and the
+/// device outlives this value (the contract of `new`). The pages recorded
+/// in `state.pages` are mapped on `device`.
+pub(crate) struct DmaBuf {
+    /// Written once; ib_core reads it when the work request completes.
+    pub(super) cqe: sys::ib_cqe,
+    pub(super) dma: u64,
+    pub(super) index: usize,
+    device: *mut sys::ib_device,
+    send: bool,
+    /// What the buffer's holder writes: a sender between taking the buffer
+    /// off the free list and posting it, the device while it is posted,
+    /// the completion that takes it back.
+    pub(super) cell: LeaseCell<BufState>,
+}
+
+// SAFETY: `device` is only passed to ib_core's DMA calls, which are
+// thread-safe; the rest is plain data written once or behind the lease cell.
+unsafe impl Send for DmaBuf {}
+// SAFETY: see `Send`.
+unsafe impl Sync for DmaBuf {}
+
+/// The contents of a [`DmaBuf`] that change hands.
+pub(super) struct BufState {
+    pub(super) data: KVec<u8>,
+    /// A Receive uses the first entry only.
+    pub(super) sge: [sys::ib_sge; MAX_SEND_SGES],
+    pub(super) send_wr: sys::ib_send_wr,
+    pub(super) recv_wr: sys::ib_recv_wr,
+    /// Pages mapped for the Send in this buffer.
+    pub(super) pages: MappedPages,
+}
+
+// SAFETY: the work requests' pointers name the buffer's own SGEs and CQE (in
+// the same pinned `DmaBuf`) or the next request of a chain being posted;
+// giving the state to another thread moves none of what they point at.
+unsafe impl Send for BufState {}
+
+/// DMA mappings of pages a Send carries.
+pub(super) struct MappedPages {
+    dma: [u64; MAX_SEND_SGES],
+    len: [u32; MAX_SEND_SGES],
+    pub(super) n: usize,
+}
+
+impl DmaBuf {
+    /// Maps `data` on `device` and builds its work request: a Send
+    /// (`send`) or a Receive, whose completion calls `done`.
+    ///
+    /// # Safety
+    ///
+    /// The device must outlive the buffer, and `done` must accept
+    /// completions of a `DmaBuf`'s CQE.
+    pub(super) unsafe fn new(
+        device: &Device,
+        lkey: u32,
+        mut data: KVec<u8>,
+        index: usize,
+        send: bool,
+        done: DoneFn,
+    ) -> Result<Pin<KBox<DmaBuf>>> {
+        let size = data.len();
+        let dev = device.as_ptr();
+        // SAFETY: the device is live; `data` is a kmalloc'ed buffer that
+        // stays put (a KVec's heap storage never moves unless it grows, and
+        // it never grows) until `Drop` or `into_data` unmaps it.
+        let dma = unsafe {
+            if send {
+                sys::rpcrdma_rs_dma_map_to_device(dev, data.as_mut_ptr().cast(), size)
+            } else {
+                sys::rpcrdma_rs_dma_map_from_device(dev, data.as_mut_ptr().cast(), size)
+            }
+        };
+        // SAFETY: the device is live.
+        if unsafe { sys::rpcrdma_rs_dma_mapping_error(dev, dma) } != 0 {
+            return Err(ENOMEM);
+        }
+        // INVARIANT: `data` is mapped at `dma` on the device in the
+        // buffer's direction; no pages yet. If the allocation fails, the
+        // value (and with it the mapping) is dropped, which unmaps.
+        let buf = KBox::pin(
+            DmaBuf {
+                cqe: sys::ib_cqe { done: Some(done) },
+                dma,
+                index,
+                device: dev,
+                send,
+                cell: LeaseCell::new(BufState {
+                    data,
+                    sge: [sys::ib_sge { addr: dma, length: size as u32, lkey }; MAX_SEND_SGES],
+                    send_wr: Default::default(),
+                    recv_wr: Default::default(),
+                    pages: MappedPages { dma: [0; MAX_SEND_SGES], len: [0; MAX_SEND_SGES], n: 0 },
+                }),
+            },
+            GFP_KERNEL,
+        )?;
+        // The box is pinned, so the CQE and SGE addresses are stable for
+        // the WRs that point at them; ib_core only reads the CQE.
+        let mut b = buf.cell.lease().ok_or(EINVAL)?;
+        let cqe = ptr::from_ref(&buf.cqe).cast_mut();
+        let sges = b.sge.as_mut_ptr();
+        if send {
+            let wr = &mut b.send_wr;
+            wr.__bindgen_anon_1.wr_cqe = cqe;
+            wr.sg_list = sges;
+            wr.num_sge = 1;
+            wr.opcode = sys::ib_wr_opcode_IB_WR_SEND;
+            wr.send_flags = sys::ib_send_flags_IB_SEND_SIGNALED;
+        } else {
+            let wr = &mut b.recv_wr;
+            wr.__bindgen_anon_1.wr_cqe = cqe;
+            wr.sg_list = sges;
+            wr.num_sge = 1;
+        }
+        drop(b);
+        Ok(buf)
+    }
+
+    /// Unmaps the pages a Send carried; true if there were any. The caller
+    /// holds the state, and the HCA is done with the pages (their Send
+    /// completed, or was never posted).
+    #[inline]
+    pub(super) fn unmap_pages(&self, pages: &mut MappedPages) -> bool {
+        let n = core::mem::replace(&mut pages.n, 0);
+        for (&dma, &len) in pages.dma.iter().zip(pages.len.iter()).take(n) {
+            // SAFETY: mapped on `device` by `SendWriter::map_page` (type
+            // invariant); the HCA is done with them (above).
+            unsafe { sys::rpcrdma_rs_dma_unmap_page(self.device, dma, len as usize) };
+        }
+        n > 0
+    }
+
+    /// Makes the first `len` bytes written by the CPU visible to the device.
+    #[inline]
+    pub(super) fn sync_for_device(&self, len: usize) {
+        // SAFETY: the buffer is mapped on `device` (type invariant); syncing
+        // a prefix of it is always allowed.
+        unsafe { sys::rpcrdma_rs_dma_sync_for_device(self.device, self.dma, len) };
+    }
+
+    /// Makes the first `len` bytes written by the device visible to the CPU.
+    #[inline]
+    pub(super) fn sync_for_cpu(&self, len: usize) {
+        // SAFETY: as in `sync_for_device`.
+        unsafe { sys::rpcrdma_rs_dma_sync_for_cpu(self.device, self.dma, len) };
+    }
+
+    /// Unmaps the buffer and gives its memory back (teardown: the device
+    /// is done with every buffer).
+    pub(super) fn into_data(self: Pin<KBox<Self>>) -> KVec<u8> {
+        let mut b = Pin::into_inner(self);
+        b.unmap_all();
+        core::mem::take(&mut b.cell.get_mut().data)
+    }
+
+    /// Unmaps everything the buffer has mapped, once.
+    fn unmap_all(&mut self) {
+        let (device, dma, send) = (self.device, self.dma, self.send);
+        let st = self.cell.get_mut();
+        let n = core::mem::replace(&mut st.pages.n, 0);
+        for (&pdma, &len) in st.pages.dma.iter().zip(st.pages.len.iter()).take(n) {
+            // SAFETY: mapped on `device` (type invariant); only the owner's
+            // teardown, after the device let go of everything, gets here.
+            unsafe { sys::rpcrdma_rs_dma_unmap_page(device, pdma, len as usize) };
+        }
+        let len = st.data.len();
+        if len == 0 {
+            return;
+        }
+        // SAFETY: mapped at `dma` on `device` in this direction (type
+        // invariant), unmapped once: the data is taken or dropped next.
+        unsafe {
+            if send {
+                sys::rpcrdma_rs_dma_unmap_to_device(device, dma, len);
+            } else {
+                sys::rpcrdma_rs_dma_unmap_from_device(device, dma, len);
+            }
+        }
+        // INVARIANT: the mapping is gone, and so is the data's claim to it.
+        st.data = KVec::new();
+    }
+}
+
+impl Drop for DmaBuf {
+    fn drop(&mut self) {
+        self.unmap_all();
+    }
+}
+
+/// Builds the SGE list of one Send: bytes copied into the pre-mapped buffer
+/// and pages mapped in place, in message order.
+pub(crate) struct SendWriter<'a> {
+    pub(super) data: &'a mut [u8],
+    pub(super) used: usize,
+    pub(super) sges: &'a mut [sys::ib_sge; MAX_SEND_SGES],
+    pub(super) n: usize,
+    pub(super) max_sge: usize,
+    /// The last SGE points into the pre-mapped buffer and ends at `used`.
+    pub(super) last_copied: bool,
+    pub(super) pages: &'a mut MappedPages,
+    pub(super) device: &'a Device,
+    pub(super) dma: u64,
+    pub(super) lkey: u32,
+}
+
+impl SendWriter<'_> {
+    /// Appends bytes copied into the pre-mapped buffer: `f` gets the room
+    /// left and returns how much of it it filled.
+    pub(crate) fn copy(&mut self, f: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result {
+        let room = self.data.get_mut(self.used..).ok_or(EINVAL)?;
+        let cap = room.len();
+        let len = f(room)?;
+        if len > cap {
+            return Err(EINVAL);
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let addr = self.dma + self.used as u64;
+        self.used += len;
+        if self.last_copied {
+            if let Some(prev) = self.n.checked_sub(1).and_then(|i| self.sges.get_mut(i)) {
+                prev.length += len as u32;
+                return Ok(());
+            }
+        }
+        self.push(sys::ib_sge { addr, length: len as u32, lkey: self.lkey })?;
+        self.last_copied = true;
+        Ok(())
+    }
+
+    /// Appends `len` bytes at `offset` in `page`, DMA-mapped where they
+    /// are: the page must stay until the Send is done with it, which the
+    /// [`PagesInFlight`] token returned by the send tracks.
+    pub(crate) fn map_page(&mut self, page: PageRef<'_>, offset: u32, len: u32) -> Result {
+        if len == 0 {
+            return Ok(());
+        }
+        if !in_page(offset, len) {
+            return Err(EINVAL);
+        }
+        if self.n >= self.max_sge || self.pages.n >= MAX_SEND_SGES {
+            return Err(EINVAL);
+        }
+        let device = self.device.as_ptr();
+        // SAFETY: the device is live (borrowed); the page is live
+        // (`PageRef`: a page of the RPC's send buffer, which the RPC keeps
+        // until its `PagesInFlight` is waited for) and the bytes are inside
+        // it.
+        let dma = unsafe {
+            sys::rpcrdma_rs_dma_map_page(device, page.as_ptr(), offset as kernel::ffi::c_ulong, len as usize)
+        };
+        // SAFETY: as above.
+        if unsafe { sys::rpcrdma_rs_dma_mapping_error(device, dma) } != 0 {
+            return Err(EIO);
+        }
+        let i = self.pages.n;
+        self.pages.dma[i] = dma;
+        self.pages.len[i] = len;
+        self.pages.n += 1;
+        self.push(sys::ib_sge { addr: dma, length: len, lkey: self.lkey })?;
+        self.last_copied = false;
+        Ok(())
+    }
+
+    fn push(&mut self, sge: sys::ib_sge) -> Result {
+        if self.n >= self.max_sge {
+            return Err(EINVAL);
+        }
+        *self.sges.get_mut(self.n).ok_or(EINVAL)? = sge;
+        self.n += 1;
+        Ok(())
+    }
+}
+
+/// Pages of an RPC that a posted Send may still be reading (DMA-mapped into
+/// it rather than copied). Returned by a send; the RPC holds it and must not
+/// give its pages back before a `wait_sent` has consumed it, which yields
+/// the [`SendDone`] proof. A token of a connection that is gone holds
+/// nothing: tearing a connection down completes every Send.
+#[must_use = "the HCA may still read these pages: wait for the Send"]
+pub(crate) struct PagesInFlight {
+    pub(super) generation: u64,
+    pub(super) index: usize,
+    pub(super) seq: u64,
+}
+
+impl PagesInFlight {
+    /// A token for a Send that mapped nothing.
+    pub(crate) const fn none() -> Self {
+        PagesInFlight { generation: 0, index: usize::MAX, seq: 0 }
+    }
+
+    /// True for a token that holds nothing to wait for.
+    pub(crate) fn is_none(&self) -> bool {
+        self.index == usize::MAX
+    }
+}
+
+/// Proof that no Send reads an RPC's pages any more. Made only by
+/// [`Conn::wait_sent`](super::Conn::wait_sent).
+pub(crate) struct SendDone(pub(super) ());

@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Fast-registration memory regions (`struct ib_mr` of type MEM_REG) and
+//! the tokens that say who may reach them.
+//!
+//! A region is idle (its connection's free list has its index), leased to
+//! the thread registering it, or handed off to a [`Registration`] and then
+//! a [`PostedRegistration`]: the only ways back are invalidation, giving an
+//! unposted registration back, or the connection's teardown, which
+//! deregisters every region after its queue pair is gone.
+
+use core::{
+    pin::Pin,
+    ptr,
+    sync::atomic::{AtomicBool, Ordering},
+};
+
+use kernel::{
+    alloc::{flags::GFP_KERNEL, KBox, KVec},
+    error::{code::EINVAL, from_err_ptr, Result},
+};
+
+use super::{device::Device, pd::Pd};
+use crate::{
+    kapi::{
+        cell::LeaseCell,
+        page::{in_page, PageRef},
+    },
+    sys,
+};
+
+/// Most memory regions one registration token holds.
+pub(crate) const MAX_MRS: usize = 8;
+
+/// The signature of a work request's completion function.
+pub(super) type DoneFn = unsafe extern "C" fn(*mut sys::ib_cq, *mut sys::ib_wc);
+
+/// A fast-registration memory region and its two work requests.
+///
+/// # Invariants
+///
+/// `state.ibmr` was allocated by [`FrMr::new`] in a PD on `device`; both
+/// outlive this value (the contract of `new`). The entries `0..mapped` of
+/// `state.sg` are DMA-mapped on `device` in direction `to_device`.
+pub(crate) struct FrMr {
+    /// Written once; ib_core reads them when the work requests complete.
+    pub(super) reg_cqe: sys::ib_cqe,
+    pub(super) inv_cqe: sys::ib_cqe,
+    /// Set by the LOCAL_INV completion.
+    pub(super) inv_done: AtomicBool,
+    pub(super) inv_ok: AtomicBool,
+    pub(super) index: u16,
+    device: *mut sys::ib_device,
+    /// Held by the free list, by `register` while it maps the region, then
+    /// (handed off) by the [`Registration`] that owns the region until
+    /// invalidation or `release_unposted` takes it back.
+    pub(super) cell: LeaseCell<MrState>,
+}
+
+// SAFETY: `device` is only passed to ib_core (which is thread-safe for DMA
+// mapping); everything else is atomics, plain data written once, or behind
+// the lease cell.
+unsafe impl Send for FrMr {}
+// SAFETY: see `Send`.
+unsafe impl Sync for FrMr {}
+
+/// The contents of a [`FrMr`] that change hands. None of it is read by the
+/// device: work requests are copied when posted, and `ib_map_mr_sg` copies
+/// the scatterlist's DMA addresses into the region.
+pub(super) struct MrState {
+    pub(super) ibmr: *mut sys::ib_mr,
+    pub(super) sg: KVec<sys::scatterlist>,
+    /// Scatterlist entries DMA-mapped (0: not mapped).
+    pub(super) mapped: u32,
+    pub(super) to_device: bool,
+    pub(super) reg_wr: sys::ib_reg_wr,
+    pub(super) inv_wr: sys::ib_send_wr,
+}
+
+// SAFETY: `ibmr` is an ib_core region only this state's holder uses; the work
+// requests point at the region's own CQEs (in the same pinned `FrMr`) or at
+// requests of a chain being posted. Giving the state to another thread moves
+// none of these.
+unsafe impl Send for MrState {}
+
+impl FrMr {
+    /// Allocates a region of `pages` pages in `pd`; its REG_MR and
+    /// LOCAL_INV completions call `reg_done` and `inv_done`.
+    ///
+    /// # Safety
+    ///
+    /// `device` (the PD's) and `pd` must outlive the region, and the
+    /// completion functions must accept completions of a `FrMr`'s CQEs.
+    pub(super) unsafe fn new(
+        device: &Device,
+        pd: &Pd,
+        pages: u32,
+        index: usize,
+        reg_done: DoneFn,
+        inv_done: DoneFn,
+    ) -> Result<Pin<KBox<FrMr>>> {
+        let index = u16::try_from(index).map_err(|_| EINVAL)?;
+        let mut sg = KVec::from_elem(sys::scatterlist::default(), pages as usize, GFP_KERNEL)?;
+        // SAFETY: `sg` has `pages` entries.
+        unsafe { sys::sg_init_table(sg.as_mut_ptr(), pages) };
+        // SAFETY: the PD is live.
+        let ibmr = from_err_ptr(unsafe { sys::ib_alloc_mr(pd.as_ptr(), sys::ib_mr_type_IB_MR_TYPE_MEM_REG, pages) })?;
+        // INVARIANT: allocated just above in `pd`, nothing mapped; the
+        // caller keeps the device and PD alive. From here on `Drop`
+        // deregisters it.
+        let mr = KBox::pin(
+            FrMr {
+                reg_cqe: sys::ib_cqe { done: Some(reg_done) },
+                inv_cqe: sys::ib_cqe { done: Some(inv_done) },
+                inv_done: AtomicBool::new(false),
+                inv_ok: AtomicBool::new(false),
+                index,
+                device: device.as_ptr(),
+                cell: LeaseCell::new(MrState {
+                    ibmr,
+                    sg,
+                    mapped: 0,
+                    to_device: false,
+                    reg_wr: Default::default(),
+                    inv_wr: Default::default(),
+                }),
+            },
+            GFP_KERNEL,
+        )?;
+        // Pinned, so the CQE addresses stay valid for the WRs; ib_core only
+        // reads the CQEs.
+        let mut m = mr.cell.lease().ok_or(EINVAL)?;
+        m.reg_wr.wr.opcode = sys::ib_wr_opcode_IB_WR_REG_MR;
+        m.reg_wr.wr.__bindgen_anon_1.wr_cqe = ptr::from_ref(&mr.reg_cqe).cast_mut();
+        m.reg_wr.wr.send_flags = 0;
+        m.reg_wr.mr = ibmr;
+        m.inv_wr.opcode = sys::ib_wr_opcode_IB_WR_LOCAL_INV;
+        m.inv_wr.__bindgen_anon_1.wr_cqe = ptr::from_ref(&mr.inv_cqe).cast_mut();
+        drop(m);
+        Ok(mr)
+    }
+
+    /// Unmaps the scatterlist entries mapped for the last registration.
+    /// The caller holds the state (a lease taken back from the token that
+    /// owned the region) and the HCA is done with the region: it was
+    /// invalidated, never posted, or its queue pair is gone.
+    #[inline]
+    pub(super) fn unmap(&self, m: &mut MrState) {
+        let n = core::mem::replace(&mut m.mapped, 0);
+        if n != 0 {
+            // SAFETY: `n` entries were mapped on `device` in this direction
+            // (type invariant); the HCA is done with them (above).
+            unsafe { sys::rpcrdma_rs_dma_unmap_sg(self.device, m.sg.as_mut_ptr(), n as i32, m.to_device) };
+        }
+    }
+
+    /// Maps the `n` entries `fill` set, into the region, and gives it a new
+    /// key; returns the wire segment. The caller holds the state.
+    pub(super) fn map(&self, m: &mut MrState, n: usize, to_device: bool, xid: u32) -> Result<Registered> {
+        let last = n.checked_sub(1).and_then(|i| m.sg.get_mut(i)).ok_or(EINVAL)?;
+        // SAFETY: an initialised entry of this region's table.
+        unsafe { sys::rpcrdma_rs_sg_mark_end(last) };
+        // SAFETY: the entries were just set to live pages; the device is
+        // live (type invariant).
+        let nents = unsafe { sys::rpcrdma_rs_dma_map_sg(self.device, m.sg.as_mut_ptr(), n as i32, to_device) };
+        if nents <= 0 {
+            return Err(kernel::error::code::EIO);
+        }
+        // SAFETY: the MR is ours (the caller's lease); `nents` entries are
+        // mapped.
+        let mapped =
+            unsafe { sys::ib_map_mr_sg(m.ibmr, m.sg.as_mut_ptr(), nents, ptr::null_mut(), crate::kapi::PAGE_SIZE) };
+        if mapped != nents {
+            // SAFETY: mapped just above with these arguments.
+            unsafe { sys::rpcrdma_rs_dma_unmap_sg(self.device, m.sg.as_mut_ptr(), n as i32, to_device) };
+            return Err(kernel::error::code::EIO);
+        }
+        // INVARIANT: `n` entries are mapped in direction `to_device`.
+        m.mapped = n as u32;
+        m.to_device = to_device;
+        // SAFETY: the region is ours (leased) and valid until `Drop`.
+        let seg = unsafe {
+            let mr = &mut *m.ibmr;
+            // The XID in the iova's upper half makes captures readable.
+            mr.iova = (mr.iova & 0xffff_ffff) | (u64::from(xid) << 32);
+            // A new key for every registration: a late access with an old
+            // rkey is refused by the HCA.
+            sys::rpcrdma_rs_update_fast_reg_key(m.ibmr, ((mr.rkey & 0xff) as u8).wrapping_add(1));
+            Registered { handle: mr.rkey, length: mr.length as u32, offset: mr.iova }
+        };
+        m.reg_wr.wr.next = ptr::null_mut();
+        m.reg_wr.key = seg.handle;
+        m.reg_wr.access = if to_device {
+            sys::ib_access_flags_IB_ACCESS_REMOTE_READ as i32
+        } else {
+            (sys::ib_access_flags_IB_ACCESS_REMOTE_WRITE | sys::ib_access_flags_IB_ACCESS_LOCAL_WRITE) as i32
+        };
+        Ok(seg)
+    }
+
+    /// The region's current rkey.
+    pub(super) fn rkey(m: &MrState) -> u32 {
+        // SAFETY: the region is valid until `Drop` (type invariant), and
+        // the caller holds its state.
+        unsafe { (*m.ibmr).rkey }
+    }
+}
+
+impl Drop for FrMr {
+    fn drop(&mut self) {
+        // Only the owner's teardown drops regions, after their queue pair:
+        // nothing reaches them any more.
+        let device = self.device;
+        let m = self.cell.get_mut();
+        let n = core::mem::replace(&mut m.mapped, 0);
+        // SAFETY: the region was allocated in `new` and the device and PD
+        // are still live (type invariant); it is deregistered once, and its
+        // mapped entries unmapped once.
+        unsafe {
+            if n != 0 {
+                sys::rpcrdma_rs_dma_unmap_sg(device, m.sg.as_mut_ptr(), n as i32, m.to_device);
+            }
+            sys::rpcrdma_rs_dereg_mr(m.ibmr);
+        }
+    }
+}
+
+/// Fills the scatterlist of a memory region being registered.
+pub(crate) struct SgWriter<'a> {
+    pub(super) sg: &'a mut [sys::scatterlist],
+    pub(super) n: usize,
+}
+
+impl SgWriter<'_> {
+    /// Appends `len` bytes at `offset` in `page` (inside the page).
+    pub(crate) fn push(&mut self, page: PageRef<'_>, len: u32, offset: u32) -> Result {
+        if !in_page(offset, len) {
+            return Err(EINVAL);
+        }
+        let sg = self.sg.get_mut(self.n).ok_or(EINVAL)?;
+        // SAFETY: `sg` is an initialised entry of this region's table; the
+        // page is a live page (`PageRef`) of the RPC's buffer, which the RPC
+        // keeps until its regions are invalidated; the bytes are inside it.
+        unsafe { sys::rpcrdma_rs_sg_set_page(sg, page.as_ptr(), len, offset) };
+        self.n += 1;
+        Ok(())
+    }
+}
+
+/// The wire segment (handle, length, offset) of a registered region.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Registered {
+    /// The rkey.
+    pub(crate) handle: u32,
+    /// Bytes covered.
+    pub(crate) length: u32,
+    /// The iova.
+    pub(crate) offset: u64,
+}
+
+/// The memory regions a registration token holds, and the generation of the
+/// connection they belong to (meaningful only while `n > 0`).
+pub(super) struct Regions {
+    pub(super) generation: u64,
+    pub(super) mrs: [u16; MAX_MRS],
+    pub(super) n: usize,
+}
+
+impl Regions {
+    const NONE: Regions = Regions { generation: 0, mrs: [0; MAX_MRS], n: 0 };
+
+    /// The regions held, in registration order.
+    pub(super) fn held(&self) -> &[u16] {
+        self.mrs.get(..self.n).unwrap_or(&[])
+    }
+}
+
+/// Memory regions an RPC registered on one connection whose REG_MR work
+/// requests are not posted yet. [`Conn::register`] adds to it; the Send
+/// that advertises the regions consumes it ([`Conn::send`]) and returns
+/// the [`PostedRegistration`]; a call that is not sent gives the regions
+/// back with [`Conn::release_unposted`]. Posting needs the token by value,
+/// so its REG_MRs are posted once.
+///
+/// [`Conn::register`]: super::Conn::register
+/// [`Conn::send`]: super::Conn::send
+/// [`Conn::release_unposted`]: super::Conn::release_unposted
+#[must_use = "an unposted registration holds mapped memory regions: send or release it"]
+pub(crate) struct Registration(pub(super) Regions);
+
+impl Registration {
+    /// A token that holds nothing.
+    pub(crate) const fn empty() -> Self {
+        Registration(Regions::NONE)
+    }
+
+    /// Moves the regions out, leaving this token empty.
+    #[inline]
+    pub(crate) fn take(&mut self) -> Registration {
+        let n = core::mem::replace(&mut self.0.n, 0);
+        Registration(Regions { generation: self.0.generation, mrs: self.0.mrs, n })
+    }
+}
+
+/// Memory regions an RPC registered and advertised: the peer may read or
+/// write them until [`Conn::invalidate`] consumes the token and returns the
+/// [`Invalidated`] proof. A token whose connection is gone holds nothing
+/// (the connection released every region when it was torn down, its queue
+/// pair first).
+///
+/// [`Conn::invalidate`]: super::Conn::invalidate
+#[must_use = "the peer can reach these regions until they are invalidated"]
+pub(crate) struct PostedRegistration(pub(super) Regions);
+
+impl PostedRegistration {
+    /// A token that holds nothing.
+    pub(crate) const fn none() -> Self {
+        PostedRegistration(Regions::NONE)
+    }
+
+    /// True if it holds no memory region.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.n == 0
+    }
+
+    /// Memory regions held.
+    pub(crate) fn len(&self) -> usize {
+        self.0.n
+    }
+}
+
+/// Proof that the peer can no longer reach an RPC's memory regions: they
+/// were invalidated (or never posted, or their queue pair is in the error
+/// state). Made only by [`Conn::invalidate`] and [`Conn::release_unposted`].
+///
+/// [`Conn::invalidate`]: super::Conn::invalidate
+/// [`Conn::release_unposted`]: super::Conn::release_unposted
+pub(crate) struct Invalidated(pub(super) ());
+
+/// Records a LOCAL_INV completion for the thread waiting on it.
+pub(super) fn note_invalidated(mr: &FrMr, ok: bool) {
+    mr.inv_ok.store(ok, Ordering::Release);
+    mr.inv_done.store(true, Ordering::Release);
+}

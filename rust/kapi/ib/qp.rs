@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! An RC queue pair (`struct ib_qp`) made on an rdma_cm identifier.
+
+use core::ptr::NonNull;
+
+use kernel::error::{to_result, Result};
+
+use super::{cm::CmId, cq::Cq, pd::Pd};
+use crate::sys;
+
+/// Queue depths and scatter/gather limits of a queue pair.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QpCaps {
+    /// Send Queue work requests.
+    pub(crate) send_wrs: u32,
+    /// Receive Queue work requests.
+    pub(crate) recv_wrs: u32,
+    /// SGEs per Send.
+    pub(crate) send_sges: u32,
+}
+
+/// An RC queue pair, attached to its cm_id; drained and destroyed on drop.
+///
+/// # Invariants
+///
+/// `qp` was created by [`Qp::new`] on the cm_id `id`, which outlives it,
+/// and is destroyed only by `Drop`.
+pub(crate) struct Qp {
+    qp: NonNull<sys::ib_qp>,
+    id: NonNull<sys::rdma_cm_id>,
+}
+
+// SAFETY: ib_core serialises posting on a queue pair itself (each queue has
+// its lock); the Rust side only passes the pointers to ib_core.
+unsafe impl Send for Qp {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Qp {}
+
+impl Qp {
+    /// Creates an RC queue pair on `id` (resolved to a device) in `pd`,
+    /// completing Sends on `send_cq` and Receives on `recv_cq`. Every work
+    /// request is signalled only if it asks to be.
+    ///
+    /// # Safety
+    ///
+    /// `id`, `pd` and both CQs must outlive the queue pair.
+    pub(crate) unsafe fn new(id: &CmId, pd: &Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps) -> Result<Self> {
+        let mut attr = sys::ib_qp_init_attr {
+            send_cq: send_cq.as_ptr(),
+            recv_cq: recv_cq.as_ptr(),
+            sq_sig_type: sys::ib_sig_type_IB_SIGNAL_REQ_WR,
+            qp_type: sys::ib_qp_type_IB_QPT_RC,
+            ..Default::default()
+        };
+        attr.cap.max_send_wr = caps.send_wrs;
+        attr.cap.max_recv_wr = caps.recv_wrs;
+        attr.cap.max_send_sge = caps.send_sges;
+        attr.cap.max_recv_sge = 1;
+        let id = id.as_ptr();
+        // SAFETY: the id, PD and CQs are live; `attr` lives for the call.
+        to_result(unsafe { sys::rdma_create_qp(id, pd.as_ptr(), &mut attr) })?;
+        // SAFETY: `rdma_create_qp` succeeded, so the id holds the QP.
+        let qp = unsafe { (*id).qp };
+        // INVARIANT: created just above on `id`, which outlives it (contract).
+        match (NonNull::new(qp), NonNull::new(id)) {
+            (Some(qp), Some(id)) => Ok(Qp { qp, id }),
+            _ => Err(kernel::error::code::EINVAL),
+        }
+    }
+
+    /// Posts a chain of Send Queue work requests.
+    ///
+    /// # Safety
+    ///
+    /// Every request of the chain, and all it points at (SGEs, CQEs,
+    /// memory regions), must stay valid until the request completes: the
+    /// CQE until its completion handler ran, the buffers until the device
+    /// is done with them.
+    #[inline]
+    pub(super) unsafe fn post_send(&self, wr: *mut sys::ib_send_wr) -> Result {
+        // SAFETY: the QP is live (type invariant); the chain per the contract.
+        to_result(unsafe { sys::rpcrdma_rs_post_send(self.qp.as_ptr(), wr) })
+    }
+
+    /// Posts a chain of Receives.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Qp::post_send`].
+    #[inline]
+    pub(super) unsafe fn post_recv(&self, wr: *mut sys::ib_recv_wr) -> Result {
+        // SAFETY: as in `post_send`.
+        to_result(unsafe { sys::rpcrdma_rs_post_recv(self.qp.as_ptr(), wr) })
+    }
+
+    /// Moves the queue pair to the error state and waits until every
+    /// posted work request has completed (flushed) and its completion
+    /// handler has run. Sleeps.
+    pub(crate) fn drain(&self) {
+        // SAFETY: the QP is live (type invariant).
+        unsafe { sys::ib_drain_qp(self.qp.as_ptr()) };
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        // SAFETY: created in `new` on `id`, which is still live (type
+        // invariant); destroyed once.
+        unsafe { sys::rdma_destroy_qp(self.id.as_ptr()) };
+    }
+}

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One connection and the state its completion handlers share: setting it
+//! up, connecting, and what its events do before they reach the
+//! [`ConnHandler`].
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use kernel::{
+    error::Result,
+    new_spinlock,
+    prelude::*,
+    str::CStr,
+    sync::{Arc, SpinLock},
+};
+
+use super::{
+    freelist::FreeList,
+    recv::{RecvCache, Repost},
+    send::SendSlots,
+    CmEvent, Completion, ConnHandler, DeviceCaps, QpConfig, Received, VerbsCounters,
+};
+use crate::kapi::{
+    ib::{Conn, ConnBox, ConnParam, Events, QpSizes},
+    net::{Net, SockAddr},
+};
+
+/// Connection generations, so that a token can tell whether the connection
+/// it was made on still exists.
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// What a connection's completion handlers share, beside the handler.
+#[pin_data]
+pub(crate) struct EpState<T: ConnHandler> {
+    pub(super) handler: Arc<T>,
+    /// `handler.counters()`, looked up once.
+    pub(super) counters: &'static VerbsCounters,
+    /// Receives consumed and waiting to be reposted in one batch.
+    #[pin]
+    pub(super) repost: SpinLock<Repost>,
+    /// Memory regions free for registration.
+    #[pin]
+    pub(super) free_mrs: SpinLock<FreeList>,
+    /// Where the Receive buffers go back when the connection is torn down.
+    pub(super) recv_cache: Arc<RecvCache>,
+    /// Bumped whenever Send buffers or memory regions are given back; see
+    /// [`Connection::release_epoch`].
+    released: AtomicU64,
+    /// Receives completed successfully; written only by the receive CQ's
+    /// handler, which never runs twice at once.
+    receives: AtomicU64,
+}
+
+impl<T: ConnHandler> EpState<T> {
+    /// Records that resources came back, before the caller wakes waiters.
+    pub(super) fn note_release(&self) {
+        self.released.fetch_add(1, Ordering::Relaxed);
+        // Pairs with the fence in `release_epoch`: either the waiter sees
+        // this bump, or its "waiting" flag is visible to our wake-up.
+        core::sync::atomic::fence(Ordering::SeqCst);
+    }
+}
+
+impl<T: ConnHandler> Events for EpState<T> {
+    type Sends = SendSlots;
+
+    fn cm_event(&self, event: CmEvent<'_>) {
+        self.handler.cm_event(event);
+    }
+
+    fn received(&self, conn: &Conn<Self>, msg: Received<'_>) {
+        // This handler never runs twice at once (one CQ): no locked add.
+        self.receives.store(self.receives.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        self.handler.received(Live(conn), msg);
+    }
+
+    fn recv_idle(&self, conn: &Conn<Self>, index: usize) {
+        self.repost_later(conn, index);
+    }
+
+    fn work_failed(&self, status: u32) {
+        self.handler.receive_failed(status);
+    }
+
+    fn send_completed(&self, how: Completion, reclaimed: usize) {
+        if reclaimed > 0 {
+            self.note_release();
+        }
+        self.handler.send_done(how);
+    }
+
+    fn probe_done(&self, how: Completion) {
+        self.handler.probe_done(how);
+    }
+
+    fn recv_buffers_freed(&self, bufs: impl Iterator<Item = KVec<u8>>) {
+        self.recv_cache.give_back(bufs);
+    }
+}
+
+/// An RDMA connection: its rdma_cm id, queue pair, buffers and regions,
+/// and the handler its events go to.
+pub(crate) struct Connection<T: ConnHandler> {
+    pub(super) conn: ConnBox<EpState<T>>,
+}
+
+impl<T: ConnHandler> Connection<T> {
+    /// Creates the rdma_cm identifier in `net` (which takes its own
+    /// reference on the namespace); events go to `handler`, Receive
+    /// buffers come from and go back to `cache`.
+    pub(crate) fn new(net: &Net, handler: Arc<T>, cache: &Arc<RecvCache>) -> Result<Self> {
+        let counters = handler.counters();
+        let state = pin_init!(EpState {
+            handler,
+            counters,
+            repost <- new_spinlock!(Repost::none(), "rpcrdma_rs:repost"),
+            free_mrs <- new_spinlock!(FreeList::new(), "rpcrdma_rs:free_mrs"),
+            recv_cache: cache.clone(),
+            released: AtomicU64::new(0),
+            receives: AtomicU64::new(0),
+        });
+        let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
+        Ok(Connection { conn: ConnBox::<EpState<T>>::new(net, state, generation, SendSlots::none())? })
+    }
+
+    /// The handler given to [`Connection::new`].
+    pub(crate) fn handler(&self) -> &Arc<T> {
+        &self.conn.events().handler
+    }
+
+    /// Starts resolving `dst` to a device and address; the outcome arrives
+    /// as [`CmEvent::AddrResolved`] or [`CmEvent::AddrError`].
+    pub(crate) fn resolve_addr(&self, dst: &SockAddr, timeout_ms: u32) -> Result {
+        self.conn.resolve_addr(dst, timeout_ms)
+    }
+
+    /// Starts resolving the route; the outcome arrives as
+    /// [`CmEvent::RouteResolved`] or [`CmEvent::RouteError`].
+    pub(crate) fn resolve_route(&self, timeout_ms: u32) -> Result {
+        self.conn.resolve_route(timeout_ms)
+    }
+
+    /// The resolved device's capabilities (after [`CmEvent::AddrResolved`]).
+    pub(crate) fn device_caps(&self) -> Result<DeviceCaps> {
+        self.conn.device_caps()
+    }
+
+    /// The resolved device's name, for messages.
+    pub(crate) fn device_name(&self) -> Option<&CStr> {
+        self.conn.device_name()
+    }
+
+    /// Creates the PD, CQs, RC queue pair and buffers, and posts every
+    /// Receive. Call once, after route resolution.
+    pub(crate) fn create_qp(&mut self, cfg: QpConfig) -> Result {
+        let recv_batch = cfg.recv_batch.clamp(1, cfg.recv_bufs.max(1));
+        let repost = Repost::new(cfg.recv_bufs, recv_batch)?;
+        let free_mrs = FreeList::full(cfg.mrs)?;
+        let policy = SendSlots::new(cfg.send_bufs, cfg.signal_interval)?;
+        let cache = {
+            let st = self.conn.events();
+            *st.repost.lock() = repost;
+            *st.free_mrs.lock() = free_mrs;
+            st.recv_cache.clone()
+        };
+        let sizes = QpSizes {
+            send_bufs: cfg.send_bufs,
+            send_buf_size: cfg.send_buf_size,
+            send_sges: cfg.send_sges,
+            recv_bufs: cfg.recv_bufs,
+            recv_buf_size: cfg.recv_buf_size,
+            mrs: cfg.mrs,
+            mr_pages: cfg.mr_pages,
+            send_wrs: cfg.send_wrs,
+        };
+        self.conn.create_qp(sizes, policy, |size| cache.take(size))
+    }
+
+    /// Starts connecting, sending `private_data`; the outcome arrives as a
+    /// CM event. `responder_resources`: RDMA Reads the peer may have in
+    /// flight against us.
+    pub(crate) fn connect(&self, private_data: &[u8], responder_resources: u8) -> Result {
+        self.conn.connect(&ConnParam {
+            private_data,
+            responder_resources,
+            // The active side of RPC-over-RDMA (the client) never issues
+            // RDMA Reads.
+            initiator_depth: 0,
+            // Credits prevent receiver-not-ready: an RNR is a bug, show it.
+            flow_control: false,
+            rnr_retry_count: 0,
+            retry_count: 6,
+        })
+    }
+
+    /// Asks the peer to disconnect; flushes every posted work request.
+    pub(crate) fn disconnect(&self) {
+        self.conn.disconnect();
+    }
+
+    /// Receives completed successfully on this connection so far.
+    pub(crate) fn receives(&self) -> u64 {
+        self.conn.events().receives.load(Ordering::Relaxed)
+    }
+
+    /// A count of resource releases (Send buffers, memory regions).
+    ///
+    /// Closes the lost-wakeup window of "no buffer, wait for space": read
+    /// it before trying to send; after a failure with `ENOBUFS`, mark the
+    /// transport as waiting (`xprt_wait_for_buffer_space`), then read it
+    /// again. If it moved, something was released after the attempt and
+    /// its wake-up may have found no waiter: retry at once. If it did not,
+    /// every later release sees the waiting mark and wakes the task.
+    pub(crate) fn release_epoch(&self) -> u64 {
+        core::sync::atomic::fence(Ordering::SeqCst);
+        self.conn.events().released.load(Ordering::Relaxed)
+    }
+}
+
+/// The connection a completion handler runs on, borrowed for the call.
+pub(crate) struct Live<'a, T: ConnHandler>(pub(super) &'a Conn<EpState<T>>);
+
+impl<T: ConnHandler> Live<'_, T> {
+    /// True if what `reg` and `sent` hold (if anything) was registered or
+    /// sent on this connection. A reply that arrives on a connection being
+    /// torn down, for a call already sent again on its successor, finds
+    /// the successor's tokens in the slot: they are not this connection's
+    /// to invalidate or wait for.
+    pub(crate) fn owns(&self, reg: &super::PostedRegistration, sent: &super::PagesInFlight) -> bool {
+        self.0.owns(reg, sent)
+    }
+}
