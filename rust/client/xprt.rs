@@ -106,6 +106,7 @@ impl RdmaXprt {
     }
 }
 
+#[vtable]
 impl rpc::Transport for RdmaXprt {
     fn bc_free(&self, rqst: FreedBcRqst<'_>) {
         self.bc.give_back(rqst)

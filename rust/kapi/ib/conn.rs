@@ -495,6 +495,7 @@ impl<V: Events> Conn<V> {
 
     /// Posts the idle Receive buffers `next` names, in one chained post.
     /// A buffer that is not idle is skipped.
+    #[inline]
     pub(crate) fn post_recvs(&self, mut next: impl FnMut() -> Option<usize>) -> Result {
         let qp = self.qp()?;
         let mut chain: *mut sys::ib_recv_wr = ptr::null_mut();
@@ -583,24 +584,10 @@ impl<V: Events> Conn<V> {
         }
         buf.sync_for_device(used);
         send_wr.num_sge = nsge as c_int;
-        // Chain the registrations in front of the Send: one post, and the
-        // queue pair's ordering makes the regions valid before the peer
-        // sees the message.
-        let mut head: *mut sys::ib_send_wr = &raw mut *send_wr;
-        for &i in reg.0.held().iter().rev() {
-            // SAFETY: the region belongs to `reg` (handed off to it by
-            // `register`) and holds nothing the device reads: its work
-            // request is copied when posted.
-            let Some(mut m) = self.mrs.get(usize::from(i)).and_then(|mr| unsafe { mr.cell.take_back() }) else {
-                // Not a region `reg` holds: post nothing (the ones chained
-                // so far are handed back to `reg` already).
-                put_back(Some((buf, b)));
-                return Err(EINVAL);
-            };
-            m.reg_wr.wr.next = head;
-            head = &raw mut m.reg_wr.wr;
-            m.hand_off();
-        }
+        let Some(head) = self.chain_registrations(reg, &raw mut *send_wr) else {
+            put_back(Some((buf, b)));
+            return Err(EINVAL);
+        };
         // Posting and entering the ring happen under one lock, so the ring
         // has the queue pair's order.
         let mut r = self.ring.lock();
@@ -622,6 +609,25 @@ impl<V: Events> Conn<V> {
         let pages =
             if mapped { PagesInFlight { generation: self.generation, index, seq } } else { PagesInFlight::none() };
         Ok(Sent { pages, signaled, mapped })
+    }
+
+    /// Chains the REG_MRs of `reg` in front of `send`: one post, and the
+    /// queue pair's ordering makes the regions valid before the peer sees
+    /// the message. `None` if `reg` names a region it does not hold (then
+    /// every region stays `reg`'s).
+    #[inline]
+    fn chain_registrations(&self, reg: &Registration, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr> {
+        let mut head = send;
+        for &i in reg.0.held().iter().rev() {
+            // SAFETY: the region belongs to `reg` (handed off to it by
+            // `register`) and holds nothing the device reads: its work
+            // request is copied when posted.
+            let mut m = self.mrs.get(usize::from(i)).and_then(|mr| unsafe { mr.cell.take_back() })?;
+            m.reg_wr.wr.next = head;
+            head = &raw mut m.reg_wr.wr;
+            m.hand_off();
+        }
+        Some(head)
     }
 
     /// Gives back `index` and every Send posted before it: a completion of

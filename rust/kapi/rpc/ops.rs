@@ -16,16 +16,11 @@ use super::{FreedBcRqst, FreedRqst, Rqst, Shell, StatsWriter, Task, Xprt};
 use crate::kapi::compat;
 use crate::sys;
 
-/// The Rust side of a transport.
+/// The Rust side of a transport. Methods with a default body are optional:
+/// the operations table leaves out what a transport does not implement
+/// (`#[vtable]`), so SUNRPC sees the op as absent, not as a stub.
+#[vtable]
 pub(crate) trait Transport: Send + Sync + Sized {
-    /// The callback service is done with a backchannel request
-    /// ([`BcRqst::take_back`]). The transport reference the request held is
-    /// dropped after this returns.
-    fn bc_free(&self, rqst: FreedBcRqst<'_>);
-    /// Most bytes of a backward call or reply (under RCU: must not sleep).
-    fn bc_maxpayload(&self, xprt: Xprt<'_>) -> usize;
-    /// Backward requests the transport accepts at once.
-    fn bc_num_slots(&self) -> u32;
     /// Give `task` a request slot (or queue it on the backlog).
     fn alloc_slot(&self, xprt: Xprt<'_>, task: &Task<'_>);
     /// Take a request slot back ([`RqstStorage::take_back`]).
@@ -45,19 +40,50 @@ pub(crate) trait Transport: Send + Sync + Sized {
     fn close(&self, xprt: Xprt<'_>);
     /// Send a marshalled request; errors are SUNRPC's (`ENOTCONN`, `EAGAIN`, ...).
     fn send_request(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>) -> Result;
-    /// A request timed out.
-    fn timer(&self, xprt: Xprt<'_>);
-    /// Fault injection: drop the connection.
-    fn inject_disconnect(&self, xprt: Xprt<'_>);
-    /// Write the `xprt:` line of `/proc/self/mountstats`.
-    fn print_stats(&self, xprt: Xprt<'_>, out: &mut StatsWriter<'_>);
     /// Stop everything before the transport is freed (no more callbacks).
     fn shutdown(&self, xprt: Xprt<'_>);
+
+    /// A request timed out.
+    fn timer(&self, _xprt: Xprt<'_>) {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// Fault injection: drop the connection.
+    fn inject_disconnect(&self, _xprt: Xprt<'_>) {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// Write the `xprt:` line of `/proc/self/mountstats`.
+    fn print_stats(&self, _xprt: Xprt<'_>, _out: &mut StatsWriter<'_>) {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// The backchannel (all three `bc_` methods or none): the callback
+    /// service is done with a backchannel request ([`BcRqst::take_back`]).
+    /// The transport reference the request held is dropped after this
+    /// returns.
+    fn bc_free(&self, _rqst: FreedBcRqst<'_>) {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// Most bytes of a backward call or reply (under RCU: must not sleep).
+    fn bc_maxpayload(&self, _xprt: Xprt<'_>) -> usize {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// Backward requests the transport accepts at once.
+    fn bc_num_slots(&self) -> u32 {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
 }
 
 pub(super) struct OpsTable<T>(PhantomData<T>);
 
 impl<T: Transport> OpsTable<T> {
+    /// A backchannel is all of its operations or none.
+    const HAS_BC: bool = {
+        assert!(
+            T::HAS_BC_FREE == T::HAS_BC_MAXPAYLOAD && T::HAS_BC_FREE == T::HAS_BC_NUM_SLOTS,
+            "a Transport implements all of bc_free, bc_maxpayload and bc_num_slots, or none"
+        );
+        T::HAS_BC_FREE
+    };
+
     pub(super) const OPS: sys::rpc_xprt_ops = sys::rpc_xprt_ops {
         set_buffer_size: None,
         reserve_xprt: Some(sys::xprt_reserve_xprt_cong),
@@ -75,20 +101,20 @@ impl<T: Transport> OpsTable<T> {
         send_request: Some(send_request::<T>),
         abort_send_request: None,
         wait_for_reply_request: Some(sys::xprt_wait_for_reply_request_def),
-        timer: Some(timer::<T>),
+        timer: if T::HAS_TIMER { Some(timer::<T>) } else { None },
         release_request: Some(sys::xprt_release_rqst_cong),
         close: Some(close::<T>),
         destroy: Some(destroy::<T>),
         set_connect_timeout: Some(set_connect_timeout::<T>),
-        print_stats: Some(print_stats::<T>),
+        print_stats: if T::HAS_PRINT_STATS { Some(print_stats::<T>) } else { None },
         enable_swap: Some(enable_swap),
         disable_swap: Some(disable_swap),
-        inject_disconnect: Some(inject_disconnect::<T>),
-        bc_setup: Some(bc_setup),
-        bc_maxpayload: Some(bc_maxpayload::<T>),
-        bc_num_slots: Some(bc_num_slots::<T>),
-        bc_free_rqst: Some(bc_free_rqst::<T>),
-        bc_destroy: Some(bc_destroy),
+        inject_disconnect: if T::HAS_INJECT_DISCONNECT { Some(inject_disconnect::<T>) } else { None },
+        bc_setup: if Self::HAS_BC { Some(bc_setup) } else { None },
+        bc_maxpayload: if Self::HAS_BC { Some(bc_maxpayload::<T>) } else { None },
+        bc_num_slots: if Self::HAS_BC { Some(bc_num_slots::<T>) } else { None },
+        bc_free_rqst: if Self::HAS_BC { Some(bc_free_rqst::<T>) } else { None },
+        bc_destroy: if Self::HAS_BC { Some(bc_destroy) } else { None },
     };
 }
 

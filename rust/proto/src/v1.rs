@@ -760,6 +760,7 @@ pub struct WriteIter<'a> {
 impl<'a> Iterator for WriteIter<'a> {
     type Item = SegmentArray<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<SegmentArray<'a>> {
         if self.left == 0 {
             return None;
@@ -1068,6 +1069,7 @@ impl EncodeChunks for Chunks<'_> {
 }
 
 impl EncodeChunks for ChunkLists<'_> {
+    #[inline]
     fn len(&self) -> usize {
         self.encoded_len()
     }
@@ -1077,6 +1079,7 @@ impl EncodeChunks for ChunkLists<'_> {
     }
 }
 
+#[inline]
 fn body_len<C: EncodeChunks>(body: &Body<C>) -> usize {
     let rest = match body {
         Body::Msg(c) | Body::NoMsg(c) => c.len(),
