@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Out-of-line forwards for static inlines and macros; see helpers.h. */
 #include <linux/module.h>
+#include <net/net_namespace.h>
 #include <linux/workqueue.h>
 #include <linux/sunrpc/xprt.h>
 #include <linux/sunrpc/clnt.h>
@@ -24,6 +25,25 @@ struct rdma_cm_id *rpcrdma_rs_create_id(struct net *net,
 		void *context)
 {
 	return rdma_create_id(net, handler, context, RDMA_PS_TCP, IB_QPT_RC);
+}
+
+struct net *rpcrdma_rs_init_net(void)
+{
+	return &init_net;
+}
+
+/*
+ * A connection request's new id inherits the listener's handler and
+ * context; whoever accepts it points them at the new connection. Called
+ * from the listener's CONNECT_REQUEST handler, which holds the new id's
+ * handler mutex, so no event of the new id reads them meanwhile.
+ */
+void rpcrdma_rs_cm_id_set_handler(struct rdma_cm_id *id,
+		int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
+		void *context)
+{
+	id->event_handler = handler;
+	id->context = context;
 }
 
 struct ib_pd *rpcrdma_rs_alloc_pd(struct ib_device *device)

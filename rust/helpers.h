@@ -112,6 +112,15 @@ void rpcrdma_rs_debugfs_u64(struct dentry *dir, const char *name, u64 *value,
 		bool writable);
 void rpcrdma_rs_debugfs_exit(struct dentry *dir);
 
+/* the passive side and the verbs self-test */
+struct net *rpcrdma_rs_init_net(void);
+void rpcrdma_rs_cm_id_set_handler(struct rdma_cm_id *id,
+		int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
+		void *context);
+/* defined in Rust (rpcrdma.rs): runs the verbs loopback self-test on the
+ * IPv4 address (network byte order); 0 if it passed */
+int rpcrdma_rs_verbs_selftest(unsigned int addr);
+
 /* module parameters (params.c) */
 unsigned int rpcrdma_rs_param_versions(void);
 unsigned int rpcrdma_rs_param_slot_table_entries(void);

@@ -7,6 +7,7 @@
 #include <linux/errno.h>
 #include <linux/moduleparam.h>
 #include <linux/sysfs.h>
+#include <linux/inet.h>
 #include "helpers.h"
 
 static unsigned int slot_table_entries = 128;
@@ -96,3 +97,43 @@ unsigned int rpcrdma_rs_param_probe_interval(void)
 {
 	return READ_ONCE(probe_interval);
 }
+
+/*
+ * The verbs layer's loopback self-test: writing an IPv4 address of a local
+ * RDMA device runs it (listen on the address, connect to it, Send, RDMA
+ * Write and Read, Send With Invalidate, a held Receive) and the write
+ * fails with its error if it does not pass. Reading shows the last result.
+ * A test hook: do not write it while the module is being removed.
+ */
+static int verbs_selftest_result = 1;
+
+static int verbs_selftest_set(const char *val, const struct kernel_param *kp)
+{
+	__be32 addr;
+	int ret;
+
+	if (!in4_pton(val, -1, (u8 *)&addr, '\n', NULL))
+		return -EINVAL;
+	ret = rpcrdma_rs_verbs_selftest((__force unsigned int)addr);
+	WRITE_ONCE(verbs_selftest_result, ret);
+	return ret;
+}
+
+static int verbs_selftest_get(char *buf, const struct kernel_param *kp)
+{
+	int ret = READ_ONCE(verbs_selftest_result);
+
+	if (ret == 1)
+		return sysfs_emit(buf, "not run\n");
+	if (ret == 0)
+		return sysfs_emit(buf, "passed\n");
+	return sysfs_emit(buf, "failed (%d)\n", ret);
+}
+
+static const struct kernel_param_ops verbs_selftest_ops = {
+	.set = verbs_selftest_set,
+	.get = verbs_selftest_get,
+};
+module_param_cb(verbs_selftest, &verbs_selftest_ops, NULL, 0600);
+MODULE_PARM_DESC(verbs_selftest,
+		 "Write a local RDMA device's IPv4 address to run the verbs layer's loopback self-test (a test hook)");

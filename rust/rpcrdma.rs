@@ -74,3 +74,14 @@ impl Drop for RpcRdma {
         pr_info!("RPC-over-RDMA transport unregistering\n");
     }
 }
+
+/// The `verbs_selftest` module parameter's action (params.c): runs the
+/// verbs layer's loopback self-test on a local RDMA device's IPv4 address
+/// (network byte order); 0 if it passed, else a negative errno.
+#[no_mangle]
+pub extern "C" fn rpcrdma_rs_verbs_selftest(addr: u32) -> kernel::ffi::c_int {
+    match verbs::selftest::run(kapi::net::Net::initial(), addr) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}

@@ -13,20 +13,24 @@
 //! - [`frwr`]: the pool of memory regions, registration and invalidation.
 //! - [`probe`]: the liveness probe.
 //! - [`freelist`]: the allocation-free index stack the pools use.
+//! - [`selftest`]: a loopback test of what a server needs (listen and
+//!   accept, RDMA Write and Read, Send With Invalidate, a held Receive).
 
 pub(crate) mod endpoint;
 pub(crate) mod freelist;
 pub(crate) mod frwr;
 pub(crate) mod probe;
 pub(crate) mod recv;
+pub(crate) mod selftest;
 pub(crate) mod send;
 
 use core::sync::atomic::AtomicU64;
 
 pub(crate) use crate::kapi::ib::conn::SendFailed;
 pub(crate) use crate::kapi::ib::{
-    CmEvent, Completion, DeviceCaps, Invalidated, PagesInFlight, PostedRegistration, Received, Registered,
-    Registration, SendDone, SendWriter, SgWriter, MAX_MRS, MAX_SEND_SGES,
+    Acceptor, CmEvent, Completion, DeviceCaps, HeldRecv, Incoming, Invalidated, Listener, PagesInFlight,
+    PostedRegistration, Received, Registered, Registration, RwDir, SendDone, SendWriter, SgWriter, MAX_MRS,
+    MAX_SEND_SGES,
 };
 pub(crate) use endpoint::{Connection, Live};
 pub(crate) use freelist::FreeList;

@@ -201,7 +201,7 @@ impl ConnHandler for EpShared {
                     self.force_disconnect();
                 }
             }
-            CmEvent::Other => {}
+            CmEvent::Other | CmEvent::ConnectRequest(_) => {}
         }
     }
 

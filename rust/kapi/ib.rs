@@ -11,6 +11,8 @@
 //!   tokens that say who may reach it.
 //! - [`dma`]: a DMA-mapped Send or Receive buffer with its work request
 //!   ([`dma::DmaBuf`]), and the pages a Send maps in place.
+//! - [`listen`]: the passive side ([`Listener`], [`Acceptor`]).
+//! - [`rw`]: RDMA Read and Write of local pages (the kernel's R/W API).
 //! - [`conn`]: the objects of one connection wired together ([`Conn`]):
 //!   the completion trampolines, the ring of posted Sends, and the order
 //!   in which the objects must be torn down. It has no policy: which
@@ -22,13 +24,17 @@ pub(crate) mod conn;
 pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod dma;
+pub(crate) mod listen;
 pub(crate) mod mr;
 pub(crate) mod pd;
 pub(crate) mod qp;
+pub(crate) mod rw;
 
 pub(crate) use cm::{CmEvent, ConnParam};
-pub(crate) use conn::{Conn, ConnBox, Events, QpSizes, Received, SendPolicy, Sent};
+pub(crate) use conn::{Conn, ConnBox, Events, HeldRecv, QpSizes, Received, SendPolicy, Sent};
 pub(crate) use cq::Completion;
 pub(crate) use device::{Client, ClientRegistration, Device, DeviceCaps};
 pub(crate) use dma::{PagesInFlight, SendDone, SendWriter, MAX_SEND_SGES};
+pub(crate) use listen::{Acceptor, Incoming, Listener};
 pub(crate) use mr::{Invalidated, PostedRegistration, Registered, Registration, SgWriter, MAX_MRS};
+pub(crate) use rw::RwDir;

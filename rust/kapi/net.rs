@@ -58,3 +58,41 @@ impl SockAddr {
         self.0.get().cast_const().cast()
     }
 }
+
+impl Net {
+    /// The initial network namespace, which lives as long as the kernel.
+    pub(crate) fn initial() -> &'static Net {
+        // SAFETY: `init_net` is static and never freed.
+        unsafe { Net::from_raw(sys::rpcrdma_rs_init_net()) }
+    }
+}
+
+/// A socket address the module owns (a listening or self-test address).
+pub(crate) struct SockAddrBuf(Opaque<sys::__kernel_sockaddr_storage>);
+
+impl SockAddrBuf {
+    /// The IPv4 address `addr` (network byte order, as `in4_pton` gives
+    /// it) and `port`.
+    pub(crate) fn ipv4(addr: u32, port: u16) -> Self {
+        let sin = sys::sockaddr_in {
+            sin_family: sys::AF_INET as u16,
+            sin_port: port.to_be(),
+            sin_addr: sys::in_addr { s_addr: addr },
+            ..Default::default()
+        };
+        // SAFETY: all zeroes is a valid (empty) `sockaddr_storage`.
+        let storage: sys::__kernel_sockaddr_storage = unsafe { core::mem::zeroed() };
+        let buf = SockAddrBuf(Opaque::new(storage));
+        // SAFETY: a `sockaddr_in` fits in a `sockaddr_storage`, which is
+        // aligned for any socket address; the storage is ours.
+        unsafe { buf.0.get().cast::<sys::sockaddr_in>().write(sin) };
+        buf
+    }
+
+    /// The address.
+    pub(crate) fn addr(&self) -> &SockAddr {
+        // SAFETY: the storage holds a socket address (written in `ipv4`)
+        // and lives as long as the borrow.
+        unsafe { SockAddr::from_raw(self.0.get()) }
+    }
+}

@@ -38,3 +38,45 @@ impl<'a> PageRef<'a> {
 pub(in crate::kapi) fn in_page(offset: u32, len: u32) -> bool {
     offset < super::PAGE_SIZE && len <= super::PAGE_SIZE - offset
 }
+
+/// A page the module allocated itself (a server-side or self-test buffer),
+/// freed on drop.
+///
+/// # Invariants
+///
+/// `ptr` is `page`'s `struct page`.
+pub(crate) struct OwnedPage {
+    page: kernel::page::Page,
+    ptr: NonNull<sys::page>,
+}
+
+impl OwnedPage {
+    /// Allocates a zeroed page. Sleeps.
+    pub(crate) fn new() -> kernel::error::Result<Self> {
+        let page = kernel::page::Page::alloc_page(kernel::alloc::flags::GFP_KERNEL | kernel::alloc::flags::__GFP_ZERO)?;
+        let ptr = NonNull::new(page.as_ptr().cast::<sys::page>()).ok_or(kernel::error::code::ENOMEM)?;
+        // INVARIANT: `ptr` is the page's.
+        Ok(OwnedPage { page, ptr })
+    }
+
+    /// The page, lent for `'a` (it cannot be freed while borrowed).
+    pub(crate) fn page_ref(&self) -> PageRef<'_> {
+        // INVARIANT: the page is allocated for as long as `self` is
+        // borrowed.
+        PageRef { ptr: self.ptr, _life: PhantomData }
+    }
+
+    /// Copies `src` into the page at `offset`.
+    pub(crate) fn write(&self, offset: usize, src: &[u8]) -> kernel::error::Result {
+        // SAFETY: `src` is readable for its length; `write_raw` checks that
+        // the bytes fit in the page.
+        unsafe { self.page.write_raw(src.as_ptr(), offset, src.len()) }
+    }
+
+    /// Copies bytes of the page at `offset` into `dst`.
+    pub(crate) fn read(&self, offset: usize, dst: &mut [u8]) -> kernel::error::Result {
+        // SAFETY: `dst` is writable for its length; `read_raw` checks that
+        // the bytes lie in the page.
+        unsafe { self.page.read_raw(dst.as_mut_ptr(), offset, dst.len()) }
+    }
+}

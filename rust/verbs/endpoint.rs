@@ -18,11 +18,12 @@ use super::{
     freelist::FreeList,
     recv::{RecvCache, Repost},
     send::SendSlots,
-    CmEvent, Completion, ConnHandler, DeviceCaps, QpConfig, Received, VerbsCounters,
+    CmEvent, Completion, ConnHandler, DeviceCaps, HeldRecv, QpConfig, Received, RwDir, VerbsCounters,
 };
 use crate::kapi::{
-    ib::{Conn, ConnBox, ConnParam, Events, QpSizes},
+    ib::{Conn, ConnBox, ConnParam, Events, Incoming, QpSizes},
     net::{Net, SockAddr},
+    page::PageRef,
 };
 
 /// Connection generations, so that a token can tell whether the connection
@@ -52,6 +53,46 @@ pub(crate) struct EpState<T: ConnHandler> {
 }
 
 impl<T: ConnHandler> EpState<T> {
+    fn new(handler: Arc<T>, counters: &'static VerbsCounters, cache: Arc<RecvCache>) -> impl PinInit<Self> {
+        pin_init!(EpState {
+            handler,
+            counters,
+            repost <- new_spinlock!(Repost::none(), "rpcrdma_rs:repost"),
+            free_mrs <- new_spinlock!(FreeList::new(), "rpcrdma_rs:free_mrs"),
+            recv_cache: cache,
+            released: AtomicU64::new(0),
+            receives: AtomicU64::new(0),
+        })
+    }
+
+    /// The queue sizes, Send policy, repost batch and region pool `cfg`
+    /// asks for.
+    fn sizes(cfg: &QpConfig) -> Result<(QpSizes, SendSlots, Repost, FreeList)> {
+        let recv_batch = cfg.recv_batch.clamp(1, cfg.recv_bufs.max(1));
+        let repost = Repost::new(cfg.recv_bufs, recv_batch)?;
+        let free_mrs = FreeList::full(cfg.mrs)?;
+        let policy = SendSlots::new(cfg.send_bufs, cfg.signal_interval)?;
+        let sizes = QpSizes {
+            send_bufs: cfg.send_bufs,
+            send_buf_size: cfg.send_buf_size,
+            send_sges: cfg.send_sges,
+            recv_bufs: cfg.recv_bufs,
+            recv_buf_size: cfg.recv_buf_size,
+            mrs: cfg.mrs,
+            mr_pages: cfg.mr_pages,
+            send_wrs: cfg.send_wrs,
+        };
+        Ok((sizes, policy, repost, free_mrs))
+    }
+
+    /// Sets up the pools for `cfg`; returns what the queue pair needs.
+    fn prepare(&self, cfg: &QpConfig) -> Result<(QpSizes, SendSlots)> {
+        let (sizes, policy, repost, free_mrs) = Self::sizes(cfg)?;
+        *self.repost.lock() = repost;
+        *self.free_mrs.lock() = free_mrs;
+        Ok((sizes, policy))
+    }
+
     /// Records that resources came back, before the caller wakes waiters.
     pub(super) fn note_release(&self) {
         self.released.fetch_add(1, Ordering::Relaxed);
@@ -110,15 +151,7 @@ impl<T: ConnHandler> Connection<T> {
     /// buffers come from and go back to `cache`.
     pub(crate) fn new(net: &Net, handler: Arc<T>, cache: &Arc<RecvCache>) -> Result<Self> {
         let counters = handler.counters();
-        let state = pin_init!(EpState {
-            handler,
-            counters,
-            repost <- new_spinlock!(Repost::none(), "rpcrdma_rs:repost"),
-            free_mrs <- new_spinlock!(FreeList::new(), "rpcrdma_rs:free_mrs"),
-            recv_cache: cache.clone(),
-            released: AtomicU64::new(0),
-            receives: AtomicU64::new(0),
-        });
+        let state = EpState::new(handler, counters, cache.clone());
         let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
         Ok(Connection { conn: ConnBox::<EpState<T>>::new(net, state, generation, SendSlots::none())? })
     }
@@ -153,27 +186,51 @@ impl<T: ConnHandler> Connection<T> {
     /// Creates the PD, CQs, RC queue pair and buffers, and posts every
     /// Receive. Call once, after route resolution.
     pub(crate) fn create_qp(&mut self, cfg: QpConfig) -> Result {
-        let recv_batch = cfg.recv_batch.clamp(1, cfg.recv_bufs.max(1));
-        let repost = Repost::new(cfg.recv_bufs, recv_batch)?;
-        let free_mrs = FreeList::full(cfg.mrs)?;
-        let policy = SendSlots::new(cfg.send_bufs, cfg.signal_interval)?;
-        let cache = {
-            let st = self.conn.events();
-            *st.repost.lock() = repost;
-            *st.free_mrs.lock() = free_mrs;
-            st.recv_cache.clone()
-        };
-        let sizes = QpSizes {
-            send_bufs: cfg.send_bufs,
-            send_buf_size: cfg.send_buf_size,
-            send_sges: cfg.send_sges,
-            recv_bufs: cfg.recv_bufs,
-            recv_buf_size: cfg.recv_buf_size,
-            mrs: cfg.mrs,
-            mr_pages: cfg.mr_pages,
-            send_wrs: cfg.send_wrs,
-        };
+        let (sizes, policy) = self.conn.events().prepare(&cfg)?;
+        let cache = self.conn.events().recv_cache.clone();
         self.conn.create_qp(sizes, policy, |size| cache.take(size))
+    }
+
+    /// Accepts a connection request (the passive side, a server): events
+    /// go to `handler`, queues as `cfg` says; `private_data` goes back to
+    /// the peer, and we may have `initiator_depth` RDMA Reads in flight
+    /// against it. Call from the [`Acceptor`]'s `request`.
+    pub(crate) fn accept(
+        req: Incoming<'_>,
+        handler: Arc<T>,
+        cache: &Arc<RecvCache>,
+        cfg: QpConfig,
+        private_data: &[u8],
+        initiator_depth: u8,
+    ) -> Result<Self> {
+        let counters = handler.counters();
+        let state = EpState::new(handler, counters, cache.clone());
+        // Sized before the state exists: the same arithmetic as `prepare`.
+        let (sizes, policy, repost, free_mrs) = EpState::<T>::sizes(&cfg)?;
+        let param = ConnParam {
+            private_data,
+            responder_resources: 0,
+            initiator_depth,
+            flow_control: false,
+            rnr_retry_count: 0,
+            retry_count: 6,
+        };
+        let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
+        let take = cache.clone();
+        let conn = ConnBox::<EpState<T>>::accept(
+            req,
+            state,
+            generation,
+            sizes,
+            SendSlots::none(),
+            policy,
+            |size| take.take(size),
+            &param,
+        )?;
+        let st = conn.events();
+        *st.repost.lock() = repost;
+        *st.free_mrs.lock() = free_mrs;
+        Ok(Connection { conn })
     }
 
     /// Starts connecting, sending `private_data`; the outcome arrives as a
@@ -228,5 +285,24 @@ impl<T: ConnHandler> Live<'_, T> {
     /// to invalidate or wait for.
     pub(crate) fn owns(&self, reg: &super::PostedRegistration, sent: &super::PagesInFlight) -> bool {
         self.0.owns(reg, sent)
+    }
+}
+
+impl<T: ConnHandler> Connection<T> {
+    /// Calls `f` with the bytes of a held Receive; `None` if it is another
+    /// connection's.
+    pub(crate) fn with_held<R>(&self, h: &HeldRecv, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        self.conn.with_held(h, f)
+    }
+
+    /// Gives a held Receive back to be reposted.
+    pub(crate) fn release_held(&self, h: HeldRecv) {
+        self.conn.release_held(h)
+    }
+
+    /// RDMA Write of local `pages` to, or Read into them from, the peer's
+    /// segment (`remote_addr`, `rkey`). Sleeps until done.
+    pub(crate) fn rdma_rw(&self, dir: RwDir, pages: &[(PageRef<'_>, u32, u32)], remote_addr: u64, rkey: u32) -> Result {
+        self.conn.rdma_rw(dir, pages, remote_addr, rkey)
     }
 }

@@ -115,6 +115,17 @@ impl<T: ConnHandler> Connection<T> {
         Ok(self.conn.events().count(sent))
     }
 
+    /// Sends a message with Send With Invalidate of the peer's `rkey`
+    /// (a responder's answer); see [`Connection::send`].
+    pub(crate) fn send_invalidating(
+        &self,
+        rkey: u32,
+        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
+    ) -> Result<PagesInFlight> {
+        let sent = self.conn.send_invalidating(rkey, fill)?;
+        Ok(self.conn.events().count(sent))
+    }
+
     /// Waits until the Send of `sent` no longer reads its pages; see
     /// [`Live::wait_sent`]. Sleeps.
     pub(crate) fn wait_sent(&self, sent: PagesInFlight) -> SendDone {

@@ -40,6 +40,8 @@ pub(crate) enum CmEvent<'a> {
     DeviceRemoval,
     /// The local address changed.
     AddrChange,
+    /// A peer asks to connect (a listener's event; private data).
+    ConnectRequest(&'a [u8]),
     /// Any other event.
     Other,
 }
@@ -77,6 +79,7 @@ impl<'a> CmEvent<'a> {
             sys::rdma_cm_event_type_RDMA_CM_EVENT_DISCONNECTED => CmEvent::Disconnected,
             sys::rdma_cm_event_type_RDMA_CM_EVENT_DEVICE_REMOVAL => CmEvent::DeviceRemoval,
             sys::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_CHANGE => CmEvent::AddrChange,
+            sys::rdma_cm_event_type_RDMA_CM_EVENT_CONNECT_REQUEST => CmEvent::ConnectRequest(pdata()),
             _ => CmEvent::Other,
         }
     }
@@ -134,6 +137,55 @@ impl CmId {
         NonNull::new(id).map(|id| CmId { id }).ok_or(kernel::error::code::ENOMEM)
     }
 
+    /// Takes over the identifier of a connection request (rdma_cm made it
+    /// for the listener's handler and context): its events now call
+    /// `handler` with `context`.
+    ///
+    /// # Safety
+    ///
+    /// `id` is a connection request's new id, inside the listener's
+    /// handler for it (which holds the id's handler mutex); `context` must
+    /// stay valid for `handler` until the returned value is dropped. If the
+    /// caller then makes the listener's handler fail (so that rdma_cm
+    /// destroys the id itself), it must `forget` the value instead.
+    pub(super) unsafe fn adopt(id: NonNull<sys::rdma_cm_id>, handler: CmHandlerFn, context: *mut c_void) -> Self {
+        // SAFETY: per the contract, nothing reads the fields meanwhile.
+        unsafe { sys::rpcrdma_rs_cm_id_set_handler(id.as_ptr(), Some(handler), context) };
+        // INVARIANT: the caller owns the id from now on (contract).
+        CmId { id }
+    }
+
+    /// Binds to `addr` and listens for connection requests, which arrive
+    /// as `RDMA_CM_EVENT_CONNECT_REQUEST` with a new id.
+    pub(crate) fn listen(&self, addr: &SockAddr, backlog: u32) -> Result {
+        // SAFETY: the id is live; rdma_cm copies the address.
+        to_result(unsafe { sys::rdma_bind_addr(self.id.as_ptr(), addr.as_ptr().cast_mut()) })?;
+        // SAFETY: the id is live and bound.
+        to_result(unsafe { sys::rdma_listen(self.id.as_ptr(), backlog.min(c_int::MAX as u32) as c_int) })
+    }
+
+    /// Accepts the connection request this id was made for, with the
+    /// queue pair already created on it.
+    pub(crate) fn accept(&self, p: &ConnParam<'_>) -> Result {
+        let mut param = Self::raw_param(p)?;
+        // SAFETY: the id is live; `param` and the private data live for the
+        // call.
+        to_result(unsafe { sys::rdma_accept(self.id.as_ptr(), &mut param) })
+    }
+
+    fn raw_param(p: &ConnParam<'_>) -> Result<sys::rdma_conn_param> {
+        Ok(sys::rdma_conn_param {
+            private_data: p.private_data.as_ptr().cast(),
+            private_data_len: u8::try_from(p.private_data.len()).map_err(|_| kernel::error::code::EINVAL)?,
+            responder_resources: p.responder_resources,
+            initiator_depth: p.initiator_depth,
+            flow_control: u8::from(p.flow_control),
+            rnr_retry_count: p.rnr_retry_count,
+            retry_count: p.retry_count,
+            ..Default::default()
+        })
+    }
+
     /// Starts resolving `dst` to a device and address; the outcome arrives
     /// as [`CmEvent::AddrResolved`] or [`CmEvent::AddrError`].
     pub(crate) fn resolve_addr(&self, dst: &SockAddr, timeout_ms: u32) -> Result {
@@ -165,16 +217,7 @@ impl CmId {
 
     /// Starts connecting; the outcome arrives as a CM event.
     pub(crate) fn connect(&self, p: &ConnParam<'_>) -> Result {
-        let mut param = sys::rdma_conn_param {
-            private_data: p.private_data.as_ptr().cast(),
-            private_data_len: u8::try_from(p.private_data.len()).map_err(|_| kernel::error::code::EINVAL)?,
-            responder_resources: p.responder_resources,
-            initiator_depth: p.initiator_depth,
-            flow_control: u8::from(p.flow_control),
-            rnr_retry_count: p.rnr_retry_count,
-            retry_count: p.retry_count,
-            ..Default::default()
-        };
+        let mut param = Self::raw_param(p)?;
         // SAFETY: the id is live; `param` and the private data live for the
         // call (rdma_cm copies the private data).
         to_result(unsafe { sys::rdma_connect(self.id.as_ptr(), &mut param) })
@@ -186,6 +229,13 @@ impl CmId {
     pub(crate) fn disconnect(&self) {
         // SAFETY: the id is live (type invariant).
         let _ = unsafe { sys::rdma_disconnect(self.id.as_ptr()) };
+    }
+
+    /// The device port the id is bound to.
+    pub(super) fn port_num(&self) -> u32 {
+        // SAFETY: the id is live; rdma_cm sets the port when it binds the
+        // id to a device, before any queue pair exists.
+        unsafe { (*self.id.as_ptr()).port_num }
     }
 
     /// The id, for C functions that take one.

@@ -19,6 +19,7 @@
 //! [`SendPolicy`] (kept under the lock that orders Sends).
 
 use core::{
+    cell::Cell,
     pin::Pin,
     ptr::{self, NonNull},
     sync::atomic::{AtomicBool, Ordering},
@@ -41,17 +42,20 @@ use super::{
     cq::{Completion, Cq},
     device::{Device, DeviceCaps},
     dma::{BufState, DmaBuf, PagesInFlight, SendDone, SendWriter, MAX_SEND_SGES},
+    listen::Incoming,
     mr::{
         note_invalidated, FrMr, Invalidated, MrState, PostedRegistration, Registered, Registration, SgWriter, MAX_MRS,
     },
     pd::Pd,
     qp::{Qp, QpCaps},
+    rw::{RwDir, RwOp},
 };
 use crate::{
     kapi::{
         cell::{Lease, LeaseCell},
         errno,
         net::{Net, SockAddr},
+        page::PageRef,
     },
     sys,
 };
@@ -83,6 +87,29 @@ pub(crate) struct Received<'a> {
     pub(crate) data: &'a [u8],
     /// The rkey the peer invalidated with Send With Invalidate, if it did.
     pub(crate) invalidated_rkey: Option<u32>,
+    hold: &'a Cell<bool>,
+    index: usize,
+    generation: u64,
+}
+
+impl Received<'_> {
+    /// Keeps the Receive buffer after the handler returns: it is not
+    /// reposted until the returned token is given to
+    /// [`Conn::release_held`], and [`Conn::with_held`] reads it meanwhile
+    /// (a server keeps a call's Receive until its reply is sent).
+    pub(crate) fn hold(self) -> HeldRecv {
+        self.hold.set(true);
+        HeldRecv { generation: self.generation, index: self.index, len: self.data.len() }
+    }
+}
+
+/// A Receive buffer its handler kept ([`Received::hold`]): not posted, and
+/// reached only through this token.
+#[must_use = "a held Receive is not reposted until it is released"]
+pub(crate) struct HeldRecv {
+    generation: u64,
+    index: usize,
+    len: usize,
 }
 
 /// Which Send buffer the next Send uses and when a Send asks for a
@@ -328,11 +355,8 @@ impl<V: Events> core::ops::Deref for ConnBox<V> {
 }
 
 impl<V: Events> ConnBox<V> {
-    /// Creates the rdma_cm identifier in `net` (which takes its own
-    /// reference on the namespace) with `events` as its owner's state.
-    /// `generation` tells this connection's tokens from other
-    /// connections'; `idle` is the Send policy until [`Self::create_qp`].
-    pub(crate) fn new(net: &Net, events: impl PinInit<V>, generation: u64, idle: V::Sends) -> Result<Self> {
+    /// Allocates the connection without an id; `Drop` copes with that.
+    fn alloc(events: impl PinInit<V>, generation: u64, idle: V::Sends) -> Result<Self> {
         let conn = KBox::pin_init(
             pin_init!(Conn {
                 events <- events,
@@ -356,16 +380,68 @@ impl<V: Events> ConnBox<V> {
         // SAFETY: the value is never moved out of its allocation: the raw
         // pointer is only dereferenced in place, and `Drop` frees it.
         let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(conn) });
-        // INVARIANT: allocated pinned just above; `id` is set next.
-        let this = ConnBox { ptr: NonNull::new(raw).ok_or(EINVAL)? };
-        // SAFETY: `raw` is live; only the field's address is taken.
-        let ctx = unsafe { ptr::addr_of!((*raw).events) }.cast_mut().cast::<c_void>();
+        // INVARIANT: allocated pinned just above; the caller sets `id`.
+        Ok(ConnBox { ptr: NonNull::new(raw).ok_or(EINVAL)? })
+    }
+
+    /// The address of `events`, the rdma_cm context.
+    fn events_ctx(&self) -> *mut c_void {
+        // SAFETY: live (type invariant); only the field's address is taken.
+        unsafe { ptr::addr_of!((*self.ptr.as_ptr()).events) }.cast_mut().cast::<c_void>()
+    }
+
+    /// Sets the id, once, before anything else reaches it.
+    fn set_id(&mut self, id: CmId) {
+        // SAFETY: `&mut self`, and no event of the id reads the field (the
+        // CM handler reaches only `events`).
+        unsafe { (*self.ptr.as_ptr()).id = Some(id) };
+    }
+
+    /// Creates the rdma_cm identifier in `net` (which takes its own
+    /// reference on the namespace) with `events` as its owner's state.
+    /// `generation` tells this connection's tokens from other
+    /// connections'; `idle` is the Send policy until [`Self::create_qp`].
+    pub(crate) fn new(net: &Net, events: impl PinInit<V>, generation: u64, idle: V::Sends) -> Result<Self> {
+        let mut this = Self::alloc(events, generation, idle)?;
         // SAFETY: `events` outlives the id: `Drop` destroys the id (waiting
         // for running handlers) before freeing it.
-        let id = unsafe { CmId::new(net, cm_handler::<V>, ctx) }?;
-        // SAFETY: nothing else reaches `id` yet: no event arrives before
-        // the first resolve, and only `Drop` reads it otherwise.
-        unsafe { (*raw).id = Some(id) };
+        let id = unsafe { CmId::new(net, cm_handler::<V>, this.events_ctx()) }?;
+        this.set_id(id);
+        Ok(this)
+    }
+
+    /// Accepts a connection request (the passive side): makes the
+    /// connection on the request's id, creates its queue pair and buffers
+    /// as [`Self::create_qp`] does, and accepts with `param`. On failure the
+    /// request is refused and rdma_cm destroys its id.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn accept(
+        req: Incoming<'_>,
+        events: impl PinInit<V>,
+        generation: u64,
+        sizes: QpSizes,
+        idle: V::Sends,
+        policy: V::Sends,
+        take_recv: impl FnMut(usize) -> Result<KVec<u8>>,
+        param: &ConnParam<'_>,
+    ) -> Result<Self> {
+        let mut this = Self::alloc(events, generation, idle)?;
+        // SAFETY: `req` is a request's new id inside its handler (type
+        // invariant of `Incoming`); `events` outlives the id. On failure
+        // below the id is forgotten, not destroyed: rdma_cm destroys it.
+        let id = unsafe { CmId::adopt(req.id, cm_handler::<V>, this.events_ctx()) };
+        this.set_id(id);
+        let made = this.create_qp(sizes, policy, take_recv).and_then(|()| this.id()?.accept(param));
+        if let Err(e) = made {
+            // Release the queue pair and buffers while the id still exists,
+            // then give the id back to rdma_cm.
+            this.release_objects();
+            // SAFETY: `&mut` ownership; the CM handler reaches only
+            // `events`.
+            core::mem::forget(unsafe { (*this.ptr.as_ptr()).id.take() });
+            return Err(e);
+        }
+        req.accepted.set(true);
         Ok(this)
     }
 
@@ -526,7 +602,7 @@ impl<V: Events> Conn<V> {
         reg: Registration,
         fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
     ) -> core::result::Result<(PostedRegistration, Sent), SendFailed> {
-        match self.post_send(&reg, fill) {
+        match self.post_send(&reg, None, fill) {
             Ok(sent) => Ok((PostedRegistration(reg.0), sent)),
             Err(err) => Err(SendFailed { err, reg }),
         }
@@ -536,10 +612,27 @@ impl<V: Events> Conn<V> {
     /// [`Conn::send`].
     #[inline]
     pub(crate) fn send_unregistered(&self, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<Sent> {
-        self.post_send(&Registration::empty(), fill)
+        self.post_send(&Registration::empty(), None, fill)
     }
 
-    fn post_send(&self, reg: &Registration, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<Sent> {
+    /// Sends a message with Send With Invalidate: the peer's HCA
+    /// invalidates `rkey` (one of the peer's regions) before the peer sees
+    /// the message. A responder's answer to a requester that allows it
+    /// (RFC 8797).
+    pub(crate) fn send_invalidating(
+        &self,
+        rkey: u32,
+        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
+    ) -> Result<Sent> {
+        self.post_send(&Registration::empty(), Some(rkey), fill)
+    }
+
+    fn post_send(
+        &self,
+        reg: &Registration,
+        invalidate: Option<u32>,
+        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
+    ) -> Result<Sent> {
         let objs = self.objs.as_ref().ok_or_else(errno::ENOTCONN)?;
         let (qp, device) = match (objs.qp.as_ref(), self.device()) {
             (Some(qp), Some(device)) => (qp, device),
@@ -584,6 +677,13 @@ impl<V: Events> Conn<V> {
         }
         buf.sync_for_device(used);
         send_wr.num_sge = nsge as c_int;
+        match invalidate {
+            None => send_wr.opcode = sys::ib_wr_opcode_IB_WR_SEND,
+            Some(rkey) => {
+                send_wr.opcode = sys::ib_wr_opcode_IB_WR_SEND_WITH_INV;
+                send_wr.ex.invalidate_rkey = rkey;
+            }
+        }
         let Some(head) = self.chain_registrations(reg, &raw mut *send_wr) else {
             put_back(Some((buf, b)));
             return Err(EINVAL);
@@ -840,6 +940,83 @@ impl<V: Events> Conn<V> {
         (Invalidated(()), Invalidation { local, post_failed })
     }
 
+    /// Takes back a held Receive's buffer (`None` if `h` is another
+    /// connection's).
+    fn take_held(&self, h: &HeldRecv) -> Option<(&DmaBuf, Lease<'_, BufState>)> {
+        if h.generation != self.generation {
+            return None;
+        }
+        let buf = self.recvs.get(h.index)?;
+        // SAFETY: the buffer was handed to `h` when its Receive completed
+        // and has not been posted since (only `release_held` reposts it);
+        // `h` is its only token, borrowed here.
+        let b = unsafe { buf.cell.take_back() }?;
+        Some((buf, b))
+    }
+
+    /// Calls `f` with the bytes of a held Receive.
+    pub(crate) fn with_held<R>(&self, h: &HeldRecv, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let (_, b) = self.take_held(h)?;
+        let r = f(b.data.get(..h.len).unwrap_or(&[]));
+        // Back to the token.
+        b.hand_off();
+        Some(r)
+    }
+
+    /// Gives a held Receive back: it is reposted like any consumed one.
+    pub(crate) fn release_held(&self, h: HeldRecv) {
+        let Some((buf, b)) = self.take_held(&h) else { return };
+        drop(b);
+        if !self.dying.load(Ordering::Acquire) {
+            self.events.recv_idle(self, buf.index);
+        }
+    }
+
+    /// Moves data between local `pages` (page, offset, length) and the
+    /// peer's registered segment (`remote_addr`, `rkey`) by RDMA Write or
+    /// Read, with the kernel's R/W API; sleeps until it completes. Fails
+    /// with `EIO` if the device reports an error.
+    pub(crate) fn rdma_rw(&self, dir: RwDir, pages: &[(PageRef<'_>, u32, u32)], remote_addr: u64, rkey: u32) -> Result {
+        let qp = self.qp()?;
+        if self.dying.load(Ordering::Acquire) {
+            return Err(errno::ENOTCONN());
+        }
+        let port = self.id()?.port_num();
+        let mut op = RwOp::new(dir, pages, rw_done::<V>)?;
+        let n = op.sg.len() as u32;
+        let dma_dir = op.dma_dir();
+        // SAFETY: nothing is moved out of the pinned box.
+        let op_mut = unsafe { op.as_mut().get_unchecked_mut() };
+        let (ctx, sg) = (op_mut.ctx.get(), op_mut.sg.as_mut_ptr());
+        // SAFETY: `ctx` is this operation's (uninitialised) context; the
+        // scatterlist holds `n` live pages (borrowed by the caller until
+        // this returns); the QP is live. The call DMA-maps the pages.
+        let ret = unsafe { sys::rdma_rw_ctx_init(ctx, qp.as_ptr(), port, sg, n, 0, remote_addr, rkey, dma_dir) };
+        if ret < 0 {
+            return Err(Error::from_errno(ret));
+        }
+        let cqe = ptr::from_ref(&op.cqe).cast_mut();
+        // SAFETY: the context was initialised above; the CQE is in the
+        // pinned op, which lives until its completion was seen below.
+        let posted = unsafe { sys::rdma_rw_ctx_post(ctx, qp.as_ptr(), port, cqe, ptr::null_mut()) };
+        if posted == 0 {
+            let mut g = self.inv_lock.lock();
+            while !op.done.load(Ordering::Acquire) {
+                self.inv_wait.wait(&mut g);
+            }
+        }
+        // SAFETY: initialised above; its work requests completed (or were
+        // never posted). This unmaps the pages.
+        unsafe { sys::rdma_rw_ctx_destroy(ctx, qp.as_ptr(), port, sg, n, dma_dir) };
+        if posted != 0 {
+            return Err(Error::from_errno(posted));
+        }
+        match op.status.load(Ordering::Relaxed) {
+            sys::ib_wc_status_IB_WC_SUCCESS => Ok(()),
+            _ => Err(EIO),
+        }
+    }
+
     /// Probes the peer: posts a signalled zero-length RDMA Write. It names
     /// no memory and touches none on either side (a zero-length RDMA
     /// operation carries no valid R_Key, IBTA C9-88) and the peer's upper
@@ -872,8 +1049,10 @@ impl<V: Events> Conn<V> {
     }
 }
 
-impl<V: Events> Drop for ConnBox<V> {
-    fn drop(&mut self) {
+impl<V: Events> ConnBox<V> {
+    /// Drains and releases the queue pair, CQs, buffers, regions and PD,
+    /// in that order; the id stays.
+    fn release_objects(&mut self) {
         let raw = self.ptr.as_ptr();
         // First the queue pair is drained, while completion handlers may
         // still run: they see the connection as it was, so a Send reclaimed
@@ -891,25 +1070,32 @@ impl<V: Events> Drop for ConnBox<V> {
         // SAFETY: after the drain no completion handler runs (every posted
         // WR completed and its handler ran), and the CM handler reaches only
         // `events`: the other fields are ours alone (type invariant).
-        let (objs, sends, recvs, mrs, id) =
-            unsafe { (&mut (*raw).objs, &mut (*raw).sends, &mut (*raw).recvs, &mut (*raw).mrs, &mut (*raw).id) };
-        if let Some(Objects { qp, send_cq, recv_cq, pd, .. }) = objs.take() {
-            // Each object goes once, after those that used it.
-            drop(qp);
-            drop(send_cq);
-            drop(recv_cq);
-            drop(core::mem::take(sends));
-            // Unmapped, the Receive buffers are plain memory again: the
-            // owner's next connection may map them on its device.
-            let bufs = core::mem::take(recvs);
-            // SAFETY: `events` is live; only a shared reference is made.
-            let events = unsafe { &(*raw).events };
-            events.recv_buffers_freed(bufs.into_iter().map(DmaBuf::into_data));
-            drop(core::mem::take(mrs));
-            drop(pd);
-        }
+        let (objs, sends, recvs, mrs) =
+            unsafe { (&mut (*raw).objs, &mut (*raw).sends, &mut (*raw).recvs, &mut (*raw).mrs) };
+        let Some(Objects { qp, send_cq, recv_cq, pd, .. }) = objs.take() else { return };
+        // Each object goes once, after those that used it.
+        drop(qp);
+        drop(send_cq);
+        drop(recv_cq);
+        drop(core::mem::take(sends));
+        // Unmapped, the Receive buffers are plain memory again: the owner's
+        // next connection may map them on its device.
+        let bufs = core::mem::take(recvs);
+        // SAFETY: `events` is live; only a shared reference is made.
+        let events = unsafe { &(*raw).events };
+        events.recv_buffers_freed(bufs.into_iter().map(DmaBuf::into_data));
+        drop(core::mem::take(mrs));
+        drop(pd);
+    }
+}
+
+impl<V: Events> Drop for ConnBox<V> {
+    fn drop(&mut self) {
+        self.release_objects();
+        let raw = self.ptr.as_ptr();
         // Waits for a running event handler, after which none can start.
-        drop(id.take());
+        // SAFETY: as in `release_objects`.
+        drop(unsafe { (*raw).id.take() });
         // SAFETY: allocated by `KBox::into_raw` in `new`; nothing reaches it
         // any more.
         drop(unsafe { KBox::from_raw(raw) });
@@ -965,7 +1151,20 @@ unsafe extern "C" fn recv_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_
     } else {
         None
     };
-    conn.events.received(conn, Received { data: b.data.get(..len).unwrap_or(&[]), invalidated_rkey });
+    let hold = Cell::new(false);
+    let msg = Received {
+        data: b.data.get(..len).unwrap_or(&[]),
+        invalidated_rkey,
+        hold: &hold,
+        index: buf.index,
+        generation: conn.generation,
+    };
+    conn.events.received(conn, msg);
+    if hold.get() {
+        // The `HeldRecv` made by `hold` owns it now.
+        b.hand_off();
+        return;
+    }
     drop(b);
     if !conn.dying.load(Ordering::Acquire) {
         conn.events.recv_idle(conn, buf.index);
@@ -1050,6 +1249,28 @@ unsafe extern "C" fn inv_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_w
     if let Completion::Failed(status) = how {
         conn.events.work_failed(status);
     }
+}
+
+/// R/W completion: wakes the thread in [`Conn::rdma_rw`].
+///
+/// # Safety
+///
+/// Called by ib_core for the last work request of an R/W operation posted
+/// by a [`Conn<V>`].
+unsafe extern "C" fn rw_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
+    // SAFETY: `cq_context` is the `Conn<V>`, which outlives its CQs; the CQE
+    // is the `cqe` of a pinned `RwOp` whose thread waits for this.
+    let (conn, op, wc) = unsafe {
+        let conn = &*(*cq).cq_context.cast::<Conn<V>>();
+        let wc = &*wc;
+        let op = &*wc.__bindgen_anon_1.wr_cqe.cast::<u8>().sub(core::mem::offset_of!(RwOp, cqe)).cast::<RwOp>();
+        (conn, op, wc)
+    };
+    let g = conn.inv_lock.lock();
+    // After this (and the unlock) the waiter may free the op.
+    op.complete(wc.status);
+    drop(g);
+    conn.inv_wait.notify_all();
 }
 
 /// rdma_cm event handler.

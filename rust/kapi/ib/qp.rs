@@ -94,6 +94,11 @@ impl Qp {
         to_result(unsafe { sys::rpcrdma_rs_post_recv(self.qp.as_ptr(), wr) })
     }
 
+    /// The queue pair, for C functions that take one.
+    pub(super) fn as_ptr(&self) -> *mut sys::ib_qp {
+        self.qp.as_ptr()
+    }
+
     /// Moves the queue pair to the error state and waits until every
     /// posted work request has completed (flushed) and its completion
     /// handler has run. Sleeps.
