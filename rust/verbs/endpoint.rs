@@ -115,6 +115,7 @@ impl<T: ConnHandler> Events for EpState<T> {
         self.handler.received(Live(conn), msg);
     }
 
+    #[inline(always)]
     fn recv_idle(&self, conn: &Conn<Self>, index: usize) {
         self.repost_later(conn, index);
     }

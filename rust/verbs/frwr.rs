@@ -14,6 +14,7 @@ use crate::kapi::{errno, ib::Conn};
 
 impl<T: ConnHandler> EpState<T> {
     /// See [`Connection::invalidate`].
+    #[inline(always)]
     fn invalidate(
         &self,
         conn: &Conn<Self>,

@@ -111,7 +111,7 @@ impl Repost {
 impl<T: ConnHandler> EpState<T> {
     /// Receive buffer `index` was consumed: repost it with the others once
     /// a batch has gathered.
-    #[inline]
+    #[inline(always)]
     pub(super) fn repost_later(&self, conn: &Conn<Self>, index: usize) {
         let mut r = self.repost.lock();
         r.pending.push(index);

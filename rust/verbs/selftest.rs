@@ -287,6 +287,7 @@ pub(crate) fn run(net: &Net, addr: u32) -> Result {
     result
 }
 
+/// Steps 2 to 4 of the test (see the module's documentation).
 fn exchange(
     cli: &mut Connection<Side>,
     listener: &Listener<Server>,
@@ -294,17 +295,7 @@ fn exchange(
     cli_side: &Side,
     srv_side: &Side,
 ) -> Result {
-    let step_ok = |step: &str, r: Result| r.inspect_err(|e| pr_err!("verbs self-test: {}: {}\n", step, e.to_errno()));
-    // Connect to ourselves.
-    step_ok("resolve address", cli.resolve_addr(sa.addr(), STEP_MS))?;
-    cli_side.wait("resolve address", |s| s.addr_resolved)?;
-    step_ok("resolve route", cli.resolve_route(STEP_MS))?;
-    cli_side.wait("resolve route", |s| s.route_resolved)?;
-    step_ok("create queue pair", cli.create_qp(config(2)))?;
-    step_ok("connect", cli.connect(&[], 1))?;
-    cli_side.wait("connect", |s| s.established)?;
-    srv_side.wait("accept", |s| s.established)?;
-    let srv = listener.acceptor().conn.lock().clone().ok_or(EIO)?;
+    let srv = connect(cli, listener, sa, cli_side, srv_side)?;
 
     // The active side offers a page to write and one to read.
     let wpage = OwnedPage::new()?;
@@ -338,7 +329,7 @@ fn exchange(
         return Err(EIO);
     }
     srv.release_held(held);
-    let sent = step_ok_p(srv.send_invalidating(segs[0].0, |out| out.copy(|b| copy_in(b, b"done"))))?;
+    let sent = step_ok("answer", srv.send_invalidating(segs[0].0, |out| out.copy(|b| copy_in(b, b"done"))))?;
     let _done = srv.wait_sent(sent);
 
     // The active side sees the remote invalidation and the written bytes.
@@ -360,7 +351,7 @@ fn exchange(
     }
 
     // The released Receive was reposted: one more message arrives.
-    let sent = step_ok_p(cli.send_unregistered(|out| out.copy(|b| copy_in(b, b"again"))))?;
+    let sent = step_ok("send again", cli.send_unregistered(|out| out.copy(|b| copy_in(b, b"again"))))?;
     let _done = cli.wait_sent(sent);
     srv_side.wait("message after release", |s| s.msgs >= 2)?;
     if srv_side.seen.lock().last.get(..5) != Some(b"again".as_slice()) {
@@ -369,9 +360,28 @@ fn exchange(
     Ok(())
 }
 
-/// Logs a failed send.
-fn step_ok_p<T>(r: Result<T>) -> Result<T> {
-    r.inspect_err(|e| pr_err!("verbs self-test: send: {}\n", e.to_errno()))
+/// Connects `cli` to `listener` at `sa`; returns the passive end.
+fn connect(
+    cli: &mut Connection<Side>,
+    listener: &Listener<Server>,
+    sa: &SockAddrBuf,
+    cli_side: &Side,
+    srv_side: &Side,
+) -> Result<Arc<Connection<Side>>> {
+    step_ok("resolve address", cli.resolve_addr(sa.addr(), STEP_MS))?;
+    cli_side.wait("resolve address", |s| s.addr_resolved)?;
+    step_ok("resolve route", cli.resolve_route(STEP_MS))?;
+    cli_side.wait("resolve route", |s| s.route_resolved)?;
+    step_ok("create queue pair", cli.create_qp(config(2)))?;
+    step_ok("connect", cli.connect(&[], 1))?;
+    cli_side.wait("connect", |s| s.established)?;
+    srv_side.wait("accept", |s| s.established)?;
+    listener.acceptor().conn.lock().clone().ok_or(EIO)
+}
+
+/// Logs a failed step.
+fn step_ok<T>(step: &str, r: Result<T>) -> Result<T> {
+    r.inspect_err(|e| pr_err!("verbs self-test: {}: {}\n", step, e.to_errno()))
 }
 
 /// Copies `src` to the front of `buf`.

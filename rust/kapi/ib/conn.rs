@@ -265,6 +265,7 @@ impl<P> SendRing<P> {
     }
 
     /// Takes the oldest posted Send off the ring.
+    #[inline]
     fn pop_posted(&mut self) -> Option<usize> {
         if self.len == 0 {
             return None;
@@ -278,6 +279,7 @@ impl<P> SendRing<P> {
         Some(index)
     }
 
+    #[inline]
     fn is_posted(&self, index: usize) -> bool {
         self.posted.get(index).copied().unwrap_or(false)
     }
@@ -571,7 +573,7 @@ impl<V: Events> Conn<V> {
 
     /// Posts the idle Receive buffers `next` names, in one chained post.
     /// A buffer that is not idle is skipped.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn post_recvs(&self, mut next: impl FnMut() -> Option<usize>) -> Result {
         let qp = self.qp()?;
         let mut chain: *mut sys::ib_recv_wr = ptr::null_mut();
@@ -656,35 +658,15 @@ impl<V: Events> Conn<V> {
             put_back(None);
             return Err(EINVAL);
         };
-        let BufState { data, sge, pages, send_wr, .. } = &mut *b;
-        let mut w = SendWriter {
-            data: data.as_mut_slice(),
-            used: 0,
-            sges: sge,
-            n: 0,
-            max_sge: self.send_sges,
-            last_copied: false,
-            pages,
-            device,
-            dma: buf.dma,
-            lkey: objs.lkey,
-        };
-        let filled = fill(&mut w);
-        let (used, nsge, mapped) = (w.used, w.n, w.pages.n > 0);
-        if filled.is_err() || nsge == 0 {
-            put_back(Some((buf, b)));
-            return Err(filled.err().unwrap_or(EINVAL));
-        }
-        buf.sync_for_device(used);
-        send_wr.num_sge = nsge as c_int;
-        match invalidate {
-            None => send_wr.opcode = sys::ib_wr_opcode_IB_WR_SEND,
-            Some(rkey) => {
-                send_wr.opcode = sys::ib_wr_opcode_IB_WR_SEND_WITH_INV;
-                send_wr.ex.invalidate_rkey = rkey;
+        let mapped = match self.fill_send(buf, &mut b, device, objs.lkey, invalidate, fill) {
+            Ok(mapped) => mapped,
+            Err(e) => {
+                put_back(Some((buf, b)));
+                return Err(e);
             }
-        }
-        let Some(head) = self.chain_registrations(reg, &raw mut *send_wr) else {
+        };
+        let send_wr = &raw mut b.send_wr;
+        let Some(head) = self.chain_registrations(reg, send_wr) else {
             put_back(Some((buf, b)));
             return Err(EINVAL);
         };
@@ -711,11 +693,55 @@ impl<V: Events> Conn<V> {
         Ok(Sent { pages, signaled, mapped })
     }
 
+    /// Builds a Send in `b` (the buffer `buf`, leased): `fill` writes the
+    /// message, then the work request gets its SGEs and opcode. Returns
+    /// whether the message maps pages.
+    #[inline(always)]
+    fn fill_send(
+        &self,
+        buf: &DmaBuf,
+        b: &mut BufState,
+        device: &Device,
+        lkey: u32,
+        invalidate: Option<u32>,
+        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
+    ) -> Result<bool> {
+        let BufState { data, sge, pages, send_wr, .. } = b;
+        let mut w = SendWriter {
+            data: data.as_mut_slice(),
+            used: 0,
+            sges: sge,
+            n: 0,
+            max_sge: self.send_sges,
+            last_copied: false,
+            pages,
+            device,
+            dma: buf.dma,
+            lkey,
+        };
+        let filled = fill(&mut w);
+        let (used, nsge, mapped) = (w.used, w.n, w.pages.n > 0);
+        filled?;
+        if nsge == 0 {
+            return Err(EINVAL);
+        }
+        buf.sync_for_device(used);
+        send_wr.num_sge = nsge as c_int;
+        match invalidate {
+            None => send_wr.opcode = sys::ib_wr_opcode_IB_WR_SEND,
+            Some(rkey) => {
+                send_wr.opcode = sys::ib_wr_opcode_IB_WR_SEND_WITH_INV;
+                send_wr.ex.invalidate_rkey = rkey;
+            }
+        }
+        Ok(mapped)
+    }
+
     /// Chains the REG_MRs of `reg` in front of `send`: one post, and the
     /// queue pair's ordering makes the regions valid before the peer sees
     /// the message. `None` if `reg` names a region it does not hold (then
     /// every region stays `reg`'s).
-    #[inline]
+    #[inline(always)]
     fn chain_registrations(&self, reg: &Registration, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr> {
         let mut head = send;
         for &i in reg.0.held().iter().rev() {
@@ -732,6 +758,7 @@ impl<V: Events> Conn<V> {
 
     /// Gives back `index` and every Send posted before it: a completion of
     /// it proves them all done. Returns how many.
+    #[inline(always)]
     fn reclaim_sends(&self, index: usize) -> usize {
         let mut r = self.ring.lock();
         if !r.is_posted(index) {

@@ -156,6 +156,7 @@ impl FrMr {
 
     /// Maps the `n` entries `fill` set, into the region, and gives it a new
     /// key; returns the wire segment. The caller holds the state.
+    #[inline(always)]
     pub(super) fn map(&self, m: &mut MrState, n: usize, to_device: bool, xid: u32) -> Result<Registered> {
         let last = n.checked_sub(1).and_then(|i| m.sg.get_mut(i)).ok_or(EINVAL)?;
         // SAFETY: an initialised entry of this region's table.
@@ -233,6 +234,7 @@ pub(crate) struct SgWriter<'a> {
 
 impl SgWriter<'_> {
     /// Appends `len` bytes at `offset` in `page` (inside the page).
+    #[inline]
     pub(crate) fn push(&mut self, page: PageRef<'_>, len: u32, offset: u32) -> Result {
         if !in_page(offset, len) {
             return Err(EINVAL);
