@@ -87,6 +87,8 @@ pub(crate) struct Received<'a> {
     pub(crate) data: &'a [u8],
     /// The rkey the peer invalidated with Send With Invalidate, if it did.
     pub(crate) invalidated_rkey: Option<u32>,
+    /// Set by `hold`: the trampoline then hands the buffer off to the
+    /// token instead of making it idle.
     hold: &'a Cell<bool>,
     index: usize,
     generation: u64,
@@ -105,6 +107,13 @@ impl Received<'_> {
 
 /// A Receive buffer its handler kept ([`Received::hold`]): not posted, and
 /// reached only through this token.
+///
+/// # Invariants
+///
+/// Receive buffer `index` of the connection of generation `generation` was
+/// handed off to this token when its Receive completed with `len` bytes,
+/// and is not posted until the token is consumed (`release_held`). Only
+/// `hold` makes one, once per completion.
 #[must_use = "a held Receive is not reposted until it is released"]
 pub(crate) struct HeldRecv {
     generation: u64,
@@ -195,10 +204,15 @@ pub(crate) struct Invalidation {
 }
 
 /// The liveness probe's work request; see [`Conn::probe`].
+///
+/// # Invariants
+///
+/// Its one pointer, `wr.wr_cqe`, is null or the connection's own
+/// `probe_cqe`, in the same pinned allocation.
 struct ProbeWr(sys::ib_rdma_wr);
 
 // SAFETY: its one pointer names the connection's own probe CQE, in the same
-// pinned allocation.
+// pinned allocation (type invariant).
 unsafe impl Send for ProbeWr {}
 
 /// The ib_core objects [`ConnBox::create_qp`] makes, in the order they are
@@ -745,8 +759,8 @@ impl<V: Events> Conn<V> {
     fn chain_registrations(&self, reg: &Registration, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr> {
         let mut head = send;
         for &i in reg.0.held().iter().rev() {
-            // SAFETY: the region belongs to `reg` (handed off to it by
-            // `register`) and holds nothing the device reads: its work
+            // SAFETY: the region belongs to `reg` (type invariant of
+            // `Registration`) and holds nothing the device reads: its work
             // request is copied when posted.
             let mut m = self.mrs.get(usize::from(i)).and_then(|mr| unsafe { mr.cell.take_back() })?;
             m.reg_wr.wr.next = head;
@@ -975,8 +989,8 @@ impl<V: Events> Conn<V> {
         }
         let buf = self.recvs.get(h.index)?;
         // SAFETY: the buffer was handed to `h` when its Receive completed
-        // and has not been posted since (only `release_held` reposts it);
-        // `h` is its only token, borrowed here.
+        // and has not been posted since (type invariant of `HeldRecv`); `h`
+        // is its only token, borrowed here.
         let b = unsafe { buf.cell.take_back() }?;
         Some((buf, b))
     }

@@ -55,6 +55,12 @@ unsafe impl Send for DmaBuf {}
 unsafe impl Sync for DmaBuf {}
 
 /// The contents of a [`DmaBuf`] that change hands.
+///
+/// # Invariants
+///
+/// The work requests' `sg_list` is this state's `sge`, their `wr_cqe` the
+/// holding `DmaBuf`'s `cqe` (both in the same pinned allocation), and their
+/// `next` is null or a request of a chain being posted.
 pub(super) struct BufState {
     pub(super) data: KVec<u8>,
     /// A Receive uses the first entry only.
@@ -67,7 +73,8 @@ pub(super) struct BufState {
 
 // SAFETY: the work requests' pointers name the buffer's own SGEs and CQE (in
 // the same pinned `DmaBuf`) or the next request of a chain being posted;
-// giving the state to another thread moves none of what they point at.
+// giving the state to another thread moves none of what they point at (type
+// invariant).
 unsafe impl Send for BufState {}
 
 /// DMA mappings of pages a Send carries.

@@ -67,6 +67,12 @@ unsafe impl Sync for FrMr {}
 /// The contents of a [`FrMr`] that change hands. None of it is read by the
 /// device: work requests are copied when posted, and `ib_map_mr_sg` copies
 /// the scatterlist's DMA addresses into the region.
+///
+/// # Invariants
+///
+/// `ibmr` is the region of the `FrMr` holding this state, used only by the
+/// state's holder; the work requests' `wr_cqe` are that `FrMr`'s CQEs, and
+/// their `next` is null or a request of a chain being posted.
 pub(super) struct MrState {
     pub(super) ibmr: *mut sys::ib_mr,
     pub(super) sg: KVec<sys::scatterlist>,
@@ -79,8 +85,8 @@ pub(super) struct MrState {
 
 // SAFETY: `ibmr` is an ib_core region only this state's holder uses; the work
 // requests point at the region's own CQEs (in the same pinned `FrMr`) or at
-// requests of a chain being posted. Giving the state to another thread moves
-// none of these.
+// requests of a chain being posted (type invariant). Giving the state to
+// another thread moves none of these.
 unsafe impl Send for MrState {}
 
 impl FrMr {
@@ -287,6 +293,13 @@ impl Regions {
 /// [`Conn::register`]: super::Conn::register
 /// [`Conn::send`]: super::Conn::send
 /// [`Conn::release_unposted`]: super::Conn::release_unposted
+///
+/// # Invariants
+///
+/// Each region in `0.held()` was handed off to this token by
+/// `Conn::register` on the connection of generation `0.generation`, is
+/// mapped, and has not been posted; only consuming the token takes it
+/// back. The token is not `Clone`, and only kapi makes a non-empty one.
 #[must_use = "an unposted registration holds mapped memory regions: send or release it"]
 pub(crate) struct Registration(pub(super) Regions);
 
@@ -311,6 +324,10 @@ impl Registration {
 /// pair first).
 ///
 /// [`Conn::invalidate`]: super::Conn::invalidate
+///
+/// # Invariants
+///
+/// As for [`Registration`], except that the regions' REG_MRs were posted.
 #[must_use = "the peer can reach these regions until they are invalidated"]
 pub(crate) struct PostedRegistration(pub(super) Regions);
 

@@ -87,9 +87,15 @@ pub(crate) struct XprtParams {
 
 /// An RPC timeout table (`struct rpc_timeout`): fixed `to_initval` and
 /// `to_maxval`, no increment, retries or backoff.
+///
+/// # Invariants
+///
+/// Plain integers, never written after construction (no method takes
+/// `&mut self`; SUNRPC only reads the table).
 pub(crate) struct RpcTimeout(sys::rpc_timeout);
 
-// SAFETY: plain integers, never written after construction.
+// SAFETY: plain integers, never written after construction (type
+// invariant).
 unsafe impl Sync for RpcTimeout {}
 
 impl RpcTimeout {
