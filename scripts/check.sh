@@ -3,7 +3,8 @@
 #
 #   1. host: protocol core unit tests (cargo test)
 #   2. host: rpcrdma_rs.ko builds against the test kernel with no warning,
-#      and its protocol core has no panic call sites; clippy finds nothing
+#      and its protocol core has no panic call sites; clippy finds nothing;
+#      no unsafe code outside rust/kapi/
 #   3. guests: selftests/ on the two-guest soft-RoCE testbed (TAP), over
 #      rpcrdma_rs, then a subset over the in-tree C client (the baseline;
 #      RDMARS_BASELINE=full runs all of them, as make long-check does)
@@ -89,6 +90,16 @@ else
 fi
 # Leave a normal build behind for the guests (clippy builds no object).
 make -s module > /dev/null 2>&1
+
+# All unsafe code lives in rust/kapi/ (design.rst): none elsewhere, the
+# generated bindings aside.
+outside=$(grep -rnE '\bunsafe *(\{|fn|impl|trait|extern)' rust --include='*.rs' \
+  | grep -v -e '^rust/kapi/' -e '^rust/sys.rs:' -e '^rust/bindings_generated.rs:' -e '^rust/proto/' || true)
+if [ -z "$outside" ]; then
+  result pass "no unsafe code outside rust/kapi/"
+else
+  printf '%s\n' "$outside" | head -20; result fail "no unsafe code outside rust/kapi/"
+fi
 
 # The hostile peer the selftests run in the server guest, and its own
 # unit tests (proxy-mode XDR helpers).

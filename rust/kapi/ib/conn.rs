@@ -217,12 +217,33 @@ unsafe impl Send for ProbeWr {}
 
 /// The ib_core objects [`ConnBox::create_qp`] makes, in the order they are
 /// released.
+///
+/// # Invariants
+///
+/// `device` is the device the connection's id resolved to, which the id
+/// holds (and keeps registered) for as long as these objects exist.
 struct Objects {
     qp: Option<Qp>,
     send_cq: Cq,
     recv_cq: Cq,
     pd: Pd,
     lkey: u32,
+    device: NonNull<sys::ib_device>,
+}
+
+// SAFETY: `device` is only turned into a `&Device` (type invariant), which
+// is `Sync`; the other fields are `Send` and `Sync`.
+unsafe impl Send for Objects {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Objects {}
+
+impl Objects {
+    /// The device (no id lookup: the per-Send path reads it).
+    #[inline]
+    fn device(&self) -> &Device {
+        // SAFETY: registered for as long as `self` exists (type invariant).
+        unsafe { Device::from_raw(self.device.as_ptr()) }
+    }
 }
 
 /// The ring of posted Sends, in posting order, waiting for a signalled
@@ -505,7 +526,10 @@ impl<V: Events> ConnBox<V> {
         let qp = unsafe { Qp::new(id, &pd, &send_cq, &recv_cq, caps) }?;
         // INVARIANT: from here on `objs` records what exists, so that `Drop`
         // releases exactly that, whatever step fails.
-        *objs = Some(Objects { qp: Some(qp), send_cq, recv_cq, pd, lkey });
+        // INVARIANT: the id holds `device` until it is destroyed, after
+        // the objects.
+        let dev = NonNull::new(device.as_ptr()).ok_or(EINVAL)?;
+        *objs = Some(Objects { qp: Some(qp), send_cq, recv_cq, pd, lkey, device: dev });
         *send_sges = ssges;
         for index in 0..sizes.send_bufs {
             let data = KVec::from_elem(0u8, sizes.send_buf_size, GFP_KERNEL)?;
@@ -650,10 +674,8 @@ impl<V: Events> Conn<V> {
         fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
     ) -> Result<Sent> {
         let objs = self.objs.as_ref().ok_or_else(errno::ENOTCONN)?;
-        let (qp, device) = match (objs.qp.as_ref(), self.device()) {
-            (Some(qp), Some(device)) => (qp, device),
-            _ => return Err(errno::ENOTCONN()),
-        };
+        let qp = objs.qp.as_ref().ok_or_else(errno::ENOTCONN)?;
+        let device = objs.device();
         if self.dying.load(Ordering::Acquire) {
             return Err(errno::ENOTCONN());
         }

@@ -190,13 +190,12 @@ impl DmaBuf {
     /// Unmaps the buffer and gives its memory back (teardown: the device
     /// is done with every buffer).
     pub(super) fn into_data(self: Pin<KBox<Self>>) -> KVec<u8> {
-        let mut b = Pin::into_inner(self);
-        b.unmap_all();
-        core::mem::take(&mut b.cell.get_mut().data)
+        Pin::into_inner(self).unmap_all()
     }
 
-    /// Unmaps everything the buffer has mapped, once.
-    fn unmap_all(&mut self) {
+    /// Unmaps everything the buffer has mapped, once, and takes its memory
+    /// out (empty if it was taken before).
+    fn unmap_all(&mut self) -> KVec<u8> {
         let (device, dma, send) = (self.device, self.dma, self.send);
         let st = self.cell.get_mut();
         let n = core::mem::replace(&mut st.pages.n, 0);
@@ -207,7 +206,7 @@ impl DmaBuf {
         }
         let len = st.data.len();
         if len == 0 {
-            return;
+            return KVec::new();
         }
         // SAFETY: mapped at `dma` on `device` in this direction (type
         // invariant), unmapped once: the data is taken or dropped next.
@@ -218,14 +217,14 @@ impl DmaBuf {
                 sys::rpcrdma_rs_dma_unmap_from_device(device, dma, len);
             }
         }
-        // INVARIANT: the mapping is gone, and so is the data's claim to it.
-        st.data = KVec::new();
+        // INVARIANT: the mapping is gone, and the data with it.
+        core::mem::take(&mut st.data)
     }
 }
 
 impl Drop for DmaBuf {
     fn drop(&mut self) {
-        self.unmap_all();
+        drop(self.unmap_all());
     }
 }
 
