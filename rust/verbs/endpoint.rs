@@ -53,12 +53,13 @@ pub(crate) struct EpState<T: ConnHandler> {
 }
 
 impl<T: ConnHandler> EpState<T> {
-    fn new(handler: Arc<T>, counters: &'static VerbsCounters, cache: Arc<RecvCache>) -> impl PinInit<Self> {
+    fn new(handler: Arc<T>, cache: Arc<RecvCache>, repost: Repost, free_mrs: FreeList) -> impl PinInit<Self> {
+        let counters = handler.counters();
         pin_init!(EpState {
             handler,
             counters,
-            repost <- new_spinlock!(Repost::none(), "rpcrdma_rs:repost"),
-            free_mrs <- new_spinlock!(FreeList::new(), "rpcrdma_rs:free_mrs"),
+            repost <- new_spinlock!(repost, "rpcrdma_rs:repost"),
+            free_mrs <- new_spinlock!(free_mrs, "rpcrdma_rs:free_mrs"),
             recv_cache: cache,
             released: AtomicU64::new(0),
             receives: AtomicU64::new(0),
@@ -151,8 +152,7 @@ impl<T: ConnHandler> Connection<T> {
     /// reference on the namespace); events go to `handler`, Receive
     /// buffers come from and go back to `cache`.
     pub(crate) fn new(net: &Net, handler: Arc<T>, cache: &Arc<RecvCache>) -> Result<Self> {
-        let counters = handler.counters();
-        let state = EpState::new(handler, counters, cache.clone());
+        let state = EpState::new(handler, cache.clone(), Repost::none(), FreeList::new());
         let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
         Ok(Connection { conn: ConnBox::<EpState<T>>::new(net, state, generation, SendSlots::none())? })
     }
@@ -195,7 +195,7 @@ impl<T: ConnHandler> Connection<T> {
     /// Accepts a connection request (the passive side, a server): events
     /// go to `handler`, queues as `cfg` says; `private_data` goes back to
     /// the peer, and we may have `initiator_depth` RDMA Reads in flight
-    /// against it. Call from the [`Acceptor`]'s `request`.
+    /// against it. Call from the [`Acceptor`](super::Acceptor)'s `request`.
     pub(crate) fn accept(
         req: Incoming<'_>,
         handler: Arc<T>,
@@ -204,10 +204,9 @@ impl<T: ConnHandler> Connection<T> {
         private_data: &[u8],
         initiator_depth: u8,
     ) -> Result<Self> {
-        let counters = handler.counters();
-        let state = EpState::new(handler, counters, cache.clone());
-        // Sized before the state exists: the same arithmetic as `prepare`.
+        // The pools are in place before the first Receive can complete.
         let (sizes, policy, repost, free_mrs) = EpState::<T>::sizes(&cfg)?;
+        let state = EpState::new(handler, cache.clone(), repost, free_mrs);
         let param = ConnParam {
             private_data,
             responder_resources: 0,
@@ -228,9 +227,6 @@ impl<T: ConnHandler> Connection<T> {
             |size| take.take(size),
             &param,
         )?;
-        let st = conn.events();
-        *st.repost.lock() = repost;
-        *st.free_mrs.lock() = free_mrs;
         Ok(Connection { conn })
     }
 
