@@ -27,6 +27,7 @@ pub(crate) mod send;
 use core::sync::atomic::AtomicU64;
 
 pub(crate) use crate::kapi::ib::conn::SendFailed;
+pub(crate) use crate::kapi::ib::QpSizes;
 pub(crate) use crate::kapi::ib::{
     Acceptor, CmEvent, Completion, DeviceCaps, HeldRecv, Incoming, Invalidated, Listener, PagesInFlight,
     PostedRegistration, Received, Registered, Registration, RwDir, SendDone, SendWriter, SgWriter, MAX_MRS,
@@ -79,28 +80,15 @@ pub(crate) trait ConnHandler: Send + Sync + Sized {
 /// Queue pair and buffer sizing, and the Send and Receive policy.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct QpConfig {
-    /// Send buffers (= Sends that may be outstanding).
-    pub(crate) send_bufs: usize,
-    /// Bytes in each Send buffer.
-    pub(crate) send_buf_size: usize,
-    /// SGEs a Send may carry (at most [`MAX_SEND_SGES`]).
-    pub(crate) send_sges: usize,
+    /// The queues and buffers to make.
+    pub(crate) sizes: QpSizes,
     /// A Send is signalled at least once every this many Sends; the ones
     /// in between are reclaimed by the next signalled completion.
     pub(crate) signal_interval: u32,
-    /// Receive buffers (all posted all the time).
-    pub(crate) recv_bufs: usize,
-    /// Bytes in each Receive buffer.
-    pub(crate) recv_buf_size: usize,
     /// Completed Receives are reposted together, in one chained post, once
-    /// this many have gathered; `recv_bufs` must include that many spares.
+    /// this many have gathered; `sizes.recv_bufs` must include that many
+    /// spares.
     pub(crate) recv_batch: usize,
-    /// Memory regions for chunks.
-    pub(crate) mrs: usize,
-    /// Pages each memory region can cover.
-    pub(crate) mr_pages: u32,
-    /// Send Queue work requests: Sends plus registrations and invalidations.
-    pub(crate) send_wrs: usize,
 }
 
 /// What the connections and Receive caches count. The owner of the one

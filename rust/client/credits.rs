@@ -8,7 +8,7 @@ use core::sync::atomic::Ordering;
 
 use kernel::{c_str, prelude::*};
 
-use crate::verbs::{self, Connection, DeviceCaps, QpConfig};
+use crate::verbs::{self, Connection, DeviceCaps, QpConfig, QpSizes};
 use crate::{
     kapi::{errno, PAGE_SIZE},
     proto::{credits, plan},
@@ -103,16 +103,18 @@ impl RdmaXprt {
             return Err(errno::EPROTONOSUPPORT());
         }
         let qp = QpConfig {
-            send_bufs: 2 * max_requests + BC_SLOTS,
-            send_buf_size: inline_send as usize,
-            send_sges,
+            sizes: QpSizes {
+                send_bufs: 2 * max_requests + BC_SLOTS,
+                send_buf_size: inline_send as usize,
+                send_sges,
+                recv_bufs: max_requests + BC_RECEIVES + recv_batch,
+                recv_buf_size: inline_recv as usize,
+                mrs: max_requests * 2,
+                mr_pages,
+                send_wrs: max_requests * per_request + BC_SLOTS,
+            },
             signal_interval: credits::default_signal_interval(max_requests as u32),
-            recv_bufs: max_requests + BC_RECEIVES + recv_batch,
-            recv_buf_size: inline_recv as usize,
             recv_batch,
-            mrs: max_requests * 2,
-            mr_pages,
-            send_wrs: max_requests * per_request + BC_SLOTS,
         };
         Ok(QueueSizes { max_requests, mr_pages, send_sges, qp })
     }

@@ -69,20 +69,11 @@ impl<T: ConnHandler> EpState<T> {
     /// The queue sizes, Send policy, repost batch and region pool `cfg`
     /// asks for.
     fn sizes(cfg: &QpConfig) -> Result<(QpSizes, SendSlots, Repost, FreeList)> {
-        let recv_batch = cfg.recv_batch.clamp(1, cfg.recv_bufs.max(1));
-        let repost = Repost::new(cfg.recv_bufs, recv_batch)?;
-        let free_mrs = FreeList::full(cfg.mrs)?;
-        let policy = SendSlots::new(cfg.send_bufs, cfg.signal_interval)?;
-        let sizes = QpSizes {
-            send_bufs: cfg.send_bufs,
-            send_buf_size: cfg.send_buf_size,
-            send_sges: cfg.send_sges,
-            recv_bufs: cfg.recv_bufs,
-            recv_buf_size: cfg.recv_buf_size,
-            mrs: cfg.mrs,
-            mr_pages: cfg.mr_pages,
-            send_wrs: cfg.send_wrs,
-        };
+        let sizes = cfg.sizes;
+        let recv_batch = cfg.recv_batch.clamp(1, sizes.recv_bufs.max(1));
+        let repost = Repost::new(sizes.recv_bufs, recv_batch)?;
+        let free_mrs = FreeList::full(sizes.mrs)?;
+        let policy = SendSlots::new(sizes.send_bufs, cfg.signal_interval)?;
         Ok((sizes, policy, repost, free_mrs))
     }
 

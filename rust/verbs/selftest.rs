@@ -29,8 +29,8 @@ use kernel::{
 };
 
 use super::{
-    Acceptor, CmEvent, Completion, ConnHandler, Connection, HeldRecv, Incoming, Listener, Live, QpConfig, Received,
-    RecvCache, Registered, Registration, RwDir, VerbsCounters,
+    Acceptor, CmEvent, Completion, ConnHandler, Connection, HeldRecv, Incoming, Listener, Live, QpConfig, QpSizes,
+    Received, RecvCache, Registered, Registration, RwDir, VerbsCounters,
 };
 use crate::kapi::{
     errno,
@@ -214,16 +214,18 @@ impl Acceptor for Server {
 /// Queues for a test connection with `recv_bufs` Receives.
 fn config(recv_bufs: usize) -> QpConfig {
     QpConfig {
-        send_bufs: 4,
-        send_buf_size: 256,
-        send_sges: 2,
+        sizes: QpSizes {
+            send_bufs: 4,
+            send_buf_size: 256,
+            send_sges: 2,
+            recv_bufs,
+            recv_buf_size: 256,
+            mrs: 2,
+            mr_pages: 1,
+            send_wrs: 16,
+        },
         signal_interval: 1,
-        recv_bufs,
-        recv_buf_size: 256,
         recv_batch: 1,
-        mrs: 2,
-        mr_pages: 1,
-        send_wrs: 16,
     }
 }
 
