@@ -191,7 +191,7 @@ impl EpShared {
 
     /// Waits until the connection reaches `want`, fails, or `ms` pass.
     pub(super) fn wait(&self, want: CmState, ms: u32) -> Result {
-        let mut left = time::ms_to_jiffies(ms) as i64;
+        let mut left = time::ms_to_jiffies(ms);
         let mut g = self.state.lock();
         loop {
             if self.aborted.load(Ordering::Acquire) {
@@ -203,14 +203,10 @@ impl EpShared {
                 CmState::Closed => return Err(errno::ECONNABORTED()),
                 _ => {}
             }
-            if left <= 0 {
+            if left == 0 {
                 return Err(errno::ETIMEDOUT());
             }
-            match self.changed.wait_interruptible_timeout(&mut g, left as kernel::ffi::c_ulong) {
-                kernel::sync::CondVarTimeoutResult::Woken { jiffies } => left = jiffies as i64,
-                kernel::sync::CondVarTimeoutResult::Timeout => left = 0,
-                kernel::sync::CondVarTimeoutResult::Signal { .. } => return Err(ERESTARTSYS),
-            }
+            time::wait_timeout(&self.changed, &mut g, &mut left)?;
         }
     }
 }

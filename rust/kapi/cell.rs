@@ -162,3 +162,59 @@ impl<T> CShared<T> {
         self.0.get()
     }
 }
+
+/// A pinned heap value owned through a raw pointer. C callbacks hold
+/// shared references into it (a CQ's or cm_id's context) while its owner
+/// still writes fields nothing else reaches; a `Pin<KBox<T>>` could only do
+/// that through `get_unchecked_mut`, a `&mut` to the whole value that
+/// aliases the callbacks' references. Here the owner writes through
+/// [`RawPin::as_ptr`], one field at a time, and says in its own SAFETY
+/// comments why no reference covers that field meanwhile.
+///
+/// # Invariants
+///
+/// `ptr` is a pinned allocation made by [`RawPin::new`] with
+/// `KBox::into_raw`; the value never moves, and only `Drop` frees it.
+pub(crate) struct RawPin<T> {
+    ptr: core::ptr::NonNull<T>,
+}
+
+// SAFETY: a `RawPin` owns its value like a `KBox` does.
+unsafe impl<T: Send> Send for RawPin<T> {}
+// SAFETY: see `Send`; `&RawPin` gives only `&T`.
+unsafe impl<T: Sync> Sync for RawPin<T> {}
+
+impl<T> RawPin<T> {
+    /// Allocates and initialises the value in place.
+    pub(crate) fn new(init: impl kernel::prelude::PinInit<T>) -> kernel::error::Result<Self> {
+        use kernel::prelude::InPlaceInit;
+        let b = kernel::alloc::KBox::pin_init(init, kernel::alloc::flags::GFP_KERNEL)?;
+        // SAFETY: the value is never moved out of its allocation: the raw
+        // pointer is only dereferenced in place, and `Drop` frees it.
+        let raw = kernel::alloc::KBox::into_raw(unsafe { core::pin::Pin::into_inner_unchecked(b) });
+        // INVARIANT: allocated pinned just above.
+        core::ptr::NonNull::new(raw).map(|ptr| RawPin { ptr }).ok_or(kernel::error::code::ENOMEM)
+    }
+
+    /// The value's address, for writing a field in place.
+    pub(crate) fn as_ptr(&self) -> *mut T {
+        self.ptr.as_ptr()
+    }
+}
+
+impl<T> Deref for RawPin<T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: live until `Drop` (type invariant).
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl<T> Drop for RawPin<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `KBox::into_raw` in `new`, freed once.
+        drop(unsafe { kernel::alloc::KBox::from_raw(self.ptr.as_ptr()) });
+    }
+}

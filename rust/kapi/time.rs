@@ -18,3 +18,20 @@ pub(crate) fn jiffies() -> u64 {
     // always mapped; a volatile read of it is how C code reads it too.
     unsafe { core::ptr::read_volatile(&raw const sys::jiffies) as u64 }
 }
+
+/// Waits on `cv` (releasing `guard`'s lock meanwhile) for at most `*left`
+/// jiffies, and leaves in `*left` the time that remains (0 once it ran
+/// out). A signal ends the wait with `ERESTARTSYS`.
+pub(crate) fn wait_timeout<T: ?Sized, B: kernel::sync::lock::Backend>(
+    cv: &kernel::sync::CondVar,
+    guard: &mut kernel::sync::lock::Guard<'_, T, B>,
+    left: &mut u64,
+) -> kernel::error::Result {
+    use kernel::sync::CondVarTimeoutResult;
+    match cv.wait_interruptible_timeout(guard, *left as kernel::ffi::c_ulong) {
+        CondVarTimeoutResult::Woken { jiffies } => *left = jiffies as u64,
+        CondVarTimeoutResult::Timeout => *left = 0,
+        CondVarTimeoutResult::Signal { .. } => return Err(kernel::error::code::ERESTARTSYS),
+    }
+    Ok(())
+}

@@ -25,7 +25,7 @@ use kernel::{
     error::{code::EIO, Error, Result},
     new_condvar, new_spinlock,
     prelude::*,
-    sync::{Arc, CondVar, CondVarTimeoutResult, SpinLock},
+    sync::{Arc, CondVar, SpinLock},
 };
 
 use super::{
@@ -95,7 +95,7 @@ impl Side {
     /// Waits until `done` holds; fails if the connection failed or the
     /// step took too long.
     fn wait(&self, step: &str, done: impl Fn(&Seen) -> bool) -> Result {
-        let mut left = time::ms_to_jiffies(STEP_MS) as i64;
+        let mut left = time::ms_to_jiffies(STEP_MS);
         let mut g = self.seen.lock();
         loop {
             if let Some(e) = g.failed {
@@ -109,15 +109,11 @@ impl Side {
             if done(&g) {
                 return Ok(());
             }
-            if left <= 0 {
+            if left == 0 {
                 pr_err!("verbs self-test: {}: timed out\n", step);
                 return Err(errno::ETIMEDOUT());
             }
-            match self.changed.wait_interruptible_timeout(&mut g, left as kernel::ffi::c_ulong) {
-                CondVarTimeoutResult::Woken { jiffies } => left = jiffies as i64,
-                CondVarTimeoutResult::Timeout => left = 0,
-                CondVarTimeoutResult::Signal { .. } => return Err(ERESTARTSYS),
-            }
+            time::wait_timeout(&self.changed, &mut g, &mut left)?;
         }
     }
 }

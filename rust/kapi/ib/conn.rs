@@ -52,7 +52,7 @@ use super::{
 };
 use crate::{
     kapi::{
-        cell::{Lease, LeaseCell},
+        cell::{Lease, LeaseCell, RawPin},
         errno,
         net::{Net, SockAddr},
         page::PageRef,
@@ -364,74 +364,56 @@ pub(crate) struct Conn<V: Events> {
     probe_cqe: sys::ib_cqe,
 }
 
-/// Owns a [`Conn`]; tears it down on drop.
-///
-/// # Invariants
-///
-/// `ptr` is a pinned `Conn<V>` allocated by [`ConnBox::new`] with
-/// `KBox::into_raw`, freed only by `Drop`.
+/// Owns a [`Conn`]; tears it down on drop. The `Conn` is written in place
+/// only under the rules of its type invariants (see [`RawPin`]).
 pub(crate) struct ConnBox<V: Events> {
-    ptr: NonNull<Conn<V>>,
+    raw: RawPin<Conn<V>>,
 }
-
-// SAFETY: a `ConnBox` owns its `Conn` like a `KBox` does; `Conn<V>` is
-// `Send` and `Sync` (every field is).
-unsafe impl<V: Events> Send for ConnBox<V> where Conn<V>: Send {}
-// SAFETY: see `Send`.
-unsafe impl<V: Events> Sync for ConnBox<V> where Conn<V>: Sync {}
 
 impl<V: Events> core::ops::Deref for ConnBox<V> {
     type Target = Conn<V>;
 
     #[inline]
     fn deref(&self) -> &Conn<V> {
-        // SAFETY: live until `Drop` (type invariant); only shared
-        // references are made from `&self`.
-        unsafe { self.ptr.as_ref() }
+        &self.raw
     }
 }
 
 impl<V: Events> ConnBox<V> {
     /// Allocates the connection without an id; `Drop` copes with that.
     fn alloc(events: impl PinInit<V>, generation: u64, idle: V::Sends) -> Result<Self> {
-        let conn = KBox::pin_init(
-            pin_init!(Conn {
-                events <- events,
-                id: None,
-                objs: None,
-                sends: KVec::new(),
-                recvs: KVec::new(),
-                mrs: KVec::new(),
-                ring <- new_spinlock!(SendRing::idle(idle), "rpcrdma_rs:send_ring"),
-                send_wait <- new_condvar!("rpcrdma_rs:send_wait"),
-                send_sges: 1,
-                inv_lock <- new_spinlock!((), "rpcrdma_rs:inv_lock"),
-                inv_wait <- new_condvar!("rpcrdma_rs:inv_wait"),
-                generation,
-                dying: AtomicBool::new(false),
-                probe: LeaseCell::new(ProbeWr(sys::ib_rdma_wr::default())),
-                probe_cqe: sys::ib_cqe { done: Some(probe_done::<V>) },
-            }),
-            GFP_KERNEL,
-        )?;
-        // SAFETY: the value is never moved out of its allocation: the raw
-        // pointer is only dereferenced in place, and `Drop` frees it.
-        let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(conn) });
-        // INVARIANT: allocated pinned just above; the caller sets `id`.
-        Ok(ConnBox { ptr: NonNull::new(raw).ok_or(EINVAL)? })
+        let raw = RawPin::new(pin_init!(Conn {
+            events <- events,
+            id: None,
+            objs: None,
+            sends: KVec::new(),
+            recvs: KVec::new(),
+            mrs: KVec::new(),
+            ring <- new_spinlock!(SendRing::idle(idle), "rpcrdma_rs:send_ring"),
+            send_wait <- new_condvar!("rpcrdma_rs:send_wait"),
+            send_sges: 1,
+            inv_lock <- new_spinlock!((), "rpcrdma_rs:inv_lock"),
+            inv_wait <- new_condvar!("rpcrdma_rs:inv_wait"),
+            generation,
+            dying: AtomicBool::new(false),
+            probe: LeaseCell::new(ProbeWr(sys::ib_rdma_wr::default())),
+            probe_cqe: sys::ib_cqe { done: Some(probe_done::<V>) },
+        }))?;
+        // The caller sets `id`.
+        Ok(ConnBox { raw })
     }
 
     /// The address of `events`, the rdma_cm context.
     fn events_ctx(&self) -> *mut c_void {
         // SAFETY: live (type invariant); only the field's address is taken.
-        unsafe { ptr::addr_of!((*self.ptr.as_ptr()).events) }.cast_mut().cast::<c_void>()
+        unsafe { ptr::addr_of!((*self.raw.as_ptr()).events) }.cast_mut().cast::<c_void>()
     }
 
     /// Sets the id, once, before anything else reaches it.
     fn set_id(&mut self, id: CmId) {
         // SAFETY: `&mut self`, and no event of the id reads the field (the
         // CM handler reaches only `events`).
-        unsafe { (*self.ptr.as_ptr()).id = Some(id) };
+        unsafe { (*self.raw.as_ptr()).id = Some(id) };
     }
 
     /// Creates the rdma_cm identifier in `net` (which takes its own
@@ -475,7 +457,7 @@ impl<V: Events> ConnBox<V> {
             this.release_objects();
             // SAFETY: `&mut` ownership; the CM handler reaches only
             // `events`.
-            core::mem::forget(unsafe { (*this.ptr.as_ptr()).id.take() });
+            core::mem::forget(unsafe { (*this.raw.as_ptr()).id.take() });
             return Err(e);
         }
         req.accepted.set(true);
@@ -492,7 +474,7 @@ impl<V: Events> ConnBox<V> {
         policy: V::Sends,
         mut take_recv: impl FnMut(usize) -> Result<KVec<u8>>,
     ) -> Result {
-        let raw = self.ptr.as_ptr();
+        let raw = self.raw.as_ptr();
         // SAFETY: `&mut self`: no other reference made through the box is
         // alive, and no completion handler runs before the Receives are
         // posted at the end (the CQs do not even exist yet). The CM handler
@@ -1116,7 +1098,7 @@ impl<V: Events> ConnBox<V> {
     /// Drains and releases the queue pair, CQs, buffers, regions and PD,
     /// in that order; the id stays.
     fn release_objects(&mut self) {
-        let raw = self.ptr.as_ptr();
+        let raw = self.raw.as_ptr();
         // First the queue pair is drained, while completion handlers may
         // still run: they see the connection as it was, so a Send reclaimed
         // by the drain unmaps its pages and wakes the caller waiting for
@@ -1155,13 +1137,11 @@ impl<V: Events> ConnBox<V> {
 impl<V: Events> Drop for ConnBox<V> {
     fn drop(&mut self) {
         self.release_objects();
-        let raw = self.ptr.as_ptr();
-        // Waits for a running event handler, after which none can start.
+        let raw = self.raw.as_ptr();
+        // Waits for a running event handler, after which none can start;
+        // `raw` then frees the connection.
         // SAFETY: as in `release_objects`.
         drop(unsafe { (*raw).id.take() });
-        // SAFETY: allocated by `KBox::into_raw` in `new`; nothing reaches it
-        // any more.
-        drop(unsafe { KBox::from_raw(raw) });
     }
 }
 

@@ -84,6 +84,23 @@ pub(super) struct MappedPages {
     pub(super) n: usize,
 }
 
+impl MappedPages {
+    /// Unmaps every page, once; true if there were any.
+    ///
+    /// # Safety
+    ///
+    /// The pages were mapped on `device`, and the HCA is done with them.
+    #[inline]
+    unsafe fn unmap(&mut self, device: *mut sys::ib_device) -> bool {
+        let n = core::mem::replace(&mut self.n, 0);
+        for (&dma, &len) in self.dma.iter().zip(self.len.iter()).take(n) {
+            // SAFETY: per the function's contract.
+            unsafe { sys::rpcrdma_rs_dma_unmap_page(device, dma, len as usize) };
+        }
+        n > 0
+    }
+}
+
 impl DmaBuf {
     /// Maps `data` on `device` and builds its work request: a Send
     /// (`send`) or a Receive, whose completion calls `done`.
@@ -163,13 +180,9 @@ impl DmaBuf {
     /// completed, or was never posted).
     #[inline]
     pub(super) fn unmap_pages(&self, pages: &mut MappedPages) -> bool {
-        let n = core::mem::replace(&mut pages.n, 0);
-        for (&dma, &len) in pages.dma.iter().zip(pages.len.iter()).take(n) {
-            // SAFETY: mapped on `device` by `SendWriter::map_page` (type
-            // invariant); the HCA is done with them (above).
-            unsafe { sys::rpcrdma_rs_dma_unmap_page(self.device, dma, len as usize) };
-        }
-        n > 0
+        // SAFETY: mapped on `device` by `SendWriter::map_page` (type
+        // invariant); the HCA is done with them (above).
+        unsafe { pages.unmap(self.device) }
     }
 
     /// Makes the first `len` bytes written by the CPU visible to the device.
@@ -198,12 +211,9 @@ impl DmaBuf {
     fn unmap_all(&mut self) -> KVec<u8> {
         let (device, dma, send) = (self.device, self.dma, self.send);
         let st = self.cell.get_mut();
-        let n = core::mem::replace(&mut st.pages.n, 0);
-        for (&pdma, &len) in st.pages.dma.iter().zip(st.pages.len.iter()).take(n) {
-            // SAFETY: mapped on `device` (type invariant); only the owner's
-            // teardown, after the device let go of everything, gets here.
-            unsafe { sys::rpcrdma_rs_dma_unmap_page(device, pdma, len as usize) };
-        }
+        // SAFETY: mapped on `device` (type invariant); only the owner's
+        // teardown, after the device let go of everything, gets here.
+        unsafe { st.pages.unmap(device) };
         let len = st.data.len();
         if len == 0 {
             return KVec::new();

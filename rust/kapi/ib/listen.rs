@@ -5,12 +5,10 @@
 
 use core::{
     cell::Cell,
-    pin::Pin,
     ptr::{self, NonNull},
 };
 
 use kernel::{
-    alloc::{flags::GFP_KERNEL, KBox},
     error::{code::EINVAL, Result},
     ffi::{c_int, c_void},
     prelude::*,
@@ -18,7 +16,10 @@ use kernel::{
 
 use super::cm::{CmEvent, CmId};
 use crate::{
-    kapi::net::{Net, SockAddr},
+    kapi::{
+        cell::RawPin,
+        net::{Net, SockAddr},
+    },
     sys,
 };
 
@@ -57,57 +58,43 @@ struct Inner<A: Acceptor> {
 ///
 /// # Invariants
 ///
-/// `ptr` is a pinned `Inner<A>` allocated by [`Listener::new`] with
-/// `KBox::into_raw` and freed only by `Drop`; its id's context is its
-/// `acceptor`.
+/// `inner`'s id is `Some` from `new`'s return until `Drop`, and its context
+/// is `inner`'s `acceptor`; only `new` and `Drop` write the `id` field.
 pub(crate) struct Listener<A: Acceptor> {
-    ptr: NonNull<Inner<A>>,
+    inner: RawPin<Inner<A>>,
 }
-
-// SAFETY: a `Listener` owns its `Inner` like a `KBox`; the acceptor is
-// `Send + Sync`, the id is.
-unsafe impl<A: Acceptor> Send for Listener<A> {}
-// SAFETY: see `Send`.
-unsafe impl<A: Acceptor> Sync for Listener<A> {}
 
 impl<A: Acceptor> Listener<A> {
     /// Listens on `addr` in `net`; requests go to `acceptor`.
     pub(crate) fn new(net: &Net, addr: &SockAddr, backlog: u32, acceptor: impl PinInit<A>) -> Result<Self> {
-        let inner = KBox::pin_init(pin_init!(Inner { acceptor <- acceptor, id: None }), GFP_KERNEL)?;
-        // SAFETY: never moved out of its allocation; `Drop` frees it.
-        let raw = KBox::into_raw(unsafe { Pin::into_inner_unchecked(inner) });
-        // INVARIANT: allocated pinned just above.
-        let this = Listener { ptr: NonNull::new(raw).ok_or(EINVAL)? };
+        let inner = RawPin::new(pin_init!(Inner { acceptor <- acceptor, id: None }))?;
+        let raw = inner.as_ptr();
+        let this = Listener { inner };
         // SAFETY: `raw` is live; only the field's address is taken.
         let ctx = unsafe { ptr::addr_of!((*raw).acceptor) }.cast_mut().cast::<c_void>();
         // SAFETY: the acceptor outlives the id (`Drop` destroys the id
         // first).
         let id = unsafe { CmId::new(net, listen_handler::<A>, ctx) }?;
-        // SAFETY: no event arrives before `listen`; only `Drop` reads the
-        // field otherwise.
+        // SAFETY: no event arrives before `listen` and the handler reaches
+        // only `acceptor`; nothing else reads the field yet.
         unsafe { (*raw).id = Some(id) };
-        // SAFETY: set just above; shared access from here on.
-        let id = unsafe { (*raw).id.as_ref() }.ok_or(EINVAL)?;
-        id.listen(addr, backlog)?;
+        // INVARIANT: the id is set, with the acceptor as its context.
+        this.inner.id.as_ref().ok_or(EINVAL)?.listen(addr, backlog)?;
         Ok(this)
     }
 
     /// The acceptor given to [`Listener::new`].
     pub(crate) fn acceptor(&self) -> &A {
-        // SAFETY: live until `Drop` (type invariant).
-        unsafe { &self.ptr.as_ref().acceptor }
+        &self.inner.acceptor
     }
 }
 
 impl<A: Acceptor> Drop for Listener<A> {
     fn drop(&mut self) {
-        let raw = self.ptr.as_ptr();
-        // SAFETY: the handler reaches only `acceptor`; the id is ours. This
-        // waits for a running handler.
-        drop(unsafe { (*raw).id.take() });
-        // SAFETY: allocated by `KBox::into_raw` in `new`; nothing reaches it
-        // any more.
-        drop(unsafe { KBox::from_raw(raw) });
+        // SAFETY: `&mut self`, and the handler reaches only `acceptor`: the
+        // field is ours. Destroying the id waits for a running handler;
+        // `inner` is freed after.
+        drop(unsafe { (*self.inner.as_ptr()).id.take() });
     }
 }
 

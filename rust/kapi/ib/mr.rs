@@ -83,6 +83,24 @@ pub(super) struct MrState {
     pub(super) inv_wr: sys::ib_send_wr,
 }
 
+impl MrState {
+    /// Unmaps the scatterlist entries mapped for the last registration,
+    /// once.
+    ///
+    /// # Safety
+    ///
+    /// They were mapped on `device`, and the HCA is done with them.
+    #[inline]
+    unsafe fn unmap(&mut self, device: *mut sys::ib_device) {
+        let n = core::mem::replace(&mut self.mapped, 0);
+        if n != 0 {
+            // SAFETY: per the function's contract, for the `n` entries
+            // mapped in this direction.
+            unsafe { sys::rpcrdma_rs_dma_unmap_sg(device, self.sg.as_mut_ptr(), n as i32, self.to_device) };
+        }
+    }
+}
+
 // SAFETY: `ibmr` is an ib_core region only this state's holder uses; the work
 // requests point at the region's own CQEs (in the same pinned `FrMr`) or at
 // requests of a chain being posted (type invariant). Giving the state to
@@ -152,12 +170,9 @@ impl FrMr {
     /// invalidated, never posted, or its queue pair is gone.
     #[inline]
     pub(super) fn unmap(&self, m: &mut MrState) {
-        let n = core::mem::replace(&mut m.mapped, 0);
-        if n != 0 {
-            // SAFETY: `n` entries were mapped on `device` in this direction
-            // (type invariant); the HCA is done with them (above).
-            unsafe { sys::rpcrdma_rs_dma_unmap_sg(self.device, m.sg.as_mut_ptr(), n as i32, m.to_device) };
-        }
+        // SAFETY: the entries were mapped on `device` (type invariant); the
+        // HCA is done with them (above).
+        unsafe { m.unmap(self.device) };
     }
 
     /// Maps the `n` entries `fill` set, into the region, and gives it a new
@@ -219,14 +234,11 @@ impl Drop for FrMr {
         // nothing reaches them any more.
         let device = self.device;
         let m = self.cell.get_mut();
-        let n = core::mem::replace(&mut m.mapped, 0);
         // SAFETY: the region was allocated in `new` and the device and PD
-        // are still live (type invariant); it is deregistered once, and its
-        // mapped entries unmapped once.
+        // are still live (type invariant); its mapped entries are unmapped
+        // once, and it is deregistered once.
         unsafe {
-            if n != 0 {
-                sys::rpcrdma_rs_dma_unmap_sg(device, m.sg.as_mut_ptr(), n as i32, m.to_device);
-            }
+            m.unmap(device);
             sys::rpcrdma_rs_dereg_mr(m.ibmr);
         }
     }
