@@ -25,8 +25,9 @@
 #                   (table, JSON and chart in bench-results/)
 #   make ab OLD=REV [NEW=REV]  the module at two revisions (NEW: the
 #                   working tree) and the C client, alternated at QD1/QD64
-#   make profile [OLD=REV]  perf in the client guest: where its CPU goes
-#                   per RPC with rpcrdma_rs and with the C client
+#   make profile [OLD=REV] [LINES=1]  perf in the client guest: where its
+#                   CPU goes per RPC with rpcrdma_rs and with the C client
+#                   (LINES=1: the module's instructions by source line)
 #   make fuzz       cargo-fuzz every protocol decoder (FUZZ_SECONDS each)
 #   make clippy     clippy over the module (kernel build with CLIPPY=1)
 
@@ -92,7 +93,7 @@ ab:
 	bash scripts/ab.sh --rounds $(or $(AB_ROUNDS),8) $(OLD) $(NEW)
 
 profile:
-	bash scripts/profile.sh --rounds $(or $(PROFILE_ROUNDS),2) --iodepth $(or $(PROFILE_IODEPTH),64) $(if $(OLD),--old $(OLD))
+	bash scripts/profile.sh --rounds $(or $(PROFILE_ROUNDS),2) --iodepth $(or $(PROFILE_IODEPTH),64) $(if $(OLD),--old $(OLD)) $(if $(LINES),--lines)
 
 check-all:
 	RDMARS_OTHER_LINES="6.12 7.3" RDMARS_STOCK_TESTS=all bash scripts/check.sh

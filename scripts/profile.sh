@@ -3,7 +3,7 @@
 # make profile: where the client's CPU goes per RPC, rpcrdma_rs against the
 # in-tree C client, in one testbed run.
 #
-#   scripts/profile.sh [--rounds N] [--runtime S] [--iodepth N] [--old REV]
+#   scripts/profile.sh [--rounds N] [--runtime S] [--iodepth N] [--old REV] [--lines]
 #
 # The client guest loads each transport in turn (rotating the order every
 # round) and samples the whole guest with perf, call chains included,
@@ -16,31 +16,50 @@
 # both guests' per RPC, the transport's own by function, and the kernel
 # functions whose instructions per RPC differ most between the variants.
 # With --old, the module as of git revision REV is profiled too (variant
-# "old"), for a change's before and after in one run. Documentation/
+# "old"), for a change's before and after in one run. With --lines, the
+# transport's own instructions are also given by source line (and by the
+# function inlined there), from a twin of the module built with line
+# tables (RDMARS_DEBUGINFO=1), whose code must be the same. Documentation/
 # benchmarks.rst says how to read it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/lib.sh"
 
-rounds=2 runtime=30 iodepth=64 old=
+rounds=2 runtime=30 iodepth=64 old= lines=
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --runtime) runtime=$2; shift 2 ;;
     --iodepth) iodepth=$2; shift 2 ;;
     --old) old=$2; shift 2 ;;
-    *) die "usage: $0 [--rounds N] [--runtime S] [--iodepth N] [--old REV]" ;;
+    --lines) lines=1; shift ;;
+    *) die "usage: $0 [--rounds N] [--runtime S] [--iodepth N] [--old REV] [--lines]" ;;
   esac
 done
 
 cd "$repo"
 bash scripts/setup-host.sh > /dev/null
-make -s module
-variants=ours,c
 kodir=$CACHE_DIR/profile/ko
+mkdir -p "$kodir"
+report_args=()
+if [ -n "$lines" ]; then
+  # The same code with line tables, built first so that the working tree's
+  # module is the plain one the run loads.
+  RDMARS_DEBUGINFO=1 make -s module
+  cp rpcrdma_rs.ko "$kodir/ours-lines.ko"
+  report_args=(--lines "$kodir/ours-lines.ko")
+fi
+make -s module
+if [ -n "$lines" ]; then
+  text() { objcopy -O binary --only-section=.text "$1" "$2"; }
+  text rpcrdma_rs.ko "$kodir/plain.text"
+  text "$kodir/ours-lines.ko" "$kodir/lines.text"
+  cmp -s "$kodir/plain.text" "$kodir/lines.text" \
+    || log "warning: the module with line tables has other code; source lines are approximate"
+fi
+variants=ours,c
 if [ -n "$old" ]; then
-  mkdir -p "$kodir"
   build_module_at "$old" "$kodir/old.ko"
   variants=ours,old,c
 fi
@@ -56,6 +75,6 @@ bash scripts/testbed.sh --count-kernel-blocks --timeout $(( 600 + rounds * nvar 
   | tee "$raw" | grep --line-buffered -v '^PROFILE '
 rc=${PIPESTATUS[0]}
 set -e
-python3 "$here/profile_report.py" "$raw"
+python3 "$here/profile_report.py" "${report_args[@]}" "$raw"
 log "samples kept in $raw"
 exit "$rc"

@@ -2,12 +2,18 @@
 # SPDX-License-Identifier: GPL-2.0
 """Prints what scripts/profile.sh measured (the PROFILE lines of its run).
 
-Usage: profile_report.py FILE (the run's output, kept under the cache).
+Usage: profile_report.py [--lines KO] FILE (the run's output, kept under
+the cache). With --lines, the transport's own instructions per RPC are
+also given by source line and by the function inlined there, mapped
+through KO, a build of the profiled module's code with line tables.
 """
 
+import bisect
 import collections
 import json
+import re
 import statistics
+import subprocess
 import sys
 
 BUCKETS = ("transport", "rxe", "kernel", "user")
@@ -18,7 +24,92 @@ def busy(r):
     return sum(r["samples"].get(k, 0) for k in BUCKETS) / r["rpcs"]
 
 
-def main(path):
+def ko_instructions(ko):
+    """(sorted instruction addresses of KO's .text, {symbol: address})."""
+    syms = {}
+    out = subprocess.run(["nm", "--defined-only", ko], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in "tT":
+            syms.setdefault(parts[2], int(parts[0], 16))
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-j", ".text", ko],
+                         capture_output=True, text=True, check=True).stdout
+    insns = [int(m.group(1), 16) for m in re.finditer(r"^\s*([0-9a-f]+):\t", out, re.M)]
+    return sorted(insns), syms
+
+
+def source_frames(ko, addrs):
+    """{address: [(function, file:line), ...] innermost first} by addr2line."""
+    inp = "".join(f"{a:x}\n" for a in addrs)
+    out = subprocess.run(["addr2line", "-e", ko, "-a", "-f", "-i", "-C"], input=inp,
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    frames, cur = {}, None
+    i = 0
+    while i < len(out):
+        if out[i].startswith("0x"):
+            cur = int(out[i], 16)
+            frames[cur] = []
+            i += 1
+            continue
+        fn = out[i]
+        loc = out[i + 1] if i + 1 < len(out) else "?"
+        loc = re.sub(r" \(discriminator \d+\)", "", loc)
+        loc = re.sub(r"^.*?/(rust/)", r"\1", loc)
+        frames[cur].append((re.sub(r"::h[0-9a-f]{16}$", "", fn), loc))
+        i += 2
+    return frames
+
+
+def short(fn):
+    """A function name without its module paths."""
+    return re.sub(r"\b(?:[A-Za-z_][A-Za-z0-9_]*::)+(?=[A-Za-z_<])", "", fn)
+
+
+def lines_report(rs, ko, top=45):
+    """The transport's own instructions per RPC by source line."""
+    rpcs = sum(r["rpcs"] for r in rs)
+    blocks = collections.Counter()
+    for r in rs:
+        for key, (n, runs) in r.get("transport_blocks", {}).items():
+            blocks[(key, n)] += runs
+    if not blocks:
+        print("\nno per-block counts in this run (profile_client.py older than --lines)")
+        return
+    insns, syms = ko_instructions(ko)
+    per_insn = collections.Counter()
+    missing = 0
+    for (key, n), runs in blocks.items():
+        sym, off = key.rsplit("+", 1)
+        if sym not in syms:
+            missing += n * runs
+            continue
+        start = syms[sym] + int(off, 16)
+        i = bisect.bisect_left(insns, start)
+        for a in insns[i:i + n]:
+            per_insn[a] += runs
+    frames = source_frames(ko, sorted(per_insn))
+    by_line, by_fn, chain_of = collections.Counter(), collections.Counter(), {}
+    for a, runs in per_insn.items():
+        fr = frames.get(a) or [("?", "?")]
+        # The line is the innermost one of this project's own files (not
+        # core's or the kernel crate's, which say less about what to change).
+        own = [i for i, (_, loc) in enumerate(fr) if not loc.startswith(("rust/library/", "rust/kernel/", "?"))]
+        k = own[0] if own else 0
+        loc = fr[k][1]
+        by_line[loc] += runs
+        by_fn[fr[k][0]] += runs
+        chain_of.setdefault(loc, " <- ".join(short(f) for f, _ in fr[k:]))
+    total = sum(per_insn.values())
+    print(f"\nours: instructions per RPC by source line ({total / rpcs:.0f} mapped"
+          f"{f', {missing / rpcs:.0f} in symbols the line build lacks' if missing else ''})")
+    for loc, n in by_line.most_common(top):
+        print(f"  {n / rpcs:7.1f}  {loc:38s} {chain_of[loc][:150]}")
+    print("\nours: instructions per RPC by the function the code is from (inlined or not)")
+    for fn, n in by_fn.most_common(top):
+        print(f"  {n / rpcs:7.1f}  {short(fn)[:140]}")
+
+
+def main(path, lines_ko=None):
     runs = collections.defaultdict(list)
     for line in open(path, errors="replace"):
         if line.startswith("PROFILE "):
@@ -139,8 +230,14 @@ def main(path):
         print(f"\nkernel functions that differ most ({others[0]} - c, samples per 1000 RPCs)")
         for s in sorted(set(a) | set(b), key=lambda s: -abs(a.get(s, 0) - b.get(s, 0)))[:12]:
             print(f"  {a.get(s, 0) - b.get(s, 0):+7.3f}  {s} ({a.get(s, 0):.3f} vs {b.get(s, 0):.3f})")
+    if lines_ko and "ours" in runs:
+        lines_report(runs["ours"], lines_ko)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    args = sys.argv[1:]
+    ko = None
+    if args[:1] == ["--lines"]:
+        ko, args = args[1], args[2:]
+    sys.exit(main(args[0], ko))

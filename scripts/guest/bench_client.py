@@ -251,6 +251,23 @@ def instructions_by_function(before, after):
     return out
 
 
+def blocks_by_offset(before, after, name):
+    """Instructions executed per block of module `name`'s own code between
+    two block_runs() readings, keyed "symbol+0xOFFSET" (the block's start
+    from its function's): what scripts/profile_report.py --lines maps to
+    source lines with a build of the same code that carries line tables."""
+    syms = module_symbols(name)
+    addrs = [a for a, _ in syms]
+    out = {}
+    for pc, (n, runs) in after.items():
+        d = runs - before.get(pc, [n, 0])[1]
+        i = bisect.bisect_right(addrs, pc) - 1
+        if d > 0 and i >= 0:
+            a, sym = syms[i]
+            out[f"{sym}+{pc - a:#x}"] = [n, d]
+    return out
+
+
 def module_text(name):
     """[start, end) of module `name`'s code, from /proc/kallsyms (its text
     symbols, the last one's page included)."""

@@ -91,7 +91,8 @@ def profile(variant, rnd):
         blocks0 = bc.block_runs()
         with bc.Meter() as m:
             r = bc.fio(f"qd{IODEPTH}", "randread", "4k", IODEPTH, "bench.dat")
-        counted = bc.instructions_by_function(blocks0, bc.block_runs())
+        blocks1 = bc.block_runs()
+        counted = bc.instructions_by_function(blocks0, blocks1)
     finally:
         perf.send_signal(2)
         perf.wait(timeout=120)
@@ -99,6 +100,8 @@ def profile(variant, rnd):
     # The transport's own functions, and every kernel function (a module's
     # named "symbol [module]").
     module = bc.transport_module(variant)
+    # Per block of the transport's own code, for a profile by source line.
+    blocks = bc.blocks_by_offset(blocks0, blocks1, module) if blocks1 else {}
     insns = collections.Counter({s: n for (mod, s), n in counted.items() if mod == module})
     kernel_insns = collections.Counter({f"{s} [{mod}]" if mod else s: n for (mod, s), n in counted.items()})
     out = bc.sh(f"perf script -i {PERF_DATA} -F ip,sym,dso", timeout=600).stdout
@@ -127,6 +130,8 @@ def profile(variant, rnd):
         # Instructions executed in the transport module's own code, by
         # function (testbed.sh --count-insns; empty without it).
         transport_insns=dict(insns.most_common(TOP)),
+        # ... and by block: {"symbol+0xOFFSET": [instructions, runs]}.
+        transport_blocks=blocks,
         # And in every kernel function (testbed.sh --count-kernel-blocks).
         kernel_insns=dict(kernel_insns.most_common(KERNEL_TOP)),
         kernel_insns_total=sum(kernel_insns.values()), **m.counted()), sort_keys=True), flush=True)
