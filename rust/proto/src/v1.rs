@@ -33,7 +33,7 @@
 //! such as "a position-zero read chunk only in RDMA_NOMSG" are left to the
 //! caller.
 
-use super::xdr::{XdrError, XdrReader, XdrWriter};
+use super::xdr::{Words, XdrError, XdrReader, XdrWriter};
 use core::fmt;
 use core::marker::PhantomData;
 
@@ -222,13 +222,6 @@ impl Segment {
     fn read(r: &mut XdrReader<'_>) -> Result<Segment, XdrError> {
         Ok(Segment { handle: r.u32()?, length: r.u32()?, offset: r.u64()? })
     }
-
-    #[inline]
-    fn write(&self, w: &mut XdrWriter<'_>) -> Result<(), XdrError> {
-        w.put_u32(self.handle)?;
-        w.put_u32(self.length)?;
-        w.put_u64(self.offset)
-    }
 }
 
 /// One read list entry: the XDR position of the data plus its segment.
@@ -244,12 +237,6 @@ impl ReadSegment {
     #[inline]
     fn read(r: &mut XdrReader<'_>) -> Result<ReadSegment, XdrError> {
         Ok(ReadSegment { position: r.u32()?, segment: Segment::read(r)? })
-    }
-
-    #[inline]
-    fn write(&self, w: &mut XdrWriter<'_>) -> Result<(), XdrError> {
-        w.put_u32(self.position)?;
-        self.segment.write(w)
     }
 }
 
@@ -930,40 +917,51 @@ impl ChunkLists<'_> {
 
     /// Encodes the three lists. Writes nothing if `w` lacks space.
     pub fn encode(&self, w: &mut XdrWriter<'_>) -> Result<(), V1Error> {
-        self.write(&mut XdrWriter::new(w.reserve(self.encoded_len())?))
+        let mut words = Words::new(w.reserve(self.encoded_len())?);
+        self.write(&mut words);
+        Ok(words.finish()?)
     }
 
-    /// Writes the three lists into `w`, which the caller sized with
-    /// [`ChunkLists::encoded_len`]; without the room, it fails part way.
-    #[inline]
-    fn write(&self, w: &mut XdrWriter<'_>) -> Result<(), V1Error> {
+    /// Stores the three lists into `w`, which the caller sized with
+    /// [`ChunkLists::encoded_len`] (a requester encodes these on every
+    /// call: no check per word).
+    #[inline(always)]
+    fn write(&self, w: &mut Words<'_>) {
         for rs in self.reads {
-            w.put_u32(1)?;
-            rs.write(w)?;
+            w.u32(1);
+            w.u32(rs.position);
+            put_segment(w, &rs.segment);
         }
-        w.put_u32(0)?;
+        w.u32(0);
         for chunk in self.writes {
-            w.put_u32(1)?;
-            put_segments(w, chunk)?;
+            w.u32(1);
+            put_segments(w, chunk);
         }
-        w.put_u32(0)?;
+        w.u32(0);
         match self.reply {
             Some(segs) => {
-                w.put_u32(1)?;
-                put_segments(w, segs)
+                w.u32(1);
+                put_segments(w, segs);
             }
-            None => Ok(w.put_u32(0)?),
+            None => w.u32(0),
         }
     }
 }
 
-#[inline]
-fn put_segments(w: &mut XdrWriter<'_>, segs: &[Segment]) -> Result<(), V1Error> {
-    w.put_u32(u32::try_from(segs.len()).map_err(|_| NO_SPACE)?)?;
+#[inline(always)]
+fn put_segment(w: &mut Words<'_>, s: &Segment) {
+    w.u32(s.handle);
+    w.u32(s.length);
+    w.u64(s.offset);
+}
+
+#[inline(always)]
+fn put_segments(w: &mut Words<'_>, segs: &[Segment]) {
+    // A slice this long never passes the measurement, which saturates.
+    w.u32(u32::try_from(segs.len()).unwrap_or(u32::MAX));
     for s in segs {
-        s.write(w)?;
+        put_segment(w, s);
     }
-    Ok(())
 }
 
 /// Body of an RDMA_ERROR header.
@@ -1074,8 +1072,7 @@ impl EncodeChunks for ChunkLists<'_> {
         self.encoded_len()
     }
     fn put(&self, w: &mut XdrWriter<'_>) -> Result<(), V1Error> {
-        // `encode_body` sized the buffer with `len`.
-        self.write(w)
+        self.encode(w)
     }
 }
 
@@ -1204,8 +1201,23 @@ pub fn encoded_len(body: &Body<ChunkLists<'_>>) -> usize {
 
 /// Encodes a version 1 header into `buf` and returns its length. Writes
 /// nothing if `buf` is too small (`V1Error::Xdr(XdrError::NoSpace)`).
+#[inline]
 pub fn encode(buf: &mut [u8], xid: u32, credits: u32, body: &Body<ChunkLists<'_>>) -> Result<usize, V1Error> {
-    encode_body(buf, xid, credits, body)
+    match body {
+        // A requester's every call: measured once, then stored word by word.
+        Body::Msg(c) | Body::NoMsg(c) => {
+            let len = c.encoded_len().saturating_add(FIXED_HEADER_LEN);
+            let mut w = Words::new(buf.get_mut(..len).ok_or(NO_SPACE)?);
+            w.u32(xid);
+            w.u32(VERSION);
+            w.u32(credits);
+            w.u32(body.procedure().to_u32());
+            c.write(&mut w);
+            w.finish()?;
+            Ok(len)
+        }
+        _ => encode_body(buf, xid, credits, body),
+    }
 }
 
 /// Encodes an RDMA_MSG header (the RPC message is appended by the caller).

@@ -230,6 +230,60 @@ impl<'a> XdrWriter<'a> {
     }
 }
 
+/// XDR words stored into a buffer sized for exactly them beforehand.
+///
+/// The encoder of a header it has just measured: one slice split per word
+/// and no `Result` per word, where [`XdrWriter`] checks its room and
+/// returns an error for each. A word that does not fit is dropped and
+/// [`Words::finish`] reports it, as it does room left unwritten: either
+/// means the measurement was wrong, and the bytes must not be sent.
+#[derive(Debug)]
+pub struct Words<'a> {
+    rest: &'a mut [u8],
+    short: bool,
+}
+
+impl<'a> Words<'a> {
+    /// Starts storing at the beginning of `buf`, which the caller sized.
+    #[inline(always)]
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        Self { rest: buf, short: false }
+    }
+
+    /// Stores an unsigned 32-bit integer.
+    #[inline(always)]
+    pub fn u32(&mut self, v: u32) {
+        match core::mem::take(&mut self.rest).split_first_chunk_mut::<4>() {
+            Some((word, rest)) => {
+                *word = v.to_be_bytes();
+                self.rest = rest;
+            }
+            None => self.short = true,
+        }
+    }
+
+    /// Stores an unsigned 64-bit hyper integer.
+    #[inline(always)]
+    pub fn u64(&mut self, v: u64) {
+        match core::mem::take(&mut self.rest).split_first_chunk_mut::<8>() {
+            Some((word, rest)) => {
+                *word = v.to_be_bytes();
+                self.rest = rest;
+            }
+            None => self.short = true,
+        }
+    }
+
+    /// Succeeds if every word fitted and the buffer is full.
+    #[inline(always)]
+    pub fn finish(self) -> Result<(), XdrError> {
+        if self.short || !self.rest.is_empty() {
+            return Err(XdrError::NoSpace);
+        }
+        Ok(())
+    }
+}
+
 /// Copies `src` into `dst`, whose callers make both the same length.
 ///
 /// `copy_from_slice` (one `memcpy`) behind an explicit length test, so
@@ -293,6 +347,31 @@ mod tests {
         let mut w = XdrWriter::new(&mut six);
         assert_eq!(w.put_opaque_var(b"ab"), Err(XdrError::NoSpace));
         assert!(w.is_empty(), "a failed encode writes nothing");
+    }
+
+    #[test]
+    fn words_fill_a_measured_buffer() {
+        let mut buf = [0u8; 12];
+        let mut w = Words::new(&mut buf);
+        w.u32(0x0102_0304);
+        w.u64(0x1122_3344_5566_7788);
+        assert_eq!(w.finish(), Ok(()));
+        assert_eq!(buf, [1, 2, 3, 4, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88]);
+        // Too small: the word that does not fit is dropped and reported.
+        let mut small = [0xffu8; 6];
+        let mut w = Words::new(&mut small);
+        w.u32(7);
+        w.u32(8);
+        assert_eq!(w.finish(), Err(XdrError::NoSpace));
+        assert_eq!(small, [0, 0, 0, 7, 0xff, 0xff]);
+        // Too large: room left over is a wrong measurement too.
+        let mut large = [0u8; 8];
+        let mut w = Words::new(&mut large);
+        w.u32(7);
+        assert_eq!(w.finish(), Err(XdrError::NoSpace));
+        let mut w = Words::new(&mut large);
+        w.u64(1);
+        assert_eq!(w.finish(), Ok(()));
     }
 
     #[test]
