@@ -89,6 +89,15 @@ pub(super) fn register_read_chunk(
     reg: &mut Registration,
     out: &mut [v1::ReadSegment; MAX_CHUNK_SEGMENTS],
 ) -> Result<usize> {
+    // The usual Read chunk: a page list one region covers (a write of up
+    // to the region depth), whose one extent needs no splitting.
+    if let (plan::CallPlan::ReadChunk { position, segments: 1, .. }, Some(seg)) = (p.call, out.first_mut()) {
+        if let Some(ext) = plan::single_extent(p.snd.region(plan::RegionKind::Pages), p.limits.geometry()) {
+            let r = ep.conn.register(reg, true, p.xid, |w| fill_sg(rqst.buf(Which::Call), &ext, w))?;
+            *seg = v1::ReadSegment { position, segment: segment(r) };
+            return Ok(1);
+        }
+    }
     let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
     let regions = p.call.chunk_regions(&p.snd);
     let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)
@@ -111,6 +120,16 @@ pub(super) fn register_reply_chunk(
     reg: &mut Registration,
     segs: &mut [v1::Segment; MAX_CHUNK_SEGMENTS],
 ) -> Result<usize> {
+    // The usual reply chunk: a Write chunk for a page list one region
+    // covers (a read of up to the region depth), whose one extent needs no
+    // splitting.
+    if let (plan::ReplyPlan::WriteChunk { segments: 1, pad_segment: false, .. }, Some(out)) = (p.reply, segs.first_mut()) {
+        if let Some(ext) = plan::single_extent(p.rcv.region(plan::RegionKind::Pages), p.limits.geometry()) {
+            let r = ep.conn.register(reg, false, p.xid, |w| fill_sg(rqst.buf(Which::Reply), &ext, w))?;
+            *out = segment(r);
+            return Ok(1);
+        }
+    }
     let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
     let regions = p.reply.chunk_regions(&p.rcv);
     let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)

@@ -415,6 +415,7 @@ fn pages_spanned(offset: u32, len: u32, page_size: u32) -> u64 {
 }
 
 /// Checks a region's range and counts its MRs.
+#[inline]
 fn region_mrs(r: &Region, g: Geometry) -> Result<u64, PlanError> {
     if g.page_size == 0 || g.max_pages == 0 {
         return Err(PlanError::BadLimits);
@@ -426,6 +427,7 @@ fn region_mrs(r: &Region, g: Geometry) -> Result<u64, PlanError> {
 }
 
 /// Number of MRs (= chunk segments) needed to register `regions`.
+#[inline]
 pub fn count_mrs(regions: &[Region], g: Geometry) -> Result<u32, PlanError> {
     let mut total: u64 = 0;
     let mut bytes: u64 = 0;
@@ -466,22 +468,37 @@ pub fn split_regions(regions: &[Region], g: Geometry, max_segments: u32, out: &m
     // Nearly every chunk is one region that one MR covers (the page of a
     // 4 KiB read): its one extent without the loop.
     if let ([r], Some(slot)) = (regions, out.first_mut()) {
-        let in_page = u64::from(r.offset) % ps;
-        let len = u64::from(r.len);
-        if room > 0 && len > 0 && in_page + len <= span && u64::from(r.offset) + len <= u64::from(u32::MAX) {
-            *slot = MrExtent {
-                kind: r.kind,
-                first_page: sat_u32(u64::from(r.offset) / ps),
-                npages: sat_u32((in_page + len).div_ceil(ps.get())),
-                offset: sat_u32(in_page),
-                len: r.len,
-                region_offset: 0,
-                chunk_offset: 0,
-            };
-            return Ok(1);
+        if room > 0 {
+            if let Some(e) = single_extent(*r, g) {
+                *slot = e;
+                return Ok(1);
+            }
         }
     }
     split_loop(regions, g, max_segments, out, room, ps, span)
+}
+
+/// The one MR that covers `r`, if one can (the region is not empty and
+/// spans at most `g.max_pages` pages): [`split_regions`] of `[r]` when it
+/// returns one extent. `None` also for a zero page size or depth.
+#[inline]
+pub fn single_extent(r: Region, g: Geometry) -> Option<MrExtent> {
+    let ps = NonZeroU64::new(u64::from(g.page_size))?;
+    let span = ps.get().saturating_mul(u64::from(g.max_pages));
+    let in_page = u64::from(r.offset) % ps;
+    let len = u64::from(r.len);
+    if len == 0 || in_page + len > span || u64::from(r.offset) + len > u64::from(u32::MAX) {
+        return None;
+    }
+    Some(MrExtent {
+        kind: r.kind,
+        first_page: sat_u32(u64::from(r.offset) / ps),
+        npages: sat_u32((in_page + len).div_ceil(ps.get())),
+        offset: sat_u32(in_page),
+        len: r.len,
+        region_offset: 0,
+        chunk_offset: 0,
+    })
 }
 
 /// [`split_regions`]'s general case.
@@ -629,6 +646,7 @@ pub fn plan_reply(rcv: &XdrBufDesc, ddp_allowed: bool, limits: &Limits) -> Resul
 }
 
 /// [`plan_reply`] with `limits` already validated.
+#[inline]
 fn reply_plan(rcv: &XdrBufDesc, ddp_allowed: bool, limits: &Limits) -> Result<ReplyPlan, PlanError> {
     let g = limits.geometry();
     let inline_recv = u64::from(limits.inline_recv);
@@ -761,6 +779,7 @@ pub fn plan_call(snd: &XdrBufDesc, ddp_allowed: bool, limits: &Limits, reply: &R
 }
 
 /// [`plan_call`] with `limits` already validated.
+#[inline]
 fn call_plan(snd: &XdrBufDesc, ddp_allowed: bool, limits: &Limits, reply: &ReplyPlan) -> Result<CallPlan, PlanError> {
     let g = limits.geometry();
     if snd.parts_len() != Some(snd.len) {
@@ -1154,6 +1173,14 @@ mod tests {
             if let Ok(n) = fast {
                 assert_eq!(a[..n], b[..n], "{r:?} {g:?}");
             }
+            // single_extent is the loop's answer when that is one extent.
+            let mut c = [MrExtent::default(); 2];
+            let span = u64::from(ps) * u64::from(g.max_pages);
+            let one = match split_loop(&[r], g, u32::MAX, &mut c, 2, ps64, span) {
+                Ok(1) => Some(c[0]),
+                _ => None,
+            };
+            assert_eq!(single_extent(r, g), one, "{r:?} {g:?}");
         }
     }
 
