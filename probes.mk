@@ -51,6 +51,13 @@ ifeq ($(call rpcrdma_has,rust/kernel/module.rs,'pub const fn this_module'),y)
 rpcrdma_cfgs += rpcrdma_this_module_fn
 endif
 
+# The kernel crate branches on a static key with asm goto
+# (kernel::jump_label::static_branch_unlikely!): the trace events' test is
+# a patched jump where the kernel has jump labels (rust/kapi/trace.rs).
+ifeq ($(call rpcrdma_has,rust/kernel/jump_label.rs,'macro_rules! static_branch_unlikely'),y)
+rpcrdma_cfgs += rpcrdma_static_branch
+endif
+
 rustflags-y += $(foreach c,$(rpcrdma_cfgs),--cfg=$(c))
 
 # What the probes found, for `make module V=1` and for the record in the

@@ -11,6 +11,7 @@
 #include <rdma/rw.h>
 #include <linux/sunrpc/clnt.h>
 #include "helpers.h"
+#include "tracepoints.h"
 #include <linux/errno.h>
 #include <linux/seq_file.h>
 #include <linux/scatterlist.h>

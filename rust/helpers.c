@@ -422,3 +422,23 @@ void rpcrdma_rs_buf_free(struct rpc_task *task)
 	task->tk_rqstp->rq_buffer = NULL;
 	task->tk_rqstp->rq_rbuffer = NULL;
 }
+
+/*
+ * The ids trace events print for @rqst's task ("task:%08x@%08x", as SUNRPC's
+ * and the C client's events do): 0 and -1 when it has none.
+ */
+void rpcrdma_rs_rqst_task_ids(const struct rpc_rqst *rqst, u32 *task_id,
+			      u32 *client_id)
+{
+	const struct rpc_task *task = rqst->rq_task;
+
+	*task_id = 0;
+	*client_id = ~0U;
+	if (!task)
+		return;
+#if IS_ENABLED(CONFIG_SUNRPC_DEBUG) || IS_ENABLED(CONFIG_TRACEPOINTS)
+	*task_id = task->tk_pid;
+#endif
+	if (task->tk_client)
+		*client_id = task->tk_client->cl_clid;
+}

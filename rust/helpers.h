@@ -25,6 +25,7 @@ struct net;
 struct delayed_work;
 struct work_struct;
 struct xdr_buf;
+struct rpc_rqst;
 
 const char *rpcrdma_rs_ib_device_name(const struct ib_device *device);
 
@@ -127,5 +128,8 @@ unsigned int rpcrdma_rs_param_slot_table_entries(void);
 unsigned int rpcrdma_rs_param_max_inline_read(void);
 unsigned int rpcrdma_rs_param_max_inline_write(void);
 unsigned int rpcrdma_rs_param_probe_interval(void);
+
+void rpcrdma_rs_rqst_task_ids(const struct rpc_rqst *rqst, u32 *task_id,
+			      u32 *client_id);
 
 #endif /* RPCRDMA_RS_HELPERS_H */

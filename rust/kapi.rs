@@ -17,6 +17,7 @@ pub(crate) mod params;
 pub(crate) mod ratelimit;
 pub(crate) mod rpc;
 pub(crate) mod time;
+pub(crate) mod trace;
 pub(crate) mod work;
 
 

@@ -5,7 +5,7 @@
 
 use core::sync::atomic::Ordering;
 
-use kernel::{new_spinlock, prelude::*, sync::SpinLock};
+use kernel::{c_str, new_spinlock, prelude::*, sync::SpinLock};
 
 use crate::verbs::{FreeList, Live};
 use crate::{
@@ -13,7 +13,7 @@ use crate::{
         errno,
         ratelimit::RateLimit,
         rpc::{self, BcError, BcRqst, FreedBcRqst, Rqst, Xprt},
-        PAGE_SIZE,
+        trace, PAGE_SIZE,
     },
     proto::{
         v1,
@@ -85,6 +85,7 @@ impl RdmaXprt {
         match sent {
             // Copied only: nothing of the request stays mapped.
             Ok(_unmapped) => {
+                trace::cb_reply(|| x.addr_str(), xid);
                 rqst.sent(len);
                 Ok(())
             }
@@ -152,7 +153,8 @@ impl BcPool {
 }
 
 impl EpShared {
-    pub(super) fn backward_call(&self, msg: &[u8]) {
+    pub(super) fn backward_call(&self, xid: u32, msg: &[u8]) {
+        trace::cb_call(|| self.xprt.addr_str(), xid);
         match self.bc.deliver(self.xprt, msg) {
             Ok(()) => {
                 COUNTERS.backward_calls.fetch_add(1, Ordering::Relaxed);
@@ -171,7 +173,7 @@ impl EpShared {
                 self.force_disconnect();
             }
             Err(Undelivered::Refused) => {
-                self.count_bad_reply();
+                self.count_bad_reply(xid, c_str!("backward call not delivered"));
             }
         }
     }
@@ -184,7 +186,7 @@ impl EpShared {
         if MSG.allow() {
             pr_warn!("{}: backward call with chunks refused with ERR_CHUNK\n", self.xprt.addr_str());
         }
-        self.count_bad_reply();
+        self.count_bad_reply(xid, c_str!("backward call with chunks"));
         let v2 = self.is_v2();
         let sent = self.send_answer(conn, "ERR_CHUNK", |buf| {
             if v2 {

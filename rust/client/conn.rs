@@ -14,7 +14,7 @@ use kernel::{
 
 use crate::verbs::{CmEvent, Completion, ConnHandler, Connection, Live, Received, VerbsCounters};
 use crate::{
-    kapi::{errno, ratelimit::RateLimit, rpc::Xprt},
+    kapi::{errno, ratelimit::RateLimit, rpc::Xprt, trace},
     proto::{cm, plan, v2::ConnVersion, xchar::Characteristics},
 };
 
@@ -177,6 +177,7 @@ impl ConnHandler for EpShared {
                 self.set(CmState::Failed(errno::ENETUNREACH().to_errno()))
             }
             CmEvent::Rejected(status, pdata) => {
+                trace::reject(|| self.xprt.addr_str(), status);
                 pr_info!("connection rejected (rdma_cm status {}, {} bytes of private data)\n", status, pdata.len());
                 self.set(CmState::Failed(errno::ECONNREFUSED().to_errno()))
             }
@@ -188,6 +189,7 @@ impl ConnHandler for EpShared {
                 // The connection's resources must go for the removal to
                 // finish: the close the disconnect below starts frees them.
                 pr_info!("{}: RDMA device going away: disconnecting\n", self.xprt.addr_str());
+                trace::disconnect(|| self.xprt.addr_str(), ENODEV.to_errno());
                 let was = self.state.lock().0;
                 self.set(CmState::Closed);
                 if was == CmState::Established {
@@ -195,6 +197,7 @@ impl ConnHandler for EpShared {
                 }
             }
             CmEvent::Disconnected | CmEvent::AddrChange => {
+                trace::disconnect(|| self.xprt.addr_str(), errno::ECONNRESET().to_errno());
                 let was = self.state.lock().0;
                 self.set(CmState::Closed);
                 if was == CmState::Established {
@@ -237,6 +240,12 @@ impl ConnHandler for EpShared {
     }
 
     fn probe_done(&self, how: Completion) {
+        let status = match how {
+            Completion::Ok => 0,
+            Completion::Flushed => errno::ECONNABORTED().to_errno(),
+            Completion::Failed(_) => EIO.to_errno(),
+        };
+        trace::probe(|| self.xprt.addr_str(), status);
         if let Completion::Failed(status) = how {
             COUNTERS.liveness_probe_failures.fetch_add(1, Ordering::Relaxed);
             static MSG: RateLimit = RateLimit::new();

@@ -18,7 +18,7 @@ use crate::{
     kapi::{
         errno,
         rpc::{Task, Xprt},
-        time,
+        time, trace,
         work::{self, DelayedWorkItem},
     },
     proto::{cm, credits},
@@ -43,6 +43,7 @@ impl RdmaXprt {
             *self.window.lock() = 0;
         }
         if let Some(ep) = ep.as_ref() {
+            trace::disconnect(|| self.xprt.addr_str(), 0);
             let shared = ep.shared();
             if shared.version.lock().probing() {
                 // The probe was lost: start with Version One next time
@@ -133,6 +134,15 @@ impl DelayedWorkItem for RdmaXprt {
                     n.send_threshold,
                     n.recv_threshold
                 );
+                let shared = ep.shared();
+                trace::established(
+                    || x.addr_str(),
+                    shared.settled().map_or(0, |v| v.number()),
+                    n.send_threshold,
+                    n.recv_threshold,
+                    shared.max_requests.load(Ordering::Relaxed),
+                    u32::from(n.remote_invalidate),
+                );
                 // RFC 8166 section 3.3.3: credits do not outlive their
                 // connection; one credit until the peer says more. From
                 // now on only this connection's replies move the window.
@@ -161,6 +171,7 @@ impl DelayedWorkItem for RdmaXprt {
                 }
             }
         };
+        trace::connect(|| x.addr_str(), status.as_ref().map_or_else(|e| e.to_errno(), |()| 0));
         this.connecting.store(false, Ordering::Release);
         x.connect_finished(status);
     }

@@ -10,7 +10,7 @@ use kernel::{c_str, prelude::*};
 
 use crate::verbs::{self, Connection, DeviceCaps, QpConfig, QpSizes};
 use crate::{
-    kapi::{errno, PAGE_SIZE},
+    kapi::{errno, trace, PAGE_SIZE},
     proto::{credits, plan},
 };
 
@@ -26,7 +26,7 @@ impl EpShared {
     /// our calls (RFC 8166 section 3.3): from no other message, and only
     /// while this connection owns the transport's window, so that a late
     /// reply of an old connection cannot change the new one's.
-    pub(super) fn grant(&self, credits: u32) {
+    pub(super) fn grant(&self, xid: u32, credits: u32) {
         let max = self.max_requests.load(Ordering::Relaxed);
         let mut grant = credits::sanitize_grant(credits, max);
         if self.grant_debt.load(Ordering::Relaxed) != 0 {
@@ -39,6 +39,7 @@ impl EpShared {
         }
         let owner = self.cfg.window.lock();
         if *owner == self.cfg.generation {
+            trace::credits(xid, self.credits.load(Ordering::Relaxed), grant);
             self.credits.store(grant, Ordering::Relaxed);
             self.xprt.set_cwnd(credits::cwnd_from_credits(grant));
         }

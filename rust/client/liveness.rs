@@ -8,7 +8,7 @@ use core::sync::atomic::Ordering;
 use kernel::sync::Arc;
 
 use crate::kapi::{
-    time,
+    time, trace,
     work::{self, DelayedWorkItem},
 };
 
@@ -37,7 +37,12 @@ impl DelayedWorkItem<LIVENESS> for RdmaXprt {
         let last = this.receives_seen.swap(seen, Ordering::Relaxed);
         if seen == last && this.xprt.replies_awaited() > 0 {
             // An error means the connection is on its way down anyway.
-            let _ = ep.conn.probe();
+            match ep.conn.probe() {
+                Ok(true) => trace::probe(|| this.xprt.addr_str(), 1),
+                // One is out already.
+                Ok(false) => {}
+                Err(e) => trace::probe(|| this.xprt.addr_str(), e.to_errno()),
+            }
         }
         drop(ep);
         RdmaXprt::schedule_liveness(&this);

@@ -12,7 +12,7 @@ use crate::{
     kapi::{
         errno,
         rpc::{Rqst, Transport, Which, Xprt},
-        PAGE_SIZE,
+        trace, PAGE_SIZE,
     },
     proto::{
         plan, stats, v1,
@@ -90,6 +90,7 @@ impl RdmaXprt {
         match self.post(ep, rqst, p, registered, lists) {
             Ok((regions, pages)) => {
                 self.count_call(p, regions.len());
+                trace::marshal(rqst, p.xid, || marshalled(p));
                 *posted = regions;
                 *sent = pages;
                 *reply = shape;
@@ -110,7 +111,16 @@ impl RdmaXprt {
         let xid = u32::from_be(rqst.xid_be());
         let version = match shared.settled() {
             Some(v) => v,
-            None => shared.version.lock().for_call(xid).ok_or_else(errno::EPROTONOSUPPORT)?,
+            None => {
+                let mut g = shared.version.lock();
+                let unprobed = matches!(*g, v2::ConnVersion::Unprobed);
+                let v = g.for_call(xid).ok_or_else(errno::EPROTONOSUPPORT)?;
+                drop(g);
+                if unprobed && v == Version::V2 {
+                    trace::version(|| self.xprt.addr_str(), xid, trace::VersionEvent::Probe as u32, 2);
+                }
+                v
+            }
         };
         let (inline_send, inline_recv) = shared.inline();
         // A Version Two header has one more word (the direction) than the
@@ -203,6 +213,33 @@ impl RdmaXprt {
         add(&st.pullup_copy, n.pullup_bytes);
         add(&st.nomsg_calls, n.nomsg_calls);
         add(&COUNTERS.mrs_registered, registered as u64);
+    }
+}
+
+/// What the `marshal` trace event reports of the call planned as `p`.
+fn marshalled(p: &Planned) -> trace::Marshalled {
+    let s = &p.snd;
+    let rtype = match p.call {
+        plan::CallPlan::Inline { pullup: true } if s.page_len == 0 && s.tail.len == 0 => trace::ChunkType::Inline,
+        plan::CallPlan::Inline { pullup: true } => trace::ChunkType::Pullup,
+        plan::CallPlan::Inline { pullup: false } => trace::ChunkType::Mapped,
+        plan::CallPlan::ReadChunk { .. } => trace::ChunkType::ReadList,
+        plan::CallPlan::LongCall { .. } => trace::ChunkType::LongCall,
+    };
+    let wtype = match p.reply {
+        plan::ReplyPlan::Inline => trace::ChunkType::Inline,
+        plan::ReplyPlan::WriteChunk { .. } => trace::ChunkType::WriteList,
+        plan::ReplyPlan::ReplyChunk { .. } => trace::ChunkType::ReplyChunk,
+    };
+    let (r, w, rc) = (p.call.read_segments(), p.reply.write_chunk_segments(), p.reply.reply_chunk_segments());
+    // Version Two's header has the direction word more.
+    let extra = if p.version == Version::V2 { 4 } else { 0 };
+    trace::Marshalled {
+        version: p.version.number(),
+        hdrlen: plan::call_header_len(r, w, rc) + extra,
+        xdr: (s.head.len, s.page_len, s.tail.len),
+        rtype,
+        wtype,
     }
 }
 
@@ -312,6 +349,7 @@ impl RdmaXprt {
                     self.close(x);
                     return Err(e);
                 }
+                trace::marshal_failed(u32::from_be(rqst.xid_be()), e.to_errno());
                 self.stats.failed_marshal.fetch_add(1, Ordering::Relaxed);
                 return Err(EIO);
             }

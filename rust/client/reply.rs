@@ -5,13 +5,14 @@
 
 use core::sync::atomic::Ordering;
 
-use kernel::prelude::*;
+use kernel::{c_str, prelude::*, str::CStr};
 
 use crate::verbs::{Live, PagesInFlight, PostedRegistration};
 use crate::{
     kapi::{
         ratelimit::RateLimit,
         rpc::{Released, ReleasedRqst},
+        trace,
     },
     proto::{v1, v2},
 };
@@ -25,8 +26,11 @@ use super::{
 };
 
 impl EpShared {
-    /// A reply was dropped or failed its RPC as malformed or unexpected.
-    pub(super) fn count_bad_reply(&self) {
+    /// A reply was dropped or failed its RPC as malformed or unexpected
+    /// (`why`, for the `bad_reply` trace event; `xid` as it said, if it
+    /// said).
+    pub(super) fn count_bad_reply(&self, xid: u32, why: &'static CStr) {
+        trace::bad_reply(|| self.xprt.addr_str(), xid, why);
         // In the transport's statistics, which outlive the connection: the
         // mountstats count only grows.
         self.stats.bad_reply.fetch_add(1, Ordering::Relaxed);
@@ -36,8 +40,8 @@ impl EpShared {
     /// A reply's Write or Reply chunk does not match what its call offered:
     /// the server claims bytes it had no memory to write. Fails the RPC
     /// rather than hand stale buffer contents to the caller as data.
-    pub(super) fn foreign_chunk(&self, e: &v1::ReturnedChunkError) -> Error {
-        self.count_bad_reply();
+    pub(super) fn foreign_chunk(&self, xid: u32, e: &v1::ReturnedChunkError) -> Error {
+        self.count_bad_reply(xid, c_str!("chunk does not match the one offered"));
         static MSG: RateLimit = RateLimit::new();
         if MSG.allow() {
             pr_warn!("{}: reply chunk does not match the one offered ({:?}): RPC failed\n", self.xprt.addr_str(), e);
@@ -54,7 +58,7 @@ impl EpShared {
             // Another version's request gets ERR_VERS; anything else that
             // does not parse (short, bad procedure, bad lists) is dropped.
             if !self.refuse_version(conn, data) {
-                self.count_bad_reply();
+                self.count_bad_reply(v1::peek(data).map_or(0, |p| p.xid), c_str!("header does not decode"));
             }
             return;
         };
@@ -66,11 +70,11 @@ impl EpShared {
                 if *dir == Some(v2::Direction::Call) || (dir.is_none() && is_backward_call(inc.xid, inc.payload)) =>
             {
                 if !is_backward_call(inc.xid, inc.payload) {
-                    self.count_bad_reply();
+                    self.count_bad_reply(inc.xid, c_str!("backward direction but not a call"));
                 } else if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() {
                     // Its credit field asks for reverse credits; it is no
                     // grant of forward ones (RFC 8167 section 4.1).
-                    self.backward_call(inc.payload);
+                    self.backward_call(inc.xid, inc.payload);
                 } else {
                     self.refuse_backward_chunks(conn, inc.xid);
                 }
@@ -92,7 +96,7 @@ impl EpShared {
             // No such XID (a late reply, or a backchannel call): the counter
             // SUNRPC keeps for TCP counts it in `bad_xids`; we count it here.
             // Its credit field is no grant.
-            self.count_bad_reply();
+            self.count_bad_reply(inc.xid, c_str!("no call waits for this XID"));
             return;
         };
         // Only a reply proper grants credits: not an RDMA_ERROR (Version
@@ -100,9 +104,9 @@ impl EpShared {
         // Receives), nor the retired RDMA_MSGP and RDMA_DONE, whose
         // direction we cannot tell (RFC 8167 section 4.1).
         if matches!(inc.kind, Kind::Msg(..) | Kind::NoMsg(..)) {
-            self.grant(inc.credits);
+            self.grant(inc.xid, inc.credits);
         }
-        self.complete(rqst, inc.payload, verdict);
+        self.complete(inc.xid, inc.credits, rqst, inc.payload, verdict);
     }
 
     /// Finds the request `xid`, judges its reply of `kind` against what
@@ -146,30 +150,41 @@ impl EpShared {
         Some((rqst.released(Released::new(inv, done)), verdict))
     }
 
-    pub(super) fn complete(&self, rqst: ReleasedRqst, payload: &[u8], verdict: Verdict) {
-        let bad = || {
-            self.count_bad_reply();
+    /// Completes the request `rqst` with the reply `xid` (granting
+    /// `credits`), whose RPC message is `payload` and whose chunks the
+    /// verdict judged.
+    pub(super) fn complete(&self, xid: u32, credits: u32, rqst: ReleasedRqst, payload: &[u8], verdict: Verdict) {
+        let bad = |why| {
+            self.count_bad_reply(xid, why);
             EIO
         };
+        let matched = |wtype: trace::ChunkType, written: u64| {
+            trace::reply(xid, credits, wtype as u32, written as u32);
+        };
         match verdict {
-            Verdict::Inline => rqst.complete_with(payload),
+            Verdict::Inline => {
+                matched(trace::ChunkType::Inline, 0);
+                rqst.complete_with(payload)
+            }
             Verdict::Written(written) => {
                 if written > u64::from(rqst.reply_buf().pages().1) {
-                    return rqst.fail(bad());
+                    return rqst.fail(bad(c_str!("Write chunk longer than the reply's pages")));
                 }
+                matched(trace::ChunkType::WriteList, written);
                 self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
                 complete_write_chunk(rqst, payload, written as u32)
             }
             Verdict::ReplyWritten(written) => {
                 if written > u64::from(rqst.reply_buf().lengths_and_flags().1) {
-                    return rqst.fail(bad());
+                    return rqst.fail(bad(c_str!("Reply chunk longer than the reply buffer")));
                 }
+                matched(trace::ChunkType::ReplyChunk, written);
                 self.stats.total_rdma_reply.fetch_add(written, Ordering::Relaxed);
                 rqst.complete_reply_chunk(written as u32)
             }
-            Verdict::Foreign(e) => rqst.fail(self.foreign_chunk(&e)),
+            Verdict::Foreign(e) => rqst.fail(self.foreign_chunk(xid, &e)),
             Verdict::Error => rqst.fail(EIO),
-            Verdict::Bad => rqst.fail(bad()),
+            Verdict::Bad => rqst.fail(bad(c_str!("chunks the call did not offer"))),
         }
     }
 }
@@ -232,7 +247,13 @@ impl<'a> Incoming<'a> {
         let kind = match h.body {
             v1::Body::Msg(c) => Kind::Msg(c, None),
             v1::Body::NoMsg(c) => Kind::NoMsg(c, None),
-            v1::Body::Error(_) => Kind::Error,
+            v1::Body::Error(e) => {
+                match e {
+                    v1::ErrorBody::Vers { low, high } => trace::err(h.xid, v1::ERR_VERS, low, high),
+                    v1::ErrorBody::Chunk => trace::err(h.xid, v1::ERR_CHUNK, 0, 0),
+                }
+                Kind::Error
+            }
             _ => Kind::Retired,
         };
         Some(Incoming { xid: h.xid, credits: h.credits, kind, payload })
@@ -243,7 +264,14 @@ impl<'a> Incoming<'a> {
         let kind = match h.body {
             v2::Body::Msg(c) => Kind::Msg(c.lists, Some(c.direction)),
             v2::Body::NoMsg(c) => Kind::NoMsg(c.lists, Some(c.direction)),
-            v2::Body::Error(_) => Kind::Error,
+            v2::Body::Error(e) => {
+                let (low, high) = match e {
+                    v2::ErrorBody::Vers { low, high } => (low, high),
+                    _ => (0, 0),
+                };
+                trace::err(h.xid, e.code(), low, high);
+                Kind::Error
+            }
             v2::Body::Optional(o) => Kind::Optional(o),
         };
         Some(Incoming { xid: h.xid, credits: h.credit, kind, payload })

@@ -12,11 +12,11 @@
 
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use kernel::prelude::*;
+use kernel::{c_str, prelude::*};
 
 use crate::verbs::Live;
 use crate::{
-    kapi::errno,
+    kapi::{errno, trace},
     proto::{
         credits, v1,
         v2::{self, ConnVersion, Decision, Version},
@@ -72,7 +72,7 @@ impl EpShared {
         if (low..=high).contains(&p.vers) || p.procedure == v1::RDMA_ERROR {
             return false;
         }
-        self.count_bad_reply();
+        self.count_bad_reply(p.xid, c_str!("request in a version we do not speak"));
         if self.send_answer(conn, "ERR_VERS", |buf| {
             v1::encode_err_vers_any_version(buf, p.xid, ours, BC_SLOTS as u32, low, high).map_err(|_| EINVAL)
         }) {
@@ -101,7 +101,10 @@ impl EpShared {
                     d = Decision::NoCommonVersion { low, high };
                 }
             }
-            self.settled.store(settled_number(&g), Ordering::Release);
+            let settled = settled_number(&g);
+            self.settled.store(settled, Ordering::Release);
+            let xid = v1::peek(data).map_or(0, |p| p.xid);
+            trace::version(|| self.xprt.addr_str(), xid, trace::VersionEvent::Settled as u32, settled);
             d
         };
         self.apply_decision(conn, data, invalidated, decision)
@@ -118,6 +121,8 @@ impl EpShared {
             // A refused probe (RejectedV2) still settles Version Two; the
             // error fails the probe's RPC in `reply`, and grants nothing.
             Decision::UseV2 { .. } | Decision::RejectedV2(_) => {
+                let xid = v1::peek(data).map_or(0, |p| p.xid);
+                trace::version(|| self.xprt.addr_str(), xid, trace::VersionEvent::Accepted as u32, 2);
                 COUNTERS.v2_connections.fetch_add(1, Ordering::Relaxed);
                 pr_info!("{}: using RPC-over-RDMA Version Two\n", addr);
                 // Our characteristics go only where the grant has room for
@@ -143,6 +148,7 @@ impl EpShared {
                     high
                 );
                 let Ok(p) = v1::peek(data) else { return false };
+                trace::version(|| self.xprt.addr_str(), p.xid, trace::VersionEvent::Fallback as u32, 1);
                 self.resend_xid.store(u64::from(p.xid), Ordering::Release);
                 if let Some((rqst, _)) = self.take_request(conn, &Kind::Error, p.xid, invalidated) {
                     // SUNRPC encodes and transmits it again (call_status).
@@ -168,7 +174,7 @@ impl EpShared {
             Decision::UnexpectedVersion(_) | Decision::Malformed(_) => {
                 // Not an answer a Version Two server gives: speak Version
                 // One to it from now on.
-                self.count_bad_reply();
+                self.count_bad_reply(v1::peek(data).map_or(0, |p| p.xid), c_str!("unexpected answer to the probe"));
                 remember_v1_only(self.server_key);
                 self.force_disconnect();
                 false

@@ -5,13 +5,13 @@
 
 use core::sync::atomic::Ordering;
 
-use kernel::prelude::*;
+use kernel::{c_str, prelude::*};
 
 use crate::proto::{
     v2,
     xchar::{self, Characteristics, XchOp, Xchar, XcharSpec, XcharSubset},
 };
-use crate::verbs::Live;
+use crate::{kapi::trace, verbs::Live};
 
 use super::{backchannel::BC_SLOTS, conn::EpShared, stats::COUNTERS};
 
@@ -40,6 +40,7 @@ impl EpShared {
         // ([`Self::grant`]); later replies grant afresh.
         let max = self.max_requests.load(Ordering::Relaxed);
         self.grant_debt.store(1, Ordering::Relaxed);
+        trace::xchar(|| self.xprt.addr_str(), 0, xid, 1);
         self.send_answer(conn, "ROPT_INITXCH", |buf| {
             op.encode_message(xid, max, v2::Direction::Call, buf).map_err(|_| EINVAL)
         });
@@ -59,11 +60,19 @@ impl EpShared {
         let op = match XchOp::from_optional(o) {
             Ok(op) => op,
             Err(e) => {
-                self.count_bad_reply();
+                trace::xchar(|| self.xprt.addr_str(), 1, xid, 0);
+                self.count_bad_reply(xid, c_str!("malformed characteristics message"));
                 return err(e.reply());
             }
         };
         COUNTERS.xchar_messages.fetch_add(1, Ordering::Relaxed);
+        let code = match op {
+            XchOp::InitXch { .. } => 1,
+            XchOp::UpdXch { .. } => 2,
+            XchOp::ReqXch { .. } => 3,
+            XchOp::RespXch { .. } => 4,
+        };
+        trace::xchar(|| self.xprt.addr_str(), 1, xid, code);
         match op {
             XchOp::InitXch { .. } | XchOp::UpdXch { .. } => {
                 let (before, merged, after) = {
@@ -75,7 +84,7 @@ impl EpShared {
                 };
                 if let Ok(m) = merged {
                     if m.inconsistent || !m.invalid.is_empty() {
-                        self.count_bad_reply();
+                        self.count_bad_reply(xid, c_str!("inconsistent or invalid characteristics"));
                     }
                 }
                 if before != after {
@@ -117,7 +126,7 @@ impl EpShared {
             // We never ask the server to change anything: a response
             // answers nothing of ours (xcharext section 4).
             XchOp::RespXch { .. } => {
-                self.count_bad_reply();
+                self.count_bad_reply(xid, c_str!("unsolicited characteristics response"));
                 err(v2::ErrorBody::InvalOption)
             }
         }

@@ -56,6 +56,7 @@ use crate::{
         errno,
         net::{Net, SockAddr},
         page::PageRef,
+        trace,
     },
     sys,
 };
@@ -859,6 +860,7 @@ impl<V: Events> Conn<V> {
         fill(&mut w)?;
         let n = w.n;
         let seg = mr.map(&mut m, n, to_device, xid)?;
+        trace::mr_map(xid, mr.index.into(), n as i32, seg.handle, seg.length, seg.offset, u32::from(!to_device));
         // The region now belongs to `reg`, until invalidated or released.
         m.hand_off();
         if held.n == 0 {
@@ -927,9 +929,11 @@ impl<V: Events> Conn<V> {
             let rkey = FrMr::rkey(&m);
             if !remote_seen && remotely_invalidated == Some(rkey) {
                 remote_seen = true;
+                trace::mr_reminv(i.into(), rkey);
                 m.hand_off();
                 continue;
             }
+            trace::mr_localinv(i.into(), rkey);
             mr.inv_done.store(false, Ordering::Relaxed);
             let wr = &mut m.inv_wr;
             wr.next = chain;
@@ -1174,6 +1178,7 @@ unsafe fn completion<'a, V: Events>(
 unsafe extern "C" fn recv_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
     // SAFETY: per the function's contract.
     let (conn, buf, wc) = unsafe { completion::<V>(cq, wc) };
+    trace::wc_receive(buf.index as u32, wc.status, wc.vendor_err, wc.byte_len);
     match Completion::of(wc) {
         Completion::Ok => {}
         Completion::Flushed => return,
@@ -1222,6 +1227,7 @@ unsafe extern "C" fn recv_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_
 unsafe extern "C" fn send_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
     // SAFETY: per the function's contract.
     let (conn, buf, wc) = unsafe { completion::<V>(cq, wc) };
+    trace::wc_send(buf.index as u32, wc.status, wc.vendor_err, 0);
     let n = conn.reclaim_sends(buf.index);
     conn.events.send_completed(Completion::of(wc), n);
 }

@@ -131,6 +131,16 @@ impl Rqst<'_> {
         unsafe { sys::rpcrdma_rs_stamp_xmit(self.raw.as_ptr()) }
     }
 
+    /// The ids of the request's task and its RPC client, as trace events
+    /// print them (0 and `u32::MAX` without a task).
+    pub(crate) fn task_ids(&self) -> (u32, u32) {
+        let (mut task, mut client) = (0, 0);
+        // SAFETY: the request is the sending task's (type invariant); the
+        // helper only reads it and writes the two integers.
+        unsafe { sys::rpcrdma_rs_rqst_task_ids(self.raw.as_ptr(), &mut task, &mut client) };
+        (task, client)
+    }
+
     /// Accounts a transmission.
     pub(crate) fn sent(&self, bytes: usize) {
         // SAFETY: these fields belong to the sending task, which is us.

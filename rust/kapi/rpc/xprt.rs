@@ -564,6 +564,14 @@ pub(crate) struct AddrText {
 
 compat::printable!(AddrText);
 
+impl AddrText {
+    /// The text as a C string (NUL-terminated: the copy leaves room for
+    /// the NUL), for C.
+    pub(crate) fn as_c_ptr(&self) -> *const kernel::ffi::c_char {
+        self.buf.as_ptr().cast()
+    }
+}
+
 impl core::fmt::Display for AddrText {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let len = self.buf.iter().position(|&b| b == 0).unwrap_or(self.buf.len());
