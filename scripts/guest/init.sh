@@ -122,6 +122,13 @@ server)
           continue ;;
         rxe-counters)
           { rxe_nonzero; echo; } > "$share/res.$id.tmp" 2>&1 ;;
+        addr\ *)
+          # addr add|del A: another IPv4 address of the server on the link
+          # (NFSv4.1 session trunking needs two of the same family).
+          set -- ${cmd#addr }
+          case "$1" in add|del) { ip addr "$1" "$2/24" dev eth0; echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
+            *) echo "rc=1 usage: addr add|del A" > "$share/res.$id.tmp" ;;
+          esac ;;
         cb-state)
           # The callback channel state knfsd keeps for each client.
           { grep -h 'callback state' /proc/fs/nfsd/clients/*/info | awk '{ print $3 }' | tr '\n' ' '; echo; } > "$share/res.$id.tmp" 2>&1 ;;
