@@ -140,7 +140,9 @@ build_module_at() {
   git worktree prune
   git worktree add -q --detach "$wt" "$rev"
   log "building the module at $(git -C "$wt" log --oneline -1)"
-  make -s -C "$wt" module
+  # Against the kernel the testbed boots (this tree's), not the one the
+  # revision's own kernel config would name.
+  make -s -C "$wt" module KDIR="$(bash "$(dirname "${BASH_SOURCE[0]}")/build-kernel.sh" --path)"
   cp "$wt/rpcrdma_rs.ko" "$dest"
   git worktree remove --force "$wt"
 }
