@@ -171,12 +171,6 @@ impl SlotTable {
         self.slot_of(rqst).is_some_and(|slot| slot.storage.provide_buffers(rqst))
     }
 
-    /// True if the buffers of `rqst` are its slot's own (nothing to free).
-    #[inline]
-    pub(super) fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool {
-        self.slot_of(rqst).is_some_and(|slot| slot.storage.owns_buffers(rqst))
-    }
-
     /// See [`RqstStorage::forget_cong`].
     pub(super) fn forget_cong(&self, x: Xprt<'_>) {
         for slot in self.slots.iter() {
@@ -205,22 +199,25 @@ impl SlotTable {
 
 impl RdmaXprt {
     /// Gives back what a request that ended without its reply still holds.
+    /// Returns true if its buffers are its slot's own (nothing to free):
+    /// the slot is looked up once for both.
     #[inline]
-    pub(super) fn release_held(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
+    pub(super) fn release_held(&self, x: Xprt<'_>, rqst: &Rqst<'_>) -> bool {
+        let Some(slot) = self.slots.slot_of(rqst) else { return false };
+        let own = slot.storage.owns_buffers(rqst);
         // An RPC that ended without its reply (signal, timeout) may still
         // have regions the server could write into: invalidate them before
-        // its pages go back.
-        let Some(slot) = self.slots.slot_of(rqst) else { return };
-        // The usual case: the reply handler already took both back.
+        // its pages go back. The usual case: the reply handler already took
+        // both back.
         if !slot.holds() {
-            return;
+            return own;
         }
         let mut st = slot.state().lock();
         let (reg, sent) = st.take();
         slot.set_holds(&mut st, false);
         drop(st);
         if reg.is_empty() && sent.is_none() {
-            return;
+            return own;
         }
         if let Some(ep) = self.endpoint() {
             let _done = ep.conn.wait_sent(sent);
@@ -235,5 +232,6 @@ impl RdmaXprt {
         // Without a connection the token is stale: its regions were
         // released when that connection was torn down, and dropping the
         // token here releases nothing twice.
+        own
     }
 }

@@ -136,12 +136,7 @@ impl rpc::Transport for RdmaXprt {
     }
 
     #[inline]
-    fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool {
-        self.slots.owns_buffers(rqst)
-    }
-
-    #[inline]
-    fn release_request(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
+    fn release_request(&self, x: Xprt<'_>, rqst: &Rqst<'_>) -> bool {
         self.release_held(x, rqst)
     }
 

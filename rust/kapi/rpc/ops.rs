@@ -26,14 +26,14 @@ pub(crate) trait Transport: Send + Sync + Sized {
     /// Take a request slot back ([`RqstStorage::take_back`]).
     fn free_slot(&self, xprt: Xprt<'_>, rqst: FreedRqst<'_>);
     /// The task is done with its buffers; release what the transport holds
-    /// for the request (its memory registrations). May sleep.
-    fn release_request(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>);
+    /// for the request (its memory registrations). Returns true if the
+    /// request's buffers are the transport's own ([`Transport::provide_buffers`]
+    /// made them), false if SUNRPC's allocator's are to be freed. May sleep.
+    fn release_request(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>) -> bool;
     /// Point the request's call and reply buffers at memory the transport
     /// keeps for it ([`RqstStorage::provide_buffers`]); false if it has none
     /// large enough (SUNRPC's allocator is used instead).
     fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool;
-    /// True if the request's buffers are the transport's own.
-    fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool;
     /// Start (re)connecting; `task` waits on the pending queue.
     fn connect(this: ArcBorrow<'_, Self>, xprt: Xprt<'_>, task: &Task<'_>);
     /// Close the connection (SUNRPC holds the send lock).
@@ -181,9 +181,8 @@ unsafe extern "C" fn buf_free<T: Transport>(task: *mut sys::rpc_task) {
         let Some(raw) = NonNull::new(rqst) else { return };
         let (x, t) = Xprt::transport::<T>((*rqst).rq_xprt);
         let r = Rqst { raw, _life: PhantomData };
-        t.release_request(x, &r);
         // Only what `rpcrdma_rs_buf_alloc` allocated goes back to it.
-        if !t.owns_buffers(&r) {
+        if !t.release_request(x, &r) {
             sys::rpcrdma_rs_buf_free(task);
         }
     }
