@@ -250,28 +250,28 @@ impl<'a> Words<'a> {
         Self { rest: buf, short: false }
     }
 
-    /// Stores an unsigned 32-bit integer.
+    /// Stores `N` bytes.
     #[inline(always)]
-    pub fn u32(&mut self, v: u32) {
-        match core::mem::take(&mut self.rest).split_first_chunk_mut::<4>() {
+    fn put<const N: usize>(&mut self, bytes: [u8; N]) {
+        match core::mem::take(&mut self.rest).split_first_chunk_mut::<N>() {
             Some((word, rest)) => {
-                *word = v.to_be_bytes();
+                *word = bytes;
                 self.rest = rest;
             }
             None => self.short = true,
         }
     }
 
+    /// Stores an unsigned 32-bit integer.
+    #[inline(always)]
+    pub fn u32(&mut self, v: u32) {
+        self.put(v.to_be_bytes());
+    }
+
     /// Stores an unsigned 64-bit hyper integer.
     #[inline(always)]
     pub fn u64(&mut self, v: u64) {
-        match core::mem::take(&mut self.rest).split_first_chunk_mut::<8>() {
-            Some((word, rest)) => {
-                *word = v.to_be_bytes();
-                self.rest = rest;
-            }
-            None => self.short = true,
-        }
+        self.put(v.to_be_bytes());
     }
 
     /// Succeeds if every word fitted and the buffer is full.
