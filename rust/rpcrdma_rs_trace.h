@@ -368,17 +368,8 @@ TRACE_EVENT(rpcrdma_rs_xchar,
 );
 
 /* A liveness probe posted (status 1) or answered (0) or failed (-errno). */
-TRACE_EVENT(rpcrdma_rs_probe,
-	TP_PROTO(const char *peer, int status),
-	TP_ARGS(peer, status),
-	TP_STRUCT__entry(
-		__string(peer, peer)
-		__field(int, status)
-	),
-	TP_fast_assign(
-		__assign_str(peer);
-		__entry->status = status;
-	),
+DEFINE_EVENT_PRINT(rpcrdma_rs_peer_status, rpcrdma_rs_probe,
+	TP_PROTO(const char *peer, int status), TP_ARGS(peer, status),
 	TP_printk("peer=%s %s status=%d", __get_str(peer),
 		  __entry->status > 0 ? "posted" :
 		  __entry->status == 0 ? "answered" : "failed",
