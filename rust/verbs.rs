@@ -52,6 +52,13 @@ pub(crate) trait ConnHandler: Send + Sync + Sized {
     /// failed, not flushed: the connection must be dropped.
     fn receive_failed(&self, status: u32);
 
+    /// A work request was flushed while the connection was up (not in
+    /// its teardown): the queue pair went to the error state without an
+    /// error completion of ours, say because its responder met an error
+    /// serving the peer. Called for every such completion; the connection
+    /// must be dropped.
+    fn queue_pair_flushed(&self);
+
     /// A LOCAL_INV could not be posted. The queue pair is already in the
     /// error state (the regions' rkeys reach nothing any more); the
     /// connection must be dropped.

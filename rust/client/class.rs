@@ -20,11 +20,22 @@ pub(super) const XPRT_TRANSPORT_RDMA: u32 = 256;
 /// Largest RPC payload (the in-tree client's: 1 MiB plus a page).
 pub(super) const MAX_PAYLOAD: u32 = (1 << 20) + PAGE_SIZE;
 
-/// First reconnect delay, and the idle time before autoclose (in-tree values).
+/// The wait between the starts of two connect attempts: SUNRPC doubles it
+/// after each failed attempt, from `INIT_REEST_S` up to `MAX_REEST_S`.
 pub(super) const INIT_REEST_S: u32 = 5;
 
-pub(super) const MAX_REEST_S: u32 = 30;
+/// The longest wait between connect attempts. The in-tree client lets it
+/// grow to 30 s: after a link loss of 20 s its mount can then sit idle for
+/// up to 30 s with the link back, waiting for the next attempt. An
+/// attempt costs an ARP request and a CM REQ (or fails in address
+/// resolution, after `RESOLVE_TIMEOUT_MS`), so one every 5 s while the
+/// server is unreachable is cheap, and it bounds the recovery after the
+/// link's return: the next attempt starts within 5 s, and a REQ lost just
+/// before the return is sent again by the CM within 5 s
+/// (`nfs_link_flap` holds it to 10 s over 20 losses).
+pub(super) const MAX_REEST_S: u32 = 5;
 
+/// The idle time before autoclose (the in-tree client's).
 pub(super) const IDLE_DISC_S: u32 = 5 * 60;
 
 pub(super) const BIND_S: u32 = 60;

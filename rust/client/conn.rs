@@ -222,6 +222,23 @@ impl ConnHandler for EpShared {
         self.force_disconnect();
     }
 
+    fn queue_pair_flushed(&self) {
+        // A disconnect under way (ours, or the server's DISCONNECTED)
+        // flushes the queue pair too: nothing new then.
+        if self.disconnecting.load(Ordering::Acquire) {
+            return;
+        }
+        COUNTERS.flushed_connections.fetch_add(1, Ordering::Relaxed);
+        static MSG: RateLimit = RateLimit::new();
+        if MSG.allow() {
+            pr_warn!(
+                "{}: queue pair in the error state with no error completion of ours: reconnecting\n",
+                self.xprt.addr_str()
+            );
+        }
+        self.force_disconnect();
+    }
+
     fn counters(&self) -> &'static VerbsCounters {
         &COUNTERS.verbs
     }

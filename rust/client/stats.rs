@@ -58,6 +58,9 @@ pub(crate) struct ModuleCounters {
     /// LOCAL_INV requests that could not be posted, each closing its
     /// connection before the RPC completed.
     pub(crate) invalidate_failures: AtomicU64,
+    /// Connections dropped because their queue pair went to the error
+    /// state with only flushed completions to show for it.
+    pub(crate) flushed_connections: AtomicU64,
     /// What the connections count: Sends, Receive buffers, probes.
     pub(crate) verbs: VerbsCounters,
     /// A test hook (debugfs `fail_local_inv`, writable): the next N
@@ -85,13 +88,14 @@ impl ModuleCounters {
             err_vers_sent: AtomicU64::new(0),
             backward_replies_unsendable: AtomicU64::new(0),
             invalidate_failures: AtomicU64::new(0),
+            flushed_connections: AtomicU64::new(0),
             verbs: VerbsCounters::new(),
             fail_local_inv: AtomicU64::new(0),
         }
     }
 
     /// The read-only debugfs files: name and counter.
-    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 19] {
+    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 20] {
         [
             (c_str!("mrs_registered"), &self.mrs_registered),
             (c_str!("remote_invalidations"), &self.remote_invalidations),
@@ -105,6 +109,7 @@ impl ModuleCounters {
             (c_str!("xchar_messages"), &self.xchar_messages),
             (c_str!("liveness_probes"), &self.verbs.probes),
             (c_str!("liveness_probe_failures"), &self.liveness_probe_failures),
+            (c_str!("flushed_connections"), &self.flushed_connections),
             (c_str!("sends"), &self.verbs.sends),
             (c_str!("sends_signalled"), &self.verbs.sends_signalled),
             (c_str!("sends_mapped"), &self.verbs.sends_mapped),

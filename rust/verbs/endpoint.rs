@@ -116,6 +116,10 @@ impl<T: ConnHandler> Events for EpState<T> {
         self.handler.receive_failed(status);
     }
 
+    fn flushed(&self) {
+        self.handler.queue_pair_flushed();
+    }
+
     fn send_completed(&self, how: Completion, reclaimed: usize) {
         if reclaimed > 0 {
             self.note_release();

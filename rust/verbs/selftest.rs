@@ -160,6 +160,12 @@ impl ConnHandler for Side {
         self.changed.notify_all();
     }
 
+    fn queue_pair_flushed(&self) {
+        pr_err!("verbs self-test: work flushed on a live connection\n");
+        self.broken.store(true, Ordering::Relaxed);
+        self.changed.notify_all();
+    }
+
     fn send_done(&self, how: Completion) {
         if let Completion::Failed(status) = how {
             pr_err!("verbs self-test: a Send failed (status {})\n", status);

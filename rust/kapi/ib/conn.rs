@@ -163,6 +163,13 @@ pub(crate) trait Events: Send + Sync + Sized {
     /// connection must be dropped.
     fn work_failed(&self, status: u32);
 
+    /// A work request came back flushed before the connection's teardown
+    /// began: the queue pair went to the error state for a reason no
+    /// completion of ours shows (an error its responder hit serving the
+    /// peer, a disconnect). The connection must be dropped. Called for
+    /// each such completion.
+    fn flushed(&self);
+
     /// A signalled Send completed; `reclaimed` Send buffers (it and those
     /// posted before it) are idle again.
     fn send_completed(&self, how: Completion, reclaimed: usize);
@@ -549,6 +556,14 @@ impl<V: Events> Conn<V> {
 
     fn id(&self) -> Result<&CmId> {
         self.id.as_ref().ok_or(EINVAL)
+    }
+
+    /// A completion came back flushed: our own teardown (`dying`) flushes
+    /// everything and says nothing; any other flush is news to the owner.
+    fn note_flushed(&self) {
+        if !self.dying.load(Ordering::Acquire) {
+            self.events.flushed();
+        }
     }
 
     /// See [`CmId::resolve_addr`].
@@ -1181,7 +1196,10 @@ unsafe extern "C" fn recv_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_
     trace::wc_receive(buf.index as u32, wc.status, wc.vendor_err, wc.byte_len);
     match Completion::of(wc) {
         Completion::Ok => {}
-        Completion::Flushed => return,
+        Completion::Flushed => {
+            conn.note_flushed();
+            return;
+        }
         Completion::Failed(status) => {
             conn.events.work_failed(status);
             return;
@@ -1229,7 +1247,11 @@ unsafe extern "C" fn send_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_
     let (conn, buf, wc) = unsafe { completion::<V>(cq, wc) };
     trace::wc_send(buf.index as u32, wc.status, wc.vendor_err, 0);
     let n = conn.reclaim_sends(buf.index);
-    conn.events.send_completed(Completion::of(wc), n);
+    let how = Completion::of(wc);
+    if how == Completion::Flushed {
+        conn.note_flushed();
+    }
+    conn.events.send_completed(how, n);
 }
 
 /// Liveness probe completion.
@@ -1246,6 +1268,9 @@ unsafe extern "C" fn probe_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib
     // SAFETY: the probe completed: the WR is no longer posted, and the next
     // probe may reuse it.
     drop(unsafe { conn.probe.take_back() });
+    if how == Completion::Flushed {
+        conn.note_flushed();
+    }
     conn.events.probe_done(how);
 }
 
@@ -1277,8 +1302,10 @@ unsafe fn mr_completion<'a, V: Events>(
 unsafe extern "C" fn reg_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
     // SAFETY: per the function's contract.
     let (conn, _mr, wc) = unsafe { mr_completion::<V>(cq, wc, core::mem::offset_of!(FrMr, reg_cqe)) };
-    if let Completion::Failed(status) = Completion::of(wc) {
-        conn.events.work_failed(status);
+    match Completion::of(wc) {
+        Completion::Ok => {}
+        Completion::Flushed => conn.note_flushed(),
+        Completion::Failed(status) => conn.events.work_failed(status),
     }
 }
 
@@ -1295,8 +1322,10 @@ unsafe extern "C" fn inv_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_w
     note_invalidated(mr, how == Completion::Ok);
     drop(g);
     conn.inv_wait.notify_all();
-    if let Completion::Failed(status) = how {
-        conn.events.work_failed(status);
+    match how {
+        Completion::Ok => {}
+        Completion::Flushed => conn.note_flushed(),
+        Completion::Failed(status) => conn.events.work_failed(status),
     }
 }
 
