@@ -13,7 +13,8 @@
 #   make selftests  guest selftests (TAP) on the two-guest testbed
 #   make long-check the long suites: fio verify with up to 512 MiB per job
 #                   (~2.3 GiB), a 50,000-entry directory, reconnects that
-#                   hit callbacks in flight, every selftest over the C
+#                   hit callbacks in flight, 20 link losses each recovered
+#                   within 10 s, every selftest over the C
 #                   client (the hostile peer included), fuzzing
 #   make check-all  make check with every selftest on every supported kernel
 #                   line (both test kernels and Debian's stock 7.3 image)
@@ -111,7 +112,7 @@ soak: module
 long-check: module
 	bash scripts/testbed.sh --timeout 7200 \
 		env RDMARS_TEST_TIMEOUT=5400 RDMARS_FIO_SIZE=512M RDMARS_BIG_DIR_ENTRIES=50000 RDMARS_RECONNECT_INFLIGHT=1 \
-		selftests/run_guest.sh nfs_fio_verify nfs_large_directory nfs41_reconnect_callbacks
+		RDMARS_LINK_FLAPS=20 selftests/run_guest.sh nfs_fio_verify nfs_large_directory nfs41_reconnect_callbacks nfs_link_flap
 	bash scripts/testbed.sh --timeout 3600 --client-module c \
 		env RDMARS_BASELINE_HOSTILE=1 RDMARS_PEER_TRUNCATIONS="0 3 4 8 12 15 16 24 27" selftests/run_guest.sh
 	bash scripts/testbed.sh --timeout 1800 \

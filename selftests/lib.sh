@@ -50,6 +50,13 @@ slow_timeo() { if debug_kernel; then echo $(( $1 * 5 )); else echo "$1"; fi; }
 # scripted peer's lifetime, a command's `timeout`), stretched the same way.
 slow_secs() { slow_timeo "$1"; }
 
+# tracefs_ready: mounts tracefs on /sys/kernel/tracing if it is not; false
+# on a kernel without trace events.
+tracefs_ready() {
+  [ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing 2> /dev/null
+  [ -d /sys/kernel/tracing/events ]
+}
+
 # rxe_counters: this guest's soft-RoCE counters that are not zero.
 rxe_counters() {
   local c v

@@ -129,6 +129,28 @@ server)
           case "$1" in add|del) { ip addr "$1" "$2/24" dev eth0; echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
             *) echo "rc=1 usage: addr add|del A" > "$share/res.$id.tmp" ;;
           esac ;;
+        trace-start\ *)
+          # trace-start EVENTS...: records the server's trace events (say
+          # "rpcrdma:* rdma_cma:*") from now on, the old record
+          # cleared: what a client test that times recovery wants to see of
+          # the server's side when it is slow.
+          t=/sys/kernel/tracing
+          [ -d $t/events ] || mount -t tracefs nodev $t
+          { echo 0 > $t/tracing_on; echo > $t/set_event; echo > $t/trace
+            echo 8192 > $t/buffer_size_kb
+            rc=0
+            for e in ${cmd#trace-start }; do echo "$e" >> $t/set_event || { rc=1; echo "no event $e"; }; done
+            echo 1 > $t/tracing_on; echo "rc=$rc $(wc -l < $t/set_event) events"; } > "$share/res.$id.tmp" 2>&1 ;;
+        trace-mark\ *)
+          echo "${cmd#trace-mark }" > /sys/kernel/tracing/trace_marker; echo "rc=$?" > "$share/res.$id.tmp" ;;
+        trace-since\ *)
+          # trace-since TEXT: the record from the last marker TEXT on (its
+          # first 3000 lines).
+          { awk -v m="${cmd#trace-since }" 'index($0, m) { n = NR } { l[NR] = $0 } END { for (i = n; i <= NR; i++) print l[i] }' \
+              /sys/kernel/tracing/trace | head -3000; echo "rc=0"; } > "$share/res.$id.tmp" 2>&1 ;;
+        trace-stop)
+          t=/sys/kernel/tracing
+          { echo 0 > $t/tracing_on; echo > $t/set_event; echo > $t/trace; echo rc=0; } > "$share/res.$id.tmp" 2>&1 ;;
         cb-state)
           # The callback channel state knfsd keeps for each client.
           { grep -h 'callback state' /proc/fs/nfsd/clients/*/info | awk '{ print $3 }' | tr '\n' ' '; echo; } > "$share/res.$id.tmp" 2>&1 ;;

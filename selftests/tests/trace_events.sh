@@ -12,8 +12,7 @@
 . "$(dirname "$0")/../lib.sh"
 only_ours
 T=/sys/kernel/tracing
-[ -d $T/events ] || mount -t tracefs nodev $T 2> /dev/null
-[ -d $T/events ] || skip "no tracefs: a kernel without trace events"
+tracefs_ready || skip "no tracefs: a kernel without trace events"
 unload_all
 dmesg_mark
 modprobe rpcrdma_rs || fail "cannot load rpcrdma_rs"
