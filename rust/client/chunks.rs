@@ -89,25 +89,21 @@ pub(super) fn register_read_chunk(
     reg: &mut Registration,
     out: &mut [v1::ReadSegment; MAX_CHUNK_SEGMENTS],
 ) -> Result<usize> {
+    // A Read chunk for the call's data, or a Long Call's whole message.
+    let position = p.call.read_position().ok_or(EIO)?;
     // The usual Read chunk: a page list one region covers (a write of up
-    // to the region depth), whose one extent needs no splitting.
-    if let (plan::CallPlan::ReadChunk { position, segments: 1, .. }, Some(seg)) = (p.call, out.first_mut()) {
-        if let Some(ext) = plan::single_extent(p.snd.region(plan::RegionKind::Pages), p.limits.geometry()) {
-            let r = ep.conn.register(reg, true, p.xid, |w| fill_sg(rqst.buf(Which::Call), &ext, w))?;
-            *seg = v1::ReadSegment { position, segment: segment(r) };
-            return Ok(1);
+    // to the region depth).
+    let one = match p.call {
+        plan::CallPlan::ReadChunk { segments: 1, .. } => {
+            plan::single_extent(p.snd.region(plan::RegionKind::Pages), p.limits.geometry())
         }
-    }
-    let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
-    let regions = p.call.chunk_regions(&p.snd);
-    let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)
-        .map_err(|_| EIO)?;
-    let position = p.call.read_position().unwrap_or(0);
-    for (ext, seg) in exts.iter().zip(out.iter_mut()).take(n) {
-        let r = ep.conn.register(reg, true, p.xid, |w| fill_sg(rqst.buf(Which::Call), ext, w))?;
-        *seg = v1::ReadSegment { position, segment: segment(r) };
-    }
-    Ok(n)
+        _ => None,
+    };
+    register_extents(ep, rqst, p, reg, Which::Call, one, |i, r| {
+        if let Some(seg) = out.get_mut(i) {
+            *seg = v1::ReadSegment { position, segment: segment(r) };
+        }
+    })
 }
 
 /// Registers the Write or Reply chunk (the reply's destination) the plan
@@ -121,22 +117,48 @@ pub(super) fn register_reply_chunk(
     segs: &mut [v1::Segment; MAX_CHUNK_SEGMENTS],
 ) -> Result<usize> {
     // The usual reply chunk: a Write chunk for a page list one region
-    // covers (a read of up to the region depth), whose one extent needs no
-    // splitting.
-    if let (plan::ReplyPlan::WriteChunk { segments: 1, pad_segment: false, .. }, Some(out)) = (p.reply, segs.first_mut()) {
-        if let Some(ext) = plan::single_extent(p.rcv.region(plan::RegionKind::Pages), p.limits.geometry()) {
-            let r = ep.conn.register(reg, false, p.xid, |w| fill_sg(rqst.buf(Which::Reply), &ext, w))?;
-            *out = segment(r);
-            return Ok(1);
+    // covers (a read of up to the region depth).
+    let one = match p.reply {
+        plan::ReplyPlan::WriteChunk { segments: 1, pad_segment: false, .. } => {
+            plan::single_extent(p.rcv.region(plan::RegionKind::Pages), p.limits.geometry())
         }
+        _ => None,
+    };
+    register_extents(ep, rqst, p, reg, Which::Reply, one, |i, r| {
+        if let Some(seg) = segs.get_mut(i) {
+            *seg = segment(r);
+        }
+    })
+}
+
+/// Registers the pieces of the chunk the plan `p` asks for in `rqst`'s
+/// buffer `which` (the call's data for a Read chunk, the reply's room for a
+/// Write or Reply chunk) and hands each to `put` with its index; returns
+/// how many there are. `one` is the chunk's single extent when the planner
+/// found one (the usual case), which skips gathering and splitting its
+/// regions.
+#[inline]
+fn register_extents(
+    ep: &Endpoint,
+    rqst: &Rqst<'_>,
+    p: &Planned,
+    reg: &mut Registration,
+    which: Which,
+    one: Option<plan::MrExtent>,
+    mut put: impl FnMut(usize, verbs::Registered),
+) -> Result<usize> {
+    // The server reads a call's pieces and writes a reply's.
+    let to_device = which == Which::Call;
+    if let Some(ext) = one {
+        put(0, ep.conn.register(reg, to_device, p.xid, |w| fill_sg(rqst.buf(which), &ext, w))?);
+        return Ok(1);
     }
     let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
-    let regions = p.reply.chunk_regions(&p.rcv);
+    let regions = if to_device { p.call.chunk_regions(&p.snd) } else { p.reply.chunk_regions(&p.rcv) };
     let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)
         .map_err(|_| EIO)?;
-    for (ext, out) in exts.iter().zip(segs.iter_mut()).take(n) {
-        let r = ep.conn.register(reg, false, p.xid, |w| fill_sg(rqst.buf(Which::Reply), ext, w))?;
-        *out = segment(r);
+    for (i, ext) in exts.iter().enumerate().take(n) {
+        put(i, ep.conn.register(reg, to_device, p.xid, |w| fill_sg(rqst.buf(which), ext, w))?);
     }
     Ok(n)
 }

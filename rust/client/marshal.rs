@@ -123,9 +123,8 @@ impl RdmaXprt {
             }
         };
         let (inline_send, inline_recv) = shared.inline();
-        // A Version Two header has one more word (the direction) than the
-        // Version One header the plan sizes.
-        let extra = if version == Version::V2 { 4 } else { 0 };
+        // The plan sizes a Version One header.
+        let extra = version.extra_header_len();
         // A sparse reply page array (NFSv3 GETACL) gets its pages before
         // any of them is planned or registered.
         rqst.fill_sparse_pages()?;
@@ -232,11 +231,9 @@ fn marshalled(p: &Planned) -> trace::Marshalled {
         plan::ReplyPlan::ReplyChunk { .. } => trace::ChunkType::ReplyChunk,
     };
     let (r, w, rc) = (p.call.read_segments(), p.reply.write_chunk_segments(), p.reply.reply_chunk_segments());
-    // Version Two's header has the direction word more.
-    let extra = if p.version == Version::V2 { 4 } else { 0 };
     trace::Marshalled {
         version: p.version.number(),
-        hdrlen: plan::call_header_len(r, w, rc) + extra,
+        hdrlen: plan::call_header_len(r, w, rc) + p.version.extra_header_len(),
         xdr: (s.head.len, s.page_len, s.tail.len),
         rtype,
         wtype,

@@ -88,7 +88,7 @@ impl EpShared {
         if self.settled().is_some() {
             return true;
         }
-        let decision = {
+        let (decision, settled) = {
             let mut g = self.version.lock();
             let mut d = match &mut *g {
                 ConnVersion::Neg(n @ v2::Negotiation::Probing { .. }) => n.on_reply(data),
@@ -103,35 +103,41 @@ impl EpShared {
             }
             let settled = settled_number(&g);
             self.settled.store(settled, Ordering::Release);
-            let xid = v1::peek(data).map_or(0, |p| p.xid);
-            trace::version(|| self.xprt.addr_str(), xid, trace::VersionEvent::Settled as u32, settled);
-            d
+            (d, settled)
         };
-        self.apply_decision(conn, data, invalidated, decision)
+        // The answer's XID (none if it is too short to have one).
+        let xid = v1::peek(data).ok().map(|p| p.xid);
+        trace::version(|| self.xprt.addr_str(), xid.unwrap_or(0), trace::VersionEvent::Settled as u32, settled);
+        self.apply_decision(conn, xid, invalidated, decision)
     }
 
     /// Acts on what the answer to the probe decided: counts and logs it,
     /// sends our characteristics on Version Two, has the probe's call sent
-    /// again as Version One, or fails it. Returns false if `data` was
-    /// consumed here.
-    fn apply_decision(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>, decision: Decision) -> bool {
+    /// again as Version One, or fails it. `xid` is the answer's. Returns
+    /// false if the answer was consumed here.
+    fn apply_decision(
+        &self,
+        conn: &Live<'_, Self>,
+        xid: Option<u32>,
+        invalidated: Option<u32>,
+        decision: Decision,
+    ) -> bool {
         let addr = self.xprt.addr_str();
         match decision {
             Decision::NotForProbe => true,
             // A refused probe (RejectedV2) still settles Version Two; the
             // error fails the probe's RPC in `reply`, and grants nothing.
             Decision::UseV2 { .. } | Decision::RejectedV2(_) => {
-                let xid = v1::peek(data).map_or(0, |p| p.xid);
-                trace::version(|| self.xprt.addr_str(), xid, trace::VersionEvent::Accepted as u32, 2);
+                trace::version(|| self.xprt.addr_str(), xid.unwrap_or(0), trace::VersionEvent::Accepted as u32, 2);
                 COUNTERS.v2_connections.fetch_add(1, Ordering::Relaxed);
                 pr_info!("{}: using RPC-over-RDMA Version Two\n", addr);
                 // Our characteristics go only where the grant has room for
                 // a message without reply beside the next call: the server
                 // assumes the defaults otherwise (xcharext section 4.1).
                 let max = self.max_requests.load(Ordering::Relaxed);
-                if let (Decision::UseV2 { credit }, Ok(p)) = (decision, v1::peek(data)) {
+                if let (Decision::UseV2 { credit }, Some(xid)) = (decision, xid) {
                     if credits::sanitize_grant(credit, max) >= 2 {
-                        self.send_initxch(conn, p.xid);
+                        self.send_initxch(conn, xid);
                     }
                 }
                 true
@@ -147,10 +153,10 @@ impl EpShared {
                     low,
                     high
                 );
-                let Ok(p) = v1::peek(data) else { return false };
-                trace::version(|| self.xprt.addr_str(), p.xid, trace::VersionEvent::Fallback as u32, 1);
-                self.resend_xid.store(u64::from(p.xid), Ordering::Release);
-                if let Some((rqst, _)) = self.take_request(conn, &Kind::Error, p.xid, invalidated) {
+                let Some(xid) = xid else { return false };
+                trace::version(|| self.xprt.addr_str(), xid, trace::VersionEvent::Fallback as u32, 1);
+                self.resend_xid.store(u64::from(xid), Ordering::Release);
+                if let Some((rqst, _)) = self.take_request(conn, &Kind::Error, xid, invalidated) {
                     // SUNRPC encodes and transmits it again (call_status).
                     rqst.fail(EAGAIN);
                 }
@@ -164,8 +170,8 @@ impl EpShared {
                     high,
                     self.cfg.settings.versions.as_param()
                 );
-                if let Ok(p) = v1::peek(data) {
-                    if let Some((rqst, _)) = self.take_request(conn, &Kind::Error, p.xid, invalidated) {
+                if let Some(xid) = xid {
+                    if let Some((rqst, _)) = self.take_request(conn, &Kind::Error, xid, invalidated) {
                         rqst.fail(errno::EPROTONOSUPPORT());
                     }
                 }
@@ -174,7 +180,7 @@ impl EpShared {
             Decision::UnexpectedVersion(_) | Decision::Malformed(_) => {
                 // Not an answer a Version Two server gives: speak Version
                 // One to it from now on.
-                self.count_bad_reply(v1::peek(data).map_or(0, |p| p.xid), c_str!("unexpected answer to the probe"));
+                self.count_bad_reply(xid.unwrap_or(0), c_str!("unexpected answer to the probe"));
                 remember_v1_only(self.server_key);
                 self.force_disconnect();
                 false

@@ -537,6 +537,16 @@ impl Version {
             Version::V2 => V2_DEFAULT_INLINE_THRESHOLD,
         }
     }
+
+    /// Bytes a transport header of this version has beyond the Version One
+    /// header with the same chunk lists: the direction word of Version Two's
+    /// `rpcrdma2_chunks` (section 4.2).
+    pub const fn extra_header_len(self) -> u32 {
+        match self {
+            Version::V1 => 0,
+            Version::V2 => 4,
+        }
+    }
 }
 
 /// What a Version Two requester does with a message received while its first
@@ -1154,6 +1164,8 @@ mod tests {
         assert_eq!(n.next_connection_version(), None);
         assert_eq!(Negotiation::settled(Version::V1).inline_threshold(), 1024);
         assert_eq!(Version::V2.number(), 2);
+        assert_eq!(Version::V1.extra_header_len(), 0);
+        assert_eq!(Version::V2.extra_header_len(), 4);
     }
 
     // ---- Randomized round trips and mutation fuzzing ----
