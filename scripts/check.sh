@@ -152,7 +152,7 @@ if [ "${RDMARS_KERNEL:-regular}" != debug ] && [ "${RDMARS_BASELINE:-quick}" = f
   selftests c-baseline --client-module c --count-insns
 elif [ "${RDMARS_KERNEL:-regular}" != debug ]; then
   selftests c-baseline --client-module c --count-insns -- testbed_c_baseline nfs3_inline_io nfs41_backchannel \
-    nfs_long_call nfs_large_directory nfs_server_restart insn_counter
+    nfs_long_call nfs_large_directory nfs_server_restart insn_counter nfs_nconnect nfs41_trunking
 fi
 
 # The other test kernel line (make check-all, RDMARS_OTHER_LINES): its
