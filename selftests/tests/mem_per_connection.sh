@@ -1,0 +1,45 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Memory per connection, rpcrdma_rs against the in-tree C client in the same
+# boot: with the transport module loaded, the kernel memory a mount of the
+# default slot count takes (unreclaimable slab plus vmalloc, and free
+# memory, with the page cache dropped before each reading), three mounts
+# each, medians printed (Documentation/benchmarks.rst quotes them). The
+# NFS client's own state is the same for both; the difference is the
+# transport's. Then, for each transport, what the mounts left behind once
+# unmounted and the module unloaded: less than 256 KiB, or it leaks.
+. "$(dirname "$0")/../lib.sh"
+only_ours
+unload_all
+# reading: "SUnreclaim+VmallocUsed MemFree", kB, after dropping caches.
+reading() {
+  sync; echo 3 > /proc/sys/vm/drop_caches; sleep 0.5
+  awk '/^SUnreclaim:/ { k += $2 } /^VmallocUsed:/ { k += $2 } /^MemFree:/ { f = $2 } END { print k, f }' /proc/meminfo
+}
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# measure MODULE: three mounts over MODULE; prints "kernel_kB free_kB leak_kB".
+measure() {
+  local mod=$1 i k0 f0 k1 f1 ks= fs=
+  if [ "$mod" = rpcrdma ]; then load_c_client || fail "cannot load rpcrdma"; else modprobe "$mod" || fail "cannot load $mod"; fi
+  for i in 1 2 3; do
+    set -- $(reading); k0=$1 f0=$2
+    mount_rs || fail "mount over $mod failed"
+    stat "$MNT" > /dev/null || fail "stat over $mod failed"
+    set -- $(reading); k1=$1 f1=$2
+    ks+="$((k1 - k0))"$'\n'; fs+="$((f0 - f1))"$'\n'
+    umount "$MNT" || fail "umount failed"
+  done
+  unload "$mod"
+  # After the unload: what is left is compared with before the module.
+  set -- $(reading); k1=$1
+  echo "$(printf '%s' "$ks" | median) $(printf '%s' "$fs" | median) $k1"
+}
+set -- $(reading); start=$1
+set -- $(measure rpcrdma_rs); rs_k=$1 rs_f=$2 rs_end=$3
+set -- $(measure rpcrdma); c_k=$1 c_f=$2 c_end=$3
+diag "per mount (default slots): rpcrdma_rs $rs_k kB kernel memory, $rs_f kB less free; C client $c_k kB, $c_f kB"
+diag "ratio (kernel memory): $(awk -v a="$rs_k" -v b="$c_k" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
+[ "${rs_k:-0}" -gt 0 ] && [ "${c_k:-0}" -gt 0 ] || fail "a mount took no kernel memory: the reading is wrong"
+leak=$((rs_end - start))
+diag "kernel memory before: $start kB; after rpcrdma_rs's mounts and rmmod: $rs_end kB; after the C client's: $c_end kB"
+[ "$leak" -lt 256 ] || fail "rpcrdma_rs left $leak kB of kernel memory behind"
