@@ -223,9 +223,11 @@ impl ConnHandler for EpShared {
     }
 
     fn queue_pair_flushed(&self) {
-        // A disconnect under way (ours, or the server's DISCONNECTED)
-        // flushes the queue pair too: nothing new then.
-        if self.disconnecting.load(Ordering::Acquire) {
+        // Only a connection that is up: an attempt the CM failed (a REJ
+        // moves its queue pair to the error state) fails its connect
+        // anyway. A disconnect under way (ours, or the server's
+        // DISCONNECTED) flushes the queue pair too: nothing new then.
+        if self.state.lock().0 != CmState::Established || self.disconnecting.load(Ordering::Acquire) {
             return;
         }
         COUNTERS.flushed_connections.fetch_add(1, Ordering::Relaxed);
