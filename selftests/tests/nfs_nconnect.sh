@@ -5,7 +5,8 @@
 # xprt switch), every one carries RPCs of fio's four verified jobs, and one
 # connection forced down in the middle of the I/O leaves the others
 # working: the I/O completes, fio verifies every block, the forced one
-# connects again, and no reply is bad.
+# connects again, and no reply is bad; mountstats and nfsiostat read the
+# mount's statistics.
 . "$(dirname "$0")/../lib.sh"
 command -v fio > /dev/null || skip "fio not installed"
 unload_all
@@ -48,6 +49,18 @@ fio --name=nc $common --rw=randwrite --verify_only --output=/tmp/nc.v2 > /dev/nu
   { cat /tmp/nc.v2; umount "$MNT"; fail "verify after the reconnect failed"; }
 connects=($(fields 3)); sends2=($(fields 6)); bad=($(fields 20))
 diag "connects per transport: before ${connects0[*]}, after ${connects[*]}; sends ${sends2[*]}; bad replies ${bad[*]}"
+# nfs-utils read the four transports' numbers too (nfs_utils_stats has
+# the rest): no traceback, the RDMA section printed.
+if command -v mountstats > /dev/null; then
+  mountstats --xprt "$MNT" > /tmp/nc.ms 2>&1; rc=$?
+  mountstats "$MNT" >> /tmp/nc.ms 2>&1 || rc=$?
+  nfsiostat 1 1 "$MNT" >> /tmp/nc.ms 2>&1 || rc=$?
+  sections=$(grep -c "Transport protocol: rdma" /tmp/nc.ms)
+  diag "mountstats --xprt on the nconnect=4 mount: $sections RDMA section(s), exit $rc"
+  if [ "$rc" != 0 ] || grep -q Traceback /tmp/nc.ms || [ "$sections" -lt 1 ]; then
+    sed 's/^/#   /' /tmp/nc.ms | head -40; umount "$MNT"; fail "nfs-utils cannot read the nconnect=4 mount's statistics"
+  fi
+fi
 rm -f "$MNT"/nc.*
 umount "$MNT" || fail "umount failed"
 unload $XPRT_MOD
