@@ -21,23 +21,9 @@ command -v rdma > /dev/null || skip "rdma (iproute2) not installed"
 unload_all
 dmesg_mark
 mount_rs || fail "mount failed"
-state=/tmp/faults; rm -rf $state; mkdir -p $state
-echo 0 > $state/rounds
-
+state=/tmp/faults
 # The load: fio jobs one after another until $state/stop appears.
-(
-  i=0
-  while [ ! -e $state/stop ]; do
-    i=$((i + 1))
-    fio --name=f --filename="$MNT/faults.$((i % 2))" --size=2M --bs=16k --rw=randwrite --direct=1 \
-        --ioengine=libaio --iodepth=4 --verify=crc32c --verify_fatal=1 --do_verify=1 \
-        --rate=1m --output=$state/fio.$i > /dev/null 2>> $state/fio.$i ||
-      { echo "$i" >> $state/failed; cp $state/fio.$i $state/fio.failed; }
-    rm -f $state/fio.$i
-    echo $i > $state/rounds
-  done
-) &
-load=$!
+fio_loop $state faults 2M 4 1m
 # On a failure, leave the testbed as later tests expect it.
 cleanup() {
   touch $state/stop; kill $load 2>/dev/null

@@ -21,24 +21,10 @@ bound=${RDMARS_FLAP_BOUND:-10}
 unload_all
 dmesg_mark
 mount_rs || fail "mount failed"
-state=/tmp/flap; rm -rf $state; mkdir -p $state
-echo 0 > $state/rounds
-
+state=/tmp/flap
 # The load: fio jobs one after another until $state/stop appears; each
 # ends by writing its number to $state/rounds.
-(
-  i=0
-  while [ ! -e $state/stop ]; do
-    i=$((i + 1))
-    fio --name=f --filename="$MNT/flap.$((i % 2))" --size=512k --bs=16k --rw=randwrite --direct=1 \
-        --ioengine=libaio --iodepth=8 --verify=crc32c --verify_fatal=1 --do_verify=1 \
-        --rate=2m --output=$state/fio.$i > /dev/null 2>> $state/fio.$i ||
-      { echo "$i" >> $state/failed; cp $state/fio.$i $state/fio.failed; }
-    rm -f $state/fio.$i
-    echo $i > $state/rounds
-  done
-) &
-load=$!
+fio_loop $state flap 512k 8 2m
 
 t=/sys/kernel/tracing
 ours_events="rpcrdma_rs:*"
