@@ -566,6 +566,18 @@ impl<V: Events> Conn<V> {
         }
     }
 
+    /// How a Receive, REG_MR or LOCAL_INV went: true if it succeeded; a
+    /// failure goes to [`Events::work_failed`], a flush to
+    /// [`Conn::note_flushed`].
+    fn work_done(&self, how: Completion) -> bool {
+        match how {
+            Completion::Ok => return true,
+            Completion::Flushed => self.note_flushed(),
+            Completion::Failed(status) => self.events.work_failed(status),
+        }
+        false
+    }
+
     /// See [`CmId::resolve_addr`].
     pub(crate) fn resolve_addr(&self, dst: &SockAddr, timeout_ms: u32) -> Result {
         self.id()?.resolve_addr(dst, timeout_ms)
@@ -1194,16 +1206,8 @@ unsafe extern "C" fn recv_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_
     // SAFETY: per the function's contract.
     let (conn, buf, wc) = unsafe { completion::<V>(cq, wc) };
     trace::wc_receive(buf.index as u32, wc.status, wc.vendor_err, wc.byte_len);
-    match Completion::of(wc) {
-        Completion::Ok => {}
-        Completion::Flushed => {
-            conn.note_flushed();
-            return;
-        }
-        Completion::Failed(status) => {
-            conn.events.work_failed(status);
-            return;
-        }
+    if !conn.work_done(Completion::of(wc)) {
+        return;
     }
     // SAFETY: the Receive completed: the HCA is done writing the buffer.
     let Some(b) = (unsafe { buf.cell.take_back() }) else { return };
@@ -1302,11 +1306,7 @@ unsafe fn mr_completion<'a, V: Events>(
 unsafe extern "C" fn reg_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc) {
     // SAFETY: per the function's contract.
     let (conn, _mr, wc) = unsafe { mr_completion::<V>(cq, wc, core::mem::offset_of!(FrMr, reg_cqe)) };
-    match Completion::of(wc) {
-        Completion::Ok => {}
-        Completion::Flushed => conn.note_flushed(),
-        Completion::Failed(status) => conn.events.work_failed(status),
-    }
+    conn.work_done(Completion::of(wc));
 }
 
 /// LOCAL_INV completion: wakes the invalidating thread.
@@ -1322,11 +1322,7 @@ unsafe extern "C" fn inv_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_w
     note_invalidated(mr, how == Completion::Ok);
     drop(g);
     conn.inv_wait.notify_all();
-    match how {
-        Completion::Ok => {}
-        Completion::Flushed => conn.note_flushed(),
-        Completion::Failed(status) => conn.events.work_failed(status),
-    }
+    conn.work_done(how);
 }
 
 /// R/W completion: wakes the thread in [`Conn::rdma_rw`].
