@@ -72,19 +72,20 @@ explain() {
   diag "liveness probes: $(rs_counter liveness_probes), failed: $(rs_counter liveness_probe_failures)"
   diag "client messages since the mark:"; dmesg_since_mark | tail -15 | sed 's/^/#   /'
   if [ -n "$tracing" ]; then
-    # From the link's loss: the connection's events (connects, CM
-    # messages, failed completions, probes), then the first RPCs after
-    # its return.
+    # Both records from the link's loss on, fetched once each: first the
+    # connection's events (connects, CM messages, failed completions,
+    # probes), then every event.
+    awk -v m="flap $1 off" 'index($0, m) { n = NR } { l[NR] = $0 } END { for (i = n; i <= NR; i++) print l[i] }' \
+      $t/trace | grep -v '^#' > $state/trace.client
+    server_cmd "trace-since flap $1 off" 30 > $state/trace.server
     diag "client trace, connection events from the link's loss:"
-    awk -v m="flap $1 off" 'index($0, m) { n = NR } { l[NR] = $0 } END { for (i = n; i <= NR; i++) print l[i] }' $t/trace |
-      grep -E "$conn_events" | head -80 | sed 's/^/#   /'
+    grep -E "$conn_events" $state/trace.client | head -80 | sed 's/^/#   /'
     diag "server trace, connection events from the link's loss:"
-    server_cmd "trace-since flap $1 off" 30 | grep -E "$conn_events" | head -60 | sed 's/^/#   /'
+    grep -E "$conn_events" $state/trace.server | head -60 | sed 's/^/#   /'
     diag "client trace, every event from the link's loss (registrations left out):"
-    awk -v m="flap $1 off" 'index($0, m) { n = NR } { l[NR] = $0 } END { for (i = n; i <= NR; i++) print l[i] }' $t/trace |
-      grep -vE '^#|_mr_map:|_mr_reminv:' | head -150 | sed 's/^/#   /'
+    grep -vE '_mr_map:|_mr_reminv:' $state/trace.client | head -150 | sed 's/^/#   /'
     diag "server trace, every event from the link's loss (Receives posted left out):"
-    server_cmd "trace-since flap $1 off" 30 | grep -v 'svcrdma_post_recv' | head -150 | sed 's/^/#   /'
+    grep -v 'svcrdma_post_recv' $state/trace.server | head -150 | sed 's/^/#   /'
   fi
   diag "the server's side:"
   server_cmd server-state 30 2>&1 | sed -n '1,/kernel messages/p' | sed 's/^/#   /'
