@@ -25,6 +25,7 @@
 //! | `conn.rs` | per-connection state and its completion/CM handlers |
 //! | `marshal.rs` | sending a call (RFC 8166 section 3.5, 4) |
 //! | `chunks.rs` | Read, Write and Reply chunks (RFC 8166 section 3.4, 4.2) |
+//! | `regions.rs` | memory regions made on demand (for the chunks) |
 //! | `reply.rs` | receiving a reply and completing its call |
 //! | `credits.rs` | credits (RFC 8166 section 3.3.1) |
 //! | `inline.rs` | inline thresholds (RFC 8166 section 3.3.2, RFC 8797) |
@@ -47,6 +48,7 @@ mod inline;
 mod liveness;
 mod marshal;
 mod params;
+mod regions;
 mod reply;
 mod slots;
 pub(crate) mod stats;

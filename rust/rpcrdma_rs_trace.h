@@ -376,6 +376,24 @@ DEFINE_EVENT_PRINT(rpcrdma_rs_peer_status, rpcrdma_rs_probe,
 		  __entry->status)
 );
 
+/* Memory regions made on demand: how many now, how many in all. */
+TRACE_EVENT(rpcrdma_rs_mrs_refresh,
+	TP_PROTO(const char *peer, u32 made, u32 total),
+	TP_ARGS(peer, made, total),
+	TP_STRUCT__entry(
+		__string(peer, peer)
+		__field(u32, made)
+		__field(u32, total)
+	),
+	TP_fast_assign(
+		__assign_str(peer);
+		__entry->made = made;
+		__entry->total = total;
+	),
+	TP_printk("peer=%s made=%u total=%u", __get_str(peer),
+		  __entry->made, __entry->total)
+);
+
 #endif /* _RPCRDMA_RS_TRACE_H */
 
 #undef TRACE_INCLUDE_PATH

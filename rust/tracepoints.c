@@ -67,6 +67,11 @@ notrace void rpcrdma_rs_trace_probe(const char *peer, int status)
 	trace_rpcrdma_rs_probe(peer, status);
 }
 
+notrace void rpcrdma_rs_trace_mrs_refresh(const char *peer, u32 made, u32 total)
+{
+	trace_rpcrdma_rs_mrs_refresh(peer, made, total);
+}
+
 notrace void rpcrdma_rs_trace_connect(const char *peer, int status)
 {
 	trace_rpcrdma_rs_connect(peer, status);

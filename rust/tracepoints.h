@@ -23,6 +23,7 @@ void rpcrdma_rs_trace_err(u32 xid, u32 err, u32 min, u32 max);
 void rpcrdma_rs_trace_version(const char *peer, u32 xid, u32 what, u32 version);
 void rpcrdma_rs_trace_xchar(const char *peer, u32 dir, u32 xid, u32 op);
 void rpcrdma_rs_trace_probe(const char *peer, int status);
+void rpcrdma_rs_trace_mrs_refresh(const char *peer, u32 made, u32 total);
 void rpcrdma_rs_trace_connect(const char *peer, int status);
 void rpcrdma_rs_trace_reject(const char *peer, int status);
 void rpcrdma_rs_trace_disconnect(const char *peer, int status);

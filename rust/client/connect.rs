@@ -90,7 +90,7 @@ impl RdmaXprt {
         shared.max_requests.store(sizes.max_requests as u32, Ordering::Relaxed);
         shared.mr_pages.store(sizes.mr_pages, Ordering::Relaxed);
         shared.send_sges.store(sizes.send_sges as u32, Ordering::Relaxed);
-        self.stats.mrs_allocated.fetch_add((sizes.max_requests * 2) as u64, Ordering::Relaxed);
+        self.stats.mrs_allocated.fetch_add(conn.mrs_made() as u64, Ordering::Relaxed);
         let (inline_send, inline_recv) = (self.settings.inline_write, self.settings.inline_read);
         // RFC 8797: our inline sizes, and that we handle Send With Invalidate.
         let ours = cm::PrivateData::new(inline_send, inline_recv, true);

@@ -47,6 +47,11 @@ impl EpShared {
     }
 }
 
+/// Memory regions made with a connection: as many as one call may use
+/// (its Read, Write and Reply chunks together), so that a call always
+/// finds regions once the others' come back.
+pub(super) const MRS_AT_CONNECT: usize = verbs::MAX_MRS;
+
 /// What a connection's queues are sized to.
 pub(super) struct QueueSizes {
     /// Requests the connection carries (our credit request).
@@ -65,8 +70,11 @@ impl RdmaXprt {
     /// and work requests), the backchannel's share beside them, and the
     /// largest region and Send the device allows.
     pub(super) fn size_queues(&self, conn: &Connection<EpShared>, caps: &DeviceCaps) -> Result<QueueSizes> {
-        // One region covers a whole 1 MiB payload where the device allows.
-        let mr_pages = caps.max_fast_reg_pages.min(MAX_PAYLOAD / PAGE_SIZE + 1);
+        // One region covers a whole page-aligned 1 MiB payload where the
+        // device allows (an unaligned one takes two). Its scatterlist is
+        // then exactly 8 KiB: one more page would put every region's list
+        // in a 16 KiB allocation.
+        let mr_pages = caps.max_fast_reg_pages.min(MAX_PAYLOAD / PAGE_SIZE);
         if (MAX_PAYLOAD / PAGE_SIZE).div_ceil(mr_pages) as usize > verbs::MAX_MRS - 2 {
             pr_err!(
                 "device {} registers at most {} pages at once: too few to carry 1 MiB I/O\n",
@@ -78,15 +86,20 @@ impl RdmaXprt {
         let (inline_send, inline_recv) = (self.settings.inline_write, self.settings.inline_read);
         // Every outstanding call needs a Send and, with the backchannel, a
         // Receive; the device bounds both queues.
-        // Each request may chain a REG_MR per region before its Send and a
-        // LOCAL_INV per region after its reply. It has two Send buffers:
-        // a reply often arrives before the completion that gives its
-        // call's Send buffer back, and the next call on that slot must
-        // not wait for it (nor stall every other call, the backchannel's
-        // replies included, behind it).
-        let per_request = 2 + 2 * verbs::MAX_MRS;
+        // Each request has two Send buffers: a reply often arrives before
+        // the completion that gives its call's Send buffer back, and the
+        // next call on that slot must not wait for it (nor stall every
+        // other call, the backchannel's replies included, behind it). The
+        // send queue holds the unreclaimed Sends with, on average, one
+        // REG_MR each (a Send that would overfill it waits), and a
+        // LOCAL_INV per memory region (two per request); the queue pair
+        // adds two for the probe and the drain.
+        let per_request = 2 * 2 + 2;
         let recv_batch = credits::recv_batch(self.max_requests) as usize;
-        let limit = (caps.max_qp_wr as usize).saturating_sub(BC_RECEIVES + recv_batch + 1) / per_request;
+        let limit = (caps.max_qp_wr as usize)
+            .saturating_sub(BC_RECEIVES + recv_batch + 1)
+            .min((caps.max_qp_wr as usize).saturating_sub(2 * BC_SLOTS + 2))
+            / per_request;
         let max_requests = (self.max_requests as usize).min(limit);
         if max_requests == 0 {
             pr_err!("device {:?} cannot hold any RPC-over-RDMA request\n", conn.device_name());
@@ -110,9 +123,12 @@ impl RdmaXprt {
                 send_sges,
                 recv_bufs: max_requests + BC_RECEIVES + recv_batch,
                 recv_buf_size: inline_recv as usize,
-                mrs: max_requests * 2,
+                // Enough for any one call; more are made as calls need
+                // them (`regions.rs`), up to two per request.
+                mrs: MRS_AT_CONNECT.min(max_requests * 2),
+                max_mrs: max_requests * 2,
                 mr_pages,
-                send_wrs: max_requests * per_request + BC_SLOTS,
+                send_wrs: 2 * (2 * max_requests + BC_SLOTS),
             },
             signal_interval: credits::default_signal_interval(max_requests as u32),
             recv_batch,

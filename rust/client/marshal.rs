@@ -5,7 +5,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use kernel::prelude::*;
+use kernel::{prelude::*, sync::ArcBorrow};
 
 use crate::verbs::{PagesInFlight, PostedRegistration, Registration, SendFailed};
 use crate::{
@@ -283,17 +283,17 @@ pub(super) fn pr_warn_once_marshal(stats: &Stats, e: &plan::PlanError, snd: &pla
 
 impl RdmaXprt {
     /// Sends a forward call, or a backchannel reply (SUNRPC's `send_request` op).
-    pub(super) fn send_call(&self, x: Xprt<'_>, rqst: &Rqst<'_>) -> Result {
+    pub(super) fn send_call(this: ArcBorrow<'_, Self>, x: Xprt<'_>, rqst: &Rqst<'_>) -> Result {
         if !x.connected() {
             return Err(errno::ENOTCONN());
         }
         if rqst.is_backchannel() {
-            return self.send_bc_reply(x, rqst);
+            return this.send_bc_reply(x, rqst);
         }
         if !rqst.get_cong(x) {
             return Err(errno::EBADSLT());
         }
-        let Some(ep) = self.endpoint() else {
+        let Some(ep) = this.endpoint() else {
             return Err(errno::ENOTCONN());
         };
         // A retransmission on the same connection would spend a credit the
@@ -304,11 +304,11 @@ impl RdmaXprt {
             let xid = u64::from(u32::from_be(rqst.xid_be()));
             let again = ep.shared().resend_xid.compare_exchange(xid, NO_XID, Ordering::AcqRel, Ordering::Relaxed);
             if again.is_err() {
-                self.close(x);
+                this.close(x);
                 return Err(errno::ENOTCONN());
             }
         }
-        let Some(slot) = self.slots.slot_of(rqst) else {
+        let Some(slot) = this.slots.slot_of(rqst) else {
             return Err(EINVAL);
         };
         // The reply can arrive on another CPU as soon as the Send is
@@ -328,7 +328,7 @@ impl RdmaXprt {
         }
         let epoch = ep.conn.release_epoch();
         rqst.stamp_xmit();
-        match self.marshal(&ep, rqst, &mut st) {
+        match this.marshal(&ep, rqst, &mut st) {
             Ok(()) => {
                 let holds = st.holds_anything();
                 slot.set_holds(&mut st, holds);
@@ -337,17 +337,19 @@ impl RdmaXprt {
             Err(e) => {
                 drop(st);
                 if e == errno::ENOBUFS() {
-                    // Out of Send buffers or memory regions: wait for some.
-                    self.stats.empty_sendctx_q.fetch_add(1, Ordering::Relaxed);
+                    // Out of Send buffers or memory regions: wait for some
+                    // (and have regions made, if that is what is missing).
+                    this.stats.empty_sendctx_q.fetch_add(1, Ordering::Relaxed);
                     wait_for_space(x, &ep, epoch);
+                    RdmaXprt::grow_mrs_later(this, &ep);
                     return Err(EAGAIN);
                 }
                 if e == errno::ENOTCONN() {
-                    self.close(x);
+                    this.close(x);
                     return Err(e);
                 }
                 trace::marshal_failed(u32::from_be(rqst.xid_be()), e.to_errno());
-                self.stats.failed_marshal.fetch_add(1, Ordering::Relaxed);
+                this.stats.failed_marshal.fetch_add(1, Ordering::Relaxed);
                 return Err(EIO);
             }
         }
@@ -355,7 +357,7 @@ impl RdmaXprt {
         rqst.sent(len);
         if !rqst.reply_expected() {
             // No reply means no credit back: start over with a fresh grant.
-            self.close(x);
+            this.close(x);
             return Err(errno::ENOTCONN());
         }
         Ok(())

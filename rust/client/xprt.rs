@@ -23,6 +23,7 @@ use super::{
     conn::{Endpoint, EpShared},
     liveness::LIVENESS,
     params,
+    regions::GROW_MRS,
     slots::SlotTable,
     stats::{Stats, COUNTERS},
 };
@@ -37,6 +38,9 @@ pub(crate) struct RdmaXprt {
     /// The liveness check; the same.
     #[pin]
     pub(super) liveness: DelayedWork<RdmaXprt, LIVENESS>,
+    /// Makes memory regions when calls run out of them; the same.
+    #[pin]
+    pub(super) grow_mrs: DelayedWork<RdmaXprt, GROW_MRS>,
     /// The connection's Receive count when the liveness check last looked
     /// (`u64::MAX` after a connect: not looked yet).
     pub(super) receives_seen: AtomicU64,
@@ -82,6 +86,7 @@ impl RdmaXprt {
         Ok(try_pin_init!(RdmaXprt {
             connect_work <- DelayedWork::new(),
             liveness <- DelayedWork::new(),
+            grow_mrs <- DelayedWork::new(),
             receives_seen: AtomicU64::new(u64::MAX),
             xprt,
             max_requests,
@@ -149,8 +154,9 @@ impl rpc::Transport for RdmaXprt {
         x.disconnect_done();
     }
 
-    fn send_request(&self, x: Xprt<'_>, rqst: &Rqst<'_>) -> Result {
-        self.send_call(x, rqst)
+    #[inline]
+    fn send_request(this: ArcBorrow<'_, Self>, x: Xprt<'_>, rqst: &Rqst<'_>) -> Result {
+        RdmaXprt::send_call(this, x, rqst)
     }
 
     fn timer(&self, x: Xprt<'_>) {
@@ -180,9 +186,11 @@ impl rpc::Transport for RdmaXprt {
         // After the connect worker, which may queue it; `dying` keeps it
         // from queueing itself again.
         drop(work::cancel_sync::<_, LIVENESS>(self));
+        drop(work::cancel_sync::<_, GROW_MRS>(self));
         self.disconnect();
     }
 }
 
 crate::impl_has_delayed_work!(impl HasDelayedWork<0> for RdmaXprt { connect_work });
 crate::impl_has_delayed_work!(impl HasDelayedWork<1> for RdmaXprt { liveness });
+crate::impl_has_delayed_work!(impl HasDelayedWork<2> for RdmaXprt { grow_mrs });

@@ -88,6 +88,7 @@ mod keys {
         __tracepoint_rpcrdma_rs_version,
         __tracepoint_rpcrdma_rs_xchar,
         __tracepoint_rpcrdma_rs_probe,
+        __tracepoint_rpcrdma_rs_mrs_refresh,
     );
 }
 
@@ -277,4 +278,7 @@ events! {
     /// A liveness probe posted (`status` 1), answered (0) or failed (-errno).
     fn probe(peer: impl FnOnce() -> AddrText => peer, status: i32 => val)
         => __tracepoint_rpcrdma_rs_probe, rpcrdma_rs_trace_probe;
+    /// Memory regions made on demand: `made` now, `total` in all.
+    fn mrs_refresh(peer: impl FnOnce() -> AddrText => peer, made: u32 => val, total: u32 => val)
+        => __tracepoint_rpcrdma_rs_mrs_refresh, rpcrdma_rs_trace_mrs_refresh;
 }

@@ -72,7 +72,7 @@ impl<T: ConnHandler> EpState<T> {
         let sizes = cfg.sizes;
         let recv_batch = cfg.recv_batch.clamp(1, sizes.recv_bufs.max(1));
         let repost = Repost::new(sizes.recv_bufs, recv_batch)?;
-        let free_mrs = FreeList::full(sizes.mrs)?;
+        let free_mrs = FreeList::first(sizes.mrs, sizes.max_mrs)?;
         let policy = SendSlots::new(sizes.send_bufs, cfg.signal_interval)?;
         Ok((sizes, policy, repost, free_mrs))
     }

@@ -29,6 +29,16 @@ impl FreeList {
         Ok(FreeList { slots, top: n })
     }
 
+    /// A stack holding `0..n`, with room for `room` indices (at least
+    /// `n`).
+    pub(crate) fn first(n: usize, room: usize) -> Result<Self> {
+        let mut slots = KVec::from_elem(0usize, room.max(n), GFP_KERNEL)?;
+        for (i, s) in slots.iter_mut().take(n).enumerate() {
+            *s = i;
+        }
+        Ok(FreeList { slots, top: n })
+    }
+
     /// An empty stack with room for `n` indices.
     pub(crate) fn empty(n: usize) -> Result<Self> {
         Ok(FreeList { slots: KVec::from_elem(0usize, n, GFP_KERNEL)?, top: 0 })

@@ -53,6 +53,35 @@ impl<T: ConnHandler> Connection<T> {
         self.conn.register(reg, index, to_device, xid, fill).inspect_err(|_| st.free_mrs.lock().push(index))
     }
 
+    /// Regions made so far on this connection.
+    pub(crate) fn mrs_made(&self) -> usize {
+        self.conn.mrs_made()
+    }
+
+    /// True if every region made is in use and more may be made: a
+    /// caller that failed with `ENOBUFS` for want of one should have
+    /// [`Connection::grow_mrs`] called (from process context).
+    pub(crate) fn mrs_exhausted(&self) -> bool {
+        let c = &self.conn;
+        c.mrs_made() < c.max_mrs() && c.events().free_mrs.lock().len() == 0
+    }
+
+    /// Makes up to `n` more regions and puts them on the free list;
+    /// returns how many. Sleeps: call from process context (a worker),
+    /// not from the send path, which holds a spinlock.
+    pub(crate) fn grow_mrs(&self, n: usize) -> Result<usize> {
+        let st = self.conn.events();
+        let made = self.conn.add_mrs(n)?;
+        let k = made.len();
+        let mut free = st.free_mrs.lock();
+        for i in made {
+            free.push(i);
+        }
+        drop(free);
+        st.note_release();
+        Ok(k)
+    }
+
     /// Gives back the regions of a token whose REG_MR requests were never
     /// posted (the call was not sent).
     pub(crate) fn release_unposted(&self, reg: Registration) -> Invalidated {

@@ -29,7 +29,23 @@ measure() {
     ks+="$((k1 - k0))"$'\n'; fs+="$((f0 - f1))"$'\n'
     umount "$MNT" || fail "umount failed"
   done
+  # Regions are made as the load needs them (both clients): how many at
+  # the mount, how many after 4 KiB reads at queue depth 64, and the
+  # kernel memory then.
+  set -- $(reading); k0=$1
+  mount_rs || fail "mount over $mod failed"
+  stat "$MNT" > /dev/null || fail "stat over $mod failed"
+  local m0 m1 f=$MNT/mem_per_connection.dat
+  m0=$(rdma_xprt_field 24)
+  dd if=/dev/zero of="$f" bs=1M count=8 status=none || fail "write over $mod failed"
+  fio --name=qd64 --filename="$f" --size=8m --bs=4k --direct=1 --ioengine=libaio --iodepth=64 \
+    --rw=randread --number_ios=4096 > /dev/null 2>&1 || fail "reads over $mod failed"
+  m1=$(rdma_xprt_field 24)
+  set -- $(reading); k1=$1
+  rm -f "$f"
+  umount "$MNT" || fail "umount failed"
   unload "$mod"
+  echo "$m0 $m1 $((k1 - k0))" > /tmp/mem_loaded.$mod
   # After the unload: what is left is compared with before the module.
   set -- $(reading); k1=$1
   echo "$(printf '%s' "$ks" | median) $(printf '%s' "$fs" | median) $k1"
@@ -39,6 +55,15 @@ set -- $(measure rpcrdma_rs); rs_k=$1 rs_f=$2 rs_end=$3
 set -- $(measure rpcrdma); c_k=$1 c_f=$2 c_end=$3
 diag "per mount (default slots): rpcrdma_rs $rs_k kB kernel memory, $rs_f kB less free; C client $c_k kB, $c_f kB"
 diag "ratio (kernel memory): $(awk -v a="$rs_k" -v b="$c_k" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
+set -- $(cat /tmp/mem_loaded.rpcrdma_rs); rs_m0=$1 rs_m1=$2 rs_kl=$3
+set -- $(cat /tmp/mem_loaded.rpcrdma); c_m0=$1 c_m1=$2 c_kl=$3
+diag "memory regions at the mount / after QD64 reads: rpcrdma_rs $rs_m0 / $rs_m1, C client $c_m0 / $c_m1"
+diag "kernel memory after QD64 reads: rpcrdma_rs $rs_kl kB, C client $c_kl kB"
+# At the mount, regions for one call (8); under load more, at most two per
+# slot (256 at the default 128 slots).
+[ "$rs_m0" -ge 1 ] && [ "$rs_m0" -le 8 ] || fail "rpcrdma_rs started with $rs_m0 memory regions (expected 1 to 8)"
+[ "$rs_m1" -gt "$rs_m0" ] || fail "rpcrdma_rs made no memory region under QD64 reads ($rs_m0 -> $rs_m1)"
+[ "$rs_m1" -le 256 ] || fail "rpcrdma_rs made $rs_m1 memory regions: more than two per slot"
 [ "${rs_k:-0}" -gt 0 ] && [ "${c_k:-0}" -gt 0 ] || fail "a mount took no kernel memory: the reading is wrong"
 leak=$((rs_end - start))
 diag "kernel memory before: $start kB; after rpcrdma_rs's mounts and rmmod: $rs_end kB; after the C client's: $c_end kB"

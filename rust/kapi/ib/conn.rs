@@ -20,21 +20,22 @@
 
 use core::{
     cell::Cell,
+    ops::Range,
     pin::Pin,
     ptr::{self, NonNull},
-    sync::atomic::{AtomicBool, Ordering},
+    sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering},
 };
 
 use kernel::{
     alloc::{flags::GFP_KERNEL, KBox, KVec},
     error::{
-        code::{EINVAL, EIO},
+        code::{EINVAL, EIO, ENOMEM},
         Error, Result,
     },
     ffi::{c_int, c_void},
-    new_condvar, new_spinlock,
+    new_condvar, new_mutex, new_spinlock,
     prelude::*,
-    sync::{CondVar, SpinLock},
+    sync::{CondVar, Mutex, SpinLock},
 };
 
 use super::{
@@ -74,11 +75,17 @@ pub(crate) struct QpSizes {
     pub(crate) recv_bufs: usize,
     /// Bytes in each Receive buffer.
     pub(crate) recv_buf_size: usize,
-    /// Memory regions for chunks.
+    /// Memory regions for chunks made with the queue pair.
     pub(crate) mrs: usize,
+    /// Most memory regions [`Conn::add_mrs`] may make in all (at least
+    /// `mrs`).
+    pub(crate) max_mrs: usize,
     /// Pages each memory region can cover.
     pub(crate) mr_pages: u32,
-    /// Send Queue work requests: Sends plus registrations and invalidations.
+    /// Send queue slots the Sends and the REG_MRs posted with them may
+    /// hold at once (at least one Send with [`MAX_MRS`] registrations).
+    /// The queue pair also gets a slot per memory region for its
+    /// LOCAL_INV, and two more (the liveness probe, the drain).
     pub(crate) send_wrs: usize,
 }
 
@@ -260,25 +267,43 @@ struct SendRing<P> {
     ring: KVec<usize>,
     head: usize,
     len: usize,
-    posted: KVec<bool>,
-    /// Bumped each time a buffer is posted, so that a [`PagesInFlight`]
-    /// cannot mistake a later Send in the same buffer for its own.
-    seq: KVec<u64>,
+    /// Per Send buffer.
+    bufs: KVec<SendSlot>,
+    /// Send queue slots held by acquired, posted and unreclaimed Sends.
+    in_sq: usize,
+    /// The most `in_sq` may reach (`QpSizes::send_wrs`).
+    budget: usize,
     policy: P,
+}
+
+/// What the ring knows of one Send buffer.
+#[derive(Clone, Copy, Default)]
+struct SendSlot {
+    /// Bumped each time the buffer is posted, so that a [`PagesInFlight`]
+    /// cannot mistake a later Send in the same buffer for its own.
+    seq: u64,
+    posted: bool,
+    /// The send queue slots its Send holds (the Send and the REG_MRs
+    /// chained in front of it) from `acquire` until reclaimed or given
+    /// back. On the device, a work request's slot is free once a signalled
+    /// completion of it or of a later one arrives; a Send is reclaimed
+    /// only then, so counting its slots until then never counts too few.
+    wrs: u8,
 }
 
 impl<P> SendRing<P> {
     fn idle(policy: P) -> Self {
-        SendRing { ring: KVec::new(), head: 0, len: 0, posted: KVec::new(), seq: KVec::new(), policy }
+        SendRing { ring: KVec::new(), head: 0, len: 0, bufs: KVec::new(), in_sq: 0, budget: 0, policy }
     }
 
-    fn new(n: usize, policy: P) -> Result<Self> {
+    fn new(n: usize, budget: usize, policy: P) -> Result<Self> {
         Ok(SendRing {
             ring: KVec::from_elem(0usize, n, GFP_KERNEL)?,
             head: 0,
             len: 0,
-            posted: KVec::from_elem(false, n, GFP_KERNEL)?,
-            seq: KVec::from_elem(0u64, n, GFP_KERNEL)?,
+            bufs: KVec::from_elem(SendSlot::default(), n, GFP_KERNEL)?,
+            in_sq: 0,
+            budget,
             policy,
         })
     }
@@ -295,19 +320,18 @@ impl<P> SendRing<P> {
             *slot = index;
         }
         self.len += 1;
-        if let Some(p) = self.posted.get_mut(index) {
-            *p = true;
-        }
-        match self.seq.get_mut(index) {
-            Some(seq) => {
-                *seq = seq.wrapping_add(1);
-                *seq
+        match self.bufs.get_mut(index) {
+            Some(b) => {
+                b.posted = true;
+                b.seq = b.seq.wrapping_add(1);
+                b.seq
             }
             None => 0,
         }
     }
 
-    /// Takes the oldest posted Send off the ring.
+    /// Takes the oldest posted Send off the ring and gives back the send
+    /// queue slots it held.
     #[inline]
     fn pop_posted(&mut self) -> Option<usize> {
         if self.len == 0 {
@@ -316,15 +340,69 @@ impl<P> SendRing<P> {
         let index = *self.ring.get(self.head)?;
         self.head = (self.head + 1) % self.ring.len();
         self.len -= 1;
-        if let Some(p) = self.posted.get_mut(index) {
-            *p = false;
+        if let Some(b) = self.bufs.get_mut(index) {
+            b.posted = false;
+            self.in_sq = self.in_sq.saturating_sub(usize::from(core::mem::take(&mut b.wrs)));
         }
         Some(index)
     }
 
+    /// An idle Send buffer for a Send with `regs` REG_MRs in front of it,
+    /// if the policy has one and the send queue room for them.
+    #[inline]
+    fn acquire(&mut self, regs: usize) -> Option<usize>
+    where
+        P: SendPolicy,
+    {
+        let need = regs + 1;
+        if self.in_sq + need > self.budget {
+            return None;
+        }
+        let index = self.policy.acquire()?;
+        if let Some(b) = self.bufs.get_mut(index) {
+            b.wrs = need as u8;
+            self.in_sq += need;
+        }
+        Some(index)
+    }
+
+    /// Takes `n` send queue slots for work requests of no Send buffer
+    /// (an RDMA Read or Write), if there is room.
+    fn reserve(&mut self, n: usize) -> bool {
+        if self.in_sq + n > self.budget {
+            return false;
+        }
+        self.in_sq += n;
+        true
+    }
+
+    /// Gives back slots [`Self::reserve`] took, once their work requests
+    /// completed.
+    fn unreserve(&mut self, n: usize) {
+        self.in_sq = self.in_sq.saturating_sub(n);
+    }
+
+    /// A buffer [`Self::acquire`] gave was not posted.
+    #[inline]
+    fn unacquire(&mut self, index: usize)
+    where
+        P: SendPolicy,
+    {
+        if let Some(b) = self.bufs.get_mut(index) {
+            self.in_sq = self.in_sq.saturating_sub(usize::from(core::mem::take(&mut b.wrs)));
+        }
+        self.policy.unacquire(index);
+    }
+
     #[inline]
     fn is_posted(&self, index: usize) -> bool {
-        self.posted.get(index).copied().unwrap_or(false)
+        self.bufs.get(index).is_some_and(|b| b.posted)
+    }
+
+    /// True if buffer `index`'s Send of sequence `seq` is still posted.
+    #[inline]
+    fn still_posted(&self, index: usize, seq: u64) -> bool {
+        self.bufs.get(index).is_some_and(|b| b.posted && b.seq == seq)
     }
 }
 
@@ -338,6 +416,12 @@ impl<P> SendRing<P> {
 /// - While `objs` is `Some`, its objects are live and belong to this
 ///   connection; its CQs' context is this value, and `sends`, `recvs` and
 ///   `mrs` were made on its device and PD by [`ConnBox::create_qp`].
+/// - Each non-null entry of `mrs` is the region of that index, from
+///   `KBox::into_raw` of a pinned [`FrMr`] made on this connection's device
+///   and PD; entries go from null to non-null only (with `mr_grow` held)
+///   while the connection is shared, and back to null only in
+///   `release_objects`, which frees them. `mrs_made` counts the non-null
+///   entries, which are the first ones.
 /// - Fields other than `events` and the locks are written only through
 ///   the [`ConnBox`] by `&mut`: before anything is posted, or after every
 ///   handler is done.
@@ -349,7 +433,14 @@ pub(crate) struct Conn<V: Events> {
     objs: Option<Objects>,
     sends: KVec<Pin<KBox<DmaBuf>>>,
     recvs: KVec<Pin<KBox<DmaBuf>>>,
-    mrs: KVec<Pin<KBox<FrMr>>>,
+    mrs: KVec<AtomicPtr<FrMr>>,
+    /// Regions made so far (the first `mrs_made` entries of `mrs`).
+    mrs_made: AtomicUsize,
+    /// Pages each region covers.
+    mr_pages: u32,
+    /// Held while regions are being made.
+    #[pin]
+    mr_grow: Mutex<()>,
     #[pin]
     ring: SpinLock<SendRing<V::Sends>>,
     /// Woken when a Send that mapped pages is reclaimed.
@@ -397,6 +488,9 @@ impl<V: Events> ConnBox<V> {
             sends: KVec::new(),
             recvs: KVec::new(),
             mrs: KVec::new(),
+            mrs_made: AtomicUsize::new(0),
+            mr_pages: 0,
+            mr_grow <- new_mutex!((), "rpcrdma_rs:mr_grow"),
             ring <- new_spinlock!(SendRing::idle(idle), "rpcrdma_rs:send_ring"),
             send_wait <- new_condvar!("rpcrdma_rs:send_wait"),
             send_sges: 1,
@@ -472,8 +566,9 @@ impl<V: Events> ConnBox<V> {
         Ok(this)
     }
 
-    /// Creates the PD, CQs, RC queue pair, buffers and regions, and posts
-    /// every Receive. Call once, after route resolution. `policy` takes
+    /// Creates the PD, CQs, RC queue pair, buffers and the first `mrs`
+    /// regions (room for `max_mrs`), and posts every Receive. Call once,
+    /// after route resolution. `policy` takes
     /// over from the idle one; `take_recv(size)` provides each Receive
     /// buffer.
     pub(crate) fn create_qp(
@@ -487,15 +582,26 @@ impl<V: Events> ConnBox<V> {
         // alive, and no completion handler runs before the Receives are
         // posted at the end (the CQs do not even exist yet). The CM handler
         // reaches only `events`, which is not borrowed here.
-        let (id, objs, sends, recvs, mrs, send_sges) = unsafe {
-            (&(*raw).id, &mut (*raw).objs, &mut (*raw).sends, &mut (*raw).recvs, &mut (*raw).mrs, &mut (*raw).send_sges)
+        let (id, objs, sends, recvs, mrs, mr_pages, send_sges) = unsafe {
+            (
+                &(*raw).id,
+                &mut (*raw).objs,
+                &mut (*raw).sends,
+                &mut (*raw).recvs,
+                &mut (*raw).mrs,
+                &mut (*raw).mr_pages,
+                &mut (*raw).send_sges,
+            )
         };
         let id = id.as_ref().ok_or(EINVAL)?;
         if objs.is_some() || sizes.send_bufs == 0 || sizes.recv_bufs == 0 {
             return Err(EINVAL);
         }
         let device = id.device().ok_or(EINVAL)?;
-        let send_wrs = u32::try_from(sizes.send_wrs.max(sizes.send_bufs)).map_err(|_| EINVAL)?;
+        // Room for one Send with every registration it may carry, at least.
+        let budget = sizes.send_wrs.max(MAX_MRS + 1);
+        let max_mrs = sizes.max_mrs.max(sizes.mrs);
+        let send_wrs = u32::try_from(budget + max_mrs).map_err(|_| EINVAL)?;
         let recv_wrs = u32::try_from(sizes.recv_bufs).map_err(|_| EINVAL)?;
         let ctx = raw.cast::<c_void>();
         // SAFETY: the device stays registered while the id holds it, and
@@ -534,14 +640,17 @@ impl<V: Events> ConnBox<V> {
             let buf = unsafe { DmaBuf::new(device, lkey, data, index, false, recv_done::<V>) }?;
             recvs.push(buf, GFP_KERNEL)?;
         }
-        let pd = objs.as_ref().map(|o| &o.pd).ok_or(EINVAL)?;
-        for index in 0..sizes.mrs {
-            // SAFETY: `Drop` frees regions after the queue pair and before
-            // the PD and the id; the functions take `FrMr` completions.
-            let mr = unsafe { FrMr::new(device, pd, sizes.mr_pages, index, reg_done::<V>, inv_done::<V>) }?;
-            mrs.push(mr, GFP_KERNEL)?;
+        // INVARIANT: every entry null, none made yet.
+        let room = sizes.max_mrs.max(sizes.mrs).min(usize::from(u16::MAX));
+        mrs.reserve(room, GFP_KERNEL)?;
+        for _ in 0..room {
+            mrs.push(AtomicPtr::new(ptr::null_mut()), GFP_KERNEL)?;
         }
-        *self.ring.lock() = SendRing::new(sizes.send_bufs, policy)?;
+        *mr_pages = sizes.mr_pages;
+        if self.add_mrs(sizes.mrs)?.len() < sizes.mrs {
+            return Err(ENOMEM);
+        }
+        *self.ring.lock() = SendRing::new(sizes.send_bufs, budget, policy)?;
         let mut next = 0..sizes.recv_bufs;
         self.post_recvs(|| next.next())
     }
@@ -556,6 +665,65 @@ impl<V: Events> Conn<V> {
 
     fn id(&self) -> Result<&CmId> {
         self.id.as_ref().ok_or(EINVAL)
+    }
+
+    /// Region `index`, if it has been made.
+    #[inline(always)]
+    fn mr(&self, index: usize) -> Option<&FrMr> {
+        let p = self.mrs.get(index)?.load(Ordering::Acquire);
+        // SAFETY: a non-null entry is a live, pinned region that only
+        // `release_objects` frees, through `&mut` (type invariant); the
+        // `Acquire` pairs with the `Release` that published it.
+        unsafe { p.as_ref() }
+    }
+
+    /// Regions made so far.
+    pub(crate) fn mrs_made(&self) -> usize {
+        self.mrs_made.load(Ordering::Relaxed)
+    }
+
+    /// Most regions the connection may have.
+    pub(crate) fn max_mrs(&self) -> usize {
+        self.mrs.len()
+    }
+
+    /// Makes up to `n` more regions, within the most given to
+    /// [`ConnBox::create_qp`]; returns the indices of those made, which
+    /// are idle (the caller's free list takes them). Fails only if none
+    /// could be made. Sleeps (allocates with `GFP_KERNEL`): call from
+    /// process context, holding no spinlock.
+    pub(crate) fn add_mrs(&self, n: usize) -> Result<Range<usize>> {
+        let _g = self.mr_grow.lock();
+        let start = self.mrs_made.load(Ordering::Relaxed);
+        let end = start.saturating_add(n).min(self.mrs.len());
+        if self.dying.load(Ordering::Acquire) {
+            return Err(errno::ENOTCONN());
+        }
+        let pd = self.objs.as_ref().map(|o| &o.pd).ok_or_else(errno::ENOTCONN)?;
+        let device = self.id()?.device().ok_or(EINVAL)?;
+        let mut made = start;
+        while made < end {
+            // SAFETY: `release_objects` frees regions after the queue pair
+            // and before the PD and the id, and it cannot run while `&self`
+            // is held; the functions take `FrMr` completions.
+            let mr = match unsafe { FrMr::new(device, pd, self.mr_pages, made, reg_done::<V>, inv_done::<V>) } {
+                Ok(mr) => mr,
+                Err(e) if made == start => return Err(e),
+                Err(_) => break,
+            };
+            // SAFETY: the region is never moved out of its box: the pointer
+            // is put back into a pinned box when it is freed.
+            let p = KBox::into_raw(unsafe { Pin::into_inner_unchecked(mr) });
+            // INVARIANT: a region made on this connection's device and PD
+            // goes into its own index, the first null one, with `mr_grow`
+            // held.
+            if let Some(slot) = self.mrs.get(made) {
+                slot.store(p, Ordering::Release);
+            }
+            made += 1;
+            self.mrs_made.store(made, Ordering::Relaxed);
+        }
+        Ok(start..made)
     }
 
     /// A completion came back flushed: our own teardown (`dying`) flushes
@@ -692,12 +860,12 @@ impl<V: Events> Conn<V> {
         if reg.0.n > 0 && reg.0.generation != self.generation {
             return Err(EINVAL);
         }
-        let index = self.ring.lock().policy.acquire().ok_or_else(errno::ENOBUFS)?;
+        let index = self.ring.lock().acquire(reg.0.n).ok_or_else(errno::ENOBUFS)?;
         let put_back = |b: Option<(&DmaBuf, Lease<'_, BufState>)>| {
             if let Some((buf, mut b)) = b {
                 buf.unmap_pages(&mut b.pages);
             }
-            self.ring.lock().policy.unacquire(index);
+            self.ring.lock().unacquire(index);
         };
         // Idle: the policy gave its index.
         let Some((buf, mut b)) = self.sends.get(index).and_then(|buf| Some((&**buf, buf.cell.lease()?))) else {
@@ -794,7 +962,7 @@ impl<V: Events> Conn<V> {
             // SAFETY: the region belongs to `reg` (type invariant of
             // `Registration`) and holds nothing the device reads: its work
             // request is copied when posted.
-            let mut m = self.mrs.get(usize::from(i)).and_then(|mr| unsafe { mr.cell.take_back() })?;
+            let mut m = self.mr(usize::from(i)).and_then(|mr| unsafe { mr.cell.take_back() })?;
             m.reg_wr.wr.next = head;
             head = &raw mut m.reg_wr.wr;
             m.hand_off();
@@ -845,7 +1013,7 @@ impl<V: Events> Conn<V> {
             return SendDone(());
         }
         let mut r = self.ring.lock();
-        while r.is_posted(t.index) && r.seq.get(t.index) == Some(&t.seq) {
+        while r.still_posted(t.index, t.seq) {
             self.send_wait.wait(&mut r);
         }
         SendDone(())
@@ -879,7 +1047,7 @@ impl<V: Events> Conn<V> {
         if held.n >= MAX_MRS || (held.n > 0 && held.generation != self.generation) {
             return Err(EINVAL);
         }
-        let mr = self.mrs.get(index).ok_or(EINVAL)?;
+        let mr = self.mr(index).ok_or(EINVAL)?;
         let mut m = mr.cell.lease().ok_or(EINVAL)?;
         // The table was initialised when the region was made; `push` sets
         // only the entries this registration uses.
@@ -900,7 +1068,7 @@ impl<V: Events> Conn<V> {
 
     /// Takes back region `i` from the token that held it.
     fn take_back_mr(&self, i: u16) -> Option<(&FrMr, Lease<'_, MrState>)> {
-        let mr = self.mrs.get(usize::from(i))?;
+        let mr = self.mr(usize::from(i))?;
         // SAFETY: the state of a region holds nothing the device reads (its
         // work requests are copied when posted, its scatterlist when
         // mapped); the caller consumed the token that held it.
@@ -1072,14 +1240,25 @@ impl<V: Events> Conn<V> {
             return Err(Error::from_errno(ret));
         }
         let cqe = ptr::from_ref(&op.cqe).cast_mut();
-        // SAFETY: the context was initialised above; the CQE is in the
-        // pinned op, which lives until its completion was seen below.
-        let posted = unsafe { sys::rdma_rw_ctx_post(ctx, qp.as_ptr(), port, cqe, ptr::null_mut()) };
+        // Its work requests take `ret` send queue slots until it completes
+        // (the last one is signalled).
+        let slots = ret as usize;
+        let reserved = self.ring.lock().reserve(slots);
+        let posted = if reserved {
+            // SAFETY: the context was initialised above; the CQE is in the
+            // pinned op, which lives until its completion was seen below.
+            unsafe { sys::rdma_rw_ctx_post(ctx, qp.as_ptr(), port, cqe, ptr::null_mut()) }
+        } else {
+            -(sys::ENOBUFS as c_int)
+        };
         if posted == 0 {
             let mut g = self.inv_lock.lock();
             while !op.done.load(Ordering::Acquire) {
                 self.inv_wait.wait(&mut g);
             }
+        }
+        if reserved {
+            self.ring.lock().unreserve(slots);
         }
         // SAFETY: initialised above; its work requests completed (or were
         // never posted). This unmaps the pages.
@@ -1160,7 +1339,15 @@ impl<V: Events> ConnBox<V> {
         // SAFETY: `events` is live; only a shared reference is made.
         let events = unsafe { &(*raw).events };
         events.recv_buffers_freed(bufs.into_iter().map(DmaBuf::into_data));
-        drop(core::mem::take(mrs));
+        for slot in mrs.iter() {
+            let p = slot.swap(ptr::null_mut(), Ordering::Relaxed);
+            if !p.is_null() {
+                // SAFETY: made by `add_mrs` from a pinned box, and freed
+                // once: the entry is null from now on (type invariant).
+                drop(unsafe { Pin::new_unchecked(KBox::from_raw(p)) });
+            }
+        }
+        self.mrs_made.store(0, Ordering::Relaxed);
         drop(pd);
     }
 }

@@ -39,7 +39,7 @@ pub(crate) trait Transport: Send + Sync + Sized {
     /// Close the connection (SUNRPC holds the send lock).
     fn close(&self, xprt: Xprt<'_>);
     /// Send a marshalled request; errors are SUNRPC's (`ENOTCONN`, `EAGAIN`, ...).
-    fn send_request(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>) -> Result;
+    fn send_request(this: ArcBorrow<'_, Self>, xprt: Xprt<'_>, rqst: &Rqst<'_>) -> Result;
     /// Stop everything before the transport is freed (no more callbacks).
     fn shutdown(&self, xprt: Xprt<'_>);
 
@@ -231,7 +231,9 @@ unsafe extern "C" fn send_request<T: Transport>(rqst: *mut sys::rpc_rqst) -> c_i
     // SAFETY: see `connect`; a request being sent has its transport set.
     let (x, t) = unsafe { Xprt::transport::<T>((*rqst).rq_xprt) };
     let Some(raw) = NonNull::new(rqst) else { return -(sys::EINVAL as c_int) };
-    match t.send_request(x, &Rqst { raw, _life: PhantomData }) {
+    // SAFETY: see `connect`.
+    let this = unsafe { ArcBorrow::from_raw(core::ptr::from_ref(t)) };
+    match T::send_request(this, x, &Rqst { raw, _life: PhantomData }) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory regions on demand. A connection starts with as many regions as
+//! one call may use ([`MRS_AT_CONNECT`]); a call that finds none idle
+//! waits for buffer space, and a worker makes more, up to two per request:
+//! a mount that never moves chunks, or only a few at a time, keeps a few
+//! regions instead of hundreds (each with its page list in the device).
+//! Regions are made in process context, never in the send path (which
+//! holds the slot's spinlock); once made they stay until the connection
+//! goes, so the per-RPC path never allocates.
+
+use core::sync::atomic::Ordering;
+
+use kernel::{
+    prelude::*,
+    sync::{Arc, ArcBorrow},
+};
+
+use crate::kapi::{
+    ratelimit::RateLimit,
+    trace,
+    work::{self, DelayedWorkItem},
+};
+
+use super::{conn::Endpoint, credits::MRS_AT_CONNECT, xprt::RdmaXprt};
+
+/// The work ID of [`RdmaXprt`]'s region maker (see [`super::liveness`]).
+pub(super) const GROW_MRS: u64 = 2;
+
+impl RdmaXprt {
+    /// Has more regions made if a call failed for want of one.
+    pub(super) fn grow_mrs_later(this: ArcBorrow<'_, Self>, ep: &Endpoint) {
+        if ep.conn.mrs_exhausted() && !this.dying.load(Ordering::SeqCst) {
+            // Already queued: that one does the job.
+            drop(work::enqueue::<_, GROW_MRS>(this.into(), 0));
+        }
+    }
+}
+
+impl DelayedWorkItem<GROW_MRS> for RdmaXprt {
+    fn run(this: Arc<Self>) {
+        if this.dying.load(Ordering::SeqCst) {
+            return;
+        }
+        let Some(ep) = this.endpoint() else { return };
+        // Half as many again as there are (a busy mount reaches its need
+        // in a few steps, an idle one stays small).
+        let n = (ep.conn.mrs_made() / 2).max(MRS_AT_CONNECT);
+        match ep.conn.grow_mrs(n) {
+            Ok(made) => {
+                this.stats.mrs_allocated.fetch_add(made as u64, Ordering::Relaxed);
+                trace::mrs_refresh(|| this.xprt.addr_str(), made as u32, ep.conn.mrs_made() as u32);
+                // The waiting calls try again.
+                this.xprt.write_space();
+            }
+            // The calls wait for regions in use to come back (there are
+            // some: none was idle).
+            Err(e) => {
+                static MSG: RateLimit = RateLimit::new();
+                if MSG.allow() {
+                    pr_warn!(
+                        "{}: cannot make more memory regions (error {}): calls wait for those in use\n",
+                        this.xprt.addr_str(),
+                        e.to_errno()
+                    );
+                }
+            }
+        }
+    }
+}
