@@ -51,7 +51,7 @@ KERNEL_DEP := kernel
 KDIR = $(shell RDMARS_LINE=$(RDMARS_LINE) bash scripts/build-kernel.sh --path)
 endif
 
-.PHONY: all demo check check-all debug-check soak long-check bench ab profile setup kernel module peer unit selftests fuzz clippy clean
+.PHONY: all demo check check-all debug-check soak long-check bench ab scaling profile setup kernel module peer unit selftests fuzz clippy clean
 
 all: module
 
@@ -88,6 +88,9 @@ demo:
 
 bench:
 	bash scripts/bench.sh
+
+scaling:
+	bash scripts/scaling.sh --repeats $(or $(SCALING_REPEATS),1)
 
 ab:
 	@[ -n "$(OLD)" ] || { echo "usage: make ab OLD=REV [NEW=REV] [AB_ROUNDS=N]"; exit 2; }

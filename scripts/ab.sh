@@ -9,8 +9,9 @@
 # in git worktrees under the cache, then has the client guest load each in
 # turn with the C client in between (scripts/guest/bench_client.py with
 # the variants old, c and new, 4 KiB workloads only): every round runs
-# 4 KiB random reads at queue depth 1 and 64 over each, rotating the order
-# every round. Prints the medians of the per-round ratios new/old and
+# 4 KiB random reads at queue depth 1 and 64, 4 KiB O_DIRECT random writes
+# at queue depth 64 (Read chunks) and GETATTRs (stat on a noac mount) over
+# each, rotating the order every round. Prints the medians of the per-round ratios new/old and
 # new/C. A few percent needs eight rounds or more
 # (Documentation/benchmarks.rst).
 set -euo pipefail
@@ -40,9 +41,9 @@ build_module_at "${2:-WORKTREE}" "$ab/new.ko"
 
 raw=$(mktemp /tmp/rpcrdma-rs-ab.XXXX)
 trap 'rm -f "$raw"' EXIT
-log "A/B: $rounds rounds of ${runtime}s jobs (about $(( rounds * 3 * 2 * (runtime + 8) / 60 + 2 )) minutes)"
+log "A/B: $rounds rounds of ${runtime}s jobs (about $(( rounds * 3 * 4 * (runtime + 8) / 60 + 2 )) minutes)"
 set +e
-bash scripts/testbed.sh --count-insns --timeout $(( 600 + rounds * 3 * 2 * (runtime + 30) )) \
+bash scripts/testbed.sh --count-insns --timeout $(( 600 + rounds * 3 * 4 * (runtime + 30) )) \
   env BENCH_VARIANTS=old,c,new BENCH_WORKLOADS=4k BENCH_REPEATS="$rounds" BENCH_RUNTIME="$runtime" \
   AB_DIR="$ab" python3 scripts/guest/bench_client.py | tee "$raw" | grep --line-buffered -v '^BENCH '
 rc=${PIPESTATUS[0]}
@@ -70,6 +71,12 @@ METRICS = (("randread_4k_qd1", "lat_p50_us", "QD1 p50 latency"),
            ("randread_4k_qd1", "transport_insns_per_rpc", "QD1 transport insns/RPC"),
            ("randread_4k_qd64", "transport_insns_per_rpc", "QD64 transport insns/RPC"),
            ("randread_4k_qd64", "transport_blocks_per_rpc", "QD64 transport blocks/RPC"),
+           ("randwrite_4k_qd64", "iops", "QD64 write IOPS"),
+           ("randwrite_4k_qd64", "insns_per_rpc", "QD64 write client insns/RPC"),
+           ("randwrite_4k_qd64", "transport_insns_per_rpc", "QD64 write transport insns/RPC"),
+           ("getattr", "ops_per_s", "GETATTR ops/s"),
+           ("getattr", "insns_per_rpc", "GETATTR client insns/RPC"),
+           ("getattr", "transport_insns_per_rpc", "GETATTR transport insns/RPC"),
            # The host's side: the QEMU processes' CPU time, translations.
            ("randread_4k_qd1", "host_cpu_us_per_rpc", "QD1 client QEMU CPU/RPC"),
            ("randread_4k_qd64", "host_cpu_us_per_rpc", "QD64 client QEMU CPU/RPC"),

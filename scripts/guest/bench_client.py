@@ -87,15 +87,19 @@ def server_cmd(cmd, timeout=300):
     raise RuntimeError(f"server command {cmd!r} timed out")
 
 
-def use_module(variant):
-    """Leaves exactly the client transport of `variant` loaded."""
+def use_module(variant, slots=None):
+    """Leaves exactly the client transport of `variant` loaded, with
+    `slots` request slots per connection if given (else the default)."""
     sh("umount -f " + MNT, check=False)
     for m in ("rpcrdma_rs", "rpcrdma"):
         sh("rmmod " + m, check=False)
     if variant == "ours":
-        sh("modprobe rpcrdma_rs")
+        sh("modprobe rpcrdma_rs" + (f" slot_table_entries={slots}" if slots else ""))
     elif variant == "c":
         sh("modprobe --ignore-install rpcrdma")
+        # The C client's slot count is a sunrpc sysctl, read at mount.
+        with open("/proc/sys/sunrpc/rdma_slot_table_entries", "w") as f:
+            f.write(f"{slots or 128}\n")
     elif variant in ("old", "new"):
         # A build of rpcrdma_rs outside the guest's module tree: insmod
         # does not load what it depends on.
@@ -114,9 +118,10 @@ def transport_module(variant):
     return None
 
 
-def mount(variant):
+def mount(variant, extra=""):
     os.makedirs(MNT, exist_ok=True)
-    sh(f"timeout 120 mount -t nfs -o {MOUNT_OPTS[variant]} {SERVER}:/srv/export {MNT}")
+    opts = MOUNT_OPTS[variant] + ("," + extra if extra else "")
+    sh(f"timeout 120 mount -t nfs -o {opts} {SERVER}:/srv/export {MNT}")
     line = xprt_line()
     want = "tcp" if variant == "tcp" else "rdma"
     if not line or line[1] != want:
@@ -127,22 +132,29 @@ def umount():
     sh("umount " + MNT)
 
 
-def xprt_line():
-    """The fields of the mount's `xprt:` line in /proc/self/mountstats."""
+def xprt_lines():
+    """The fields of each of the mount's `xprt:` lines in
+    /proc/self/mountstats (one per connection: nconnect makes several)."""
+    out = []
     with open("/proc/self/mountstats") as f:
         inside = False
         for line in f:
             if line.startswith("device "):
                 inside = f" mounted on {MNT} " in line
             elif inside and line.strip().startswith("xprt:"):
-                return line.split()
-    return None
+                out.append(line.split())
+    return out
+
+
+def xprt_line():
+    """The fields of the mount's first `xprt:` line."""
+    lines = xprt_lines()
+    return lines[0] if lines else None
 
 
 def rpcs():
-    """RPCs sent on the mount's transport (field `sends`)."""
-    line = xprt_line()
-    return int(line[7]) if line else 0
+    """RPCs sent on the mount's transports (field `sends`)."""
+    return sum(int(line[7]) for line in xprt_lines())
 
 
 def rxe_counters():
@@ -388,6 +400,29 @@ def workloads(variant, rep):
     # falls short.
     log(f"{variant} after qd64: {' '.join(xprt_line() or ['no xprt line'])}")
     log(f"{variant} rxe during qd64: {counters_moved(rxe0, rxe_counters())}")
+    # 4 KiB O_DIRECT random writes at queue depth 64: each carries its
+    # data in a Read chunk (4 KiB and the RPC header exceed the 4 KiB
+    # inline threshold). The data file is rewritten in place: no layout.
+    with Meter() as m:
+        r = fio("w64", "randwrite", "4k", 64, "bench.dat")
+    emit(**base, workload="randwrite_4k_qd64", iops=r["iops"], cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs,
+         **m.counted())
+    # Small inline calls: one GETATTR per stat() on a mount that caches
+    # no attributes (noac), for as long as a fio job runs.
+    umount()
+    mount(variant, "noac")
+    path = f"{MNT}/bench.dat"
+    os.stat(path)
+    with Meter() as m:
+        n, t = 0, time.time()
+        while time.time() - t < RUNTIME:
+            for _ in range(100):
+                os.stat(path)
+            n += 100
+    emit(**base, workload="getattr", ops_per_s=n / m.secs, cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs,
+         **m.counted())
+    umount()
+    mount(variant)
     if WORKLOADS == "4k":
         return
     # 1 MiB sequential reads and writes: throughput.
@@ -473,9 +508,43 @@ def rotation(variants, rep):
     return variants[k:] + variants[:k]
 
 
+# make scaling: (name, slots, extra mount options) and queue depths.
+SCALING_CONFIGS = (("128 slots", 128, ""), ("512 slots", 512, ""), ("nconnect=4", 128, "nconnect=4"))
+SCALING_DEPTHS = (1, 8, 64, 128)
+
+
+def scaling(variant, rep):
+    """4 KiB random reads at each queue depth, for each configuration."""
+    failures = 0
+    for name, slots, extra in SCALING_CONFIGS:
+        try:
+            use_module(variant, slots)
+            mount(variant, extra)
+            conns = len(xprt_lines())
+            for qd in SCALING_DEPTHS:
+                with Meter() as m:
+                    r = fio(f"qd{qd}", "randread", "4k", qd, "bench.dat")
+                emit(variant=variant, rep=rep, workload="scaling", config=name, iodepth=qd, connections=conns,
+                     iops=r["iops"], cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs, **m.counted())
+            umount()
+        except Exception as e:  # one failed point must not hide the others
+            failures += 1
+            log(f"{variant} {name} failed: {e}")
+            sh("umount -f " + MNT, check=False)
+    return failures
+
+
 def main():
     log(f"variants {VARIANTS}, {REPEATS} repetitions, {RUNTIME} s per fio job, {FILE_MB} MiB file")
     make_data()
+    if WORKLOADS == "scaling":
+        failures = 0
+        for rep in range(REPEATS):
+            for variant in rotation(VARIANTS, rep):
+                log(f"repetition {rep + 1}: {variant}")
+                failures += scaling(variant, rep)
+        use_module("none")
+        return 1 if failures else 0
     failures = 0
     for rep in range(REPEATS):
         for variant in rotation(VARIANTS, rep):
