@@ -17,10 +17,10 @@
 # window finds no callback client and is dropped before the delegation is
 # put on the revoke list (fs/nfsd/nfs4callback.c nfsd4_run_cb_work), so
 # neither a recall nor a revocation ever comes, and the server's writer
-# waits for as long as the client holds the file open. That is server
+# waits for as long as the client holds the delegation. That is server
 # behaviour, transport-independent: the test closes the files 20 s after
-# the disconnects, after which the client returns its delegations and the
-# writes finish. Both modes check that a fresh delegation is recalled
+# the disconnects and evicts their inodes (drop_caches), which returns
+# their delegations, and the writes finish. Both modes check that a fresh delegation is recalled
 # promptly afterwards (the backchannel is back).
 . "$(dirname "$0")/../lib.sh"
 unload_all
@@ -51,6 +51,10 @@ if [ "${RDMARS_RECONNECT_INFLIGHT:-0}" = 1 ]; then
   # only when the client lets go of the files.
   sleep 20
   for fd in "${fds[@]}"; do exec {fd}<&-; done
+  # A closed file keeps its delegation until it is recalled or its inode
+  # is evicted (nfs4_evict_inode returns it): evict them, so that the
+  # delegations whose recalls the server dropped come back too.
+  echo 2 > /proc/sys/vm/drop_caches
   wait $recall
   grep -q 'rc=0' /tmp/rcb.recall || fail "server writes failed: $(cat /tmp/rcb.recall)"
   worst=$(sed -n 's/.* max=\([0-9]*\).*/\1/p' /tmp/rcb.recall)
