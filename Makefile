@@ -97,7 +97,7 @@ ab:
 	bash scripts/ab.sh --rounds $(or $(AB_ROUNDS),8) $(OLD) $(NEW)
 
 profile:
-	bash scripts/profile.sh --rounds $(or $(PROFILE_ROUNDS),2) --iodepth $(or $(PROFILE_IODEPTH),64) $(if $(OLD),--old $(OLD)) $(if $(LINES),--lines)
+	bash scripts/profile.sh --rounds $(or $(PROFILE_ROUNDS),2) --iodepth $(or $(PROFILE_IODEPTH),64) $(if $(PROFILE_WORKLOAD),--workload $(PROFILE_WORKLOAD)) $(if $(OLD),--old $(OLD)) $(if $(LINES),--lines)
 
 check-all:
 	RDMARS_OTHER_LINES="6.12 7.3" RDMARS_STOCK_TESTS=all bash scripts/check.sh
@@ -112,7 +112,7 @@ soak: module
 		env RDMARS_SOAK_SECONDS=$(SOAK_SECONDS) RDMARS_TEST_TIMEOUT=$$(( $(SOAK_SECONDS) + 1200 )) \
 		selftests/run_guest.sh long/soak
 
-long-check: module
+long-check: module peer
 	bash scripts/testbed.sh --timeout 7200 \
 		env RDMARS_TEST_TIMEOUT=5400 RDMARS_FIO_SIZE=512M RDMARS_BIG_DIR_ENTRIES=50000 RDMARS_RECONNECT_INFLIGHT=1 \
 		RDMARS_LINK_FLAPS=20 selftests/run_guest.sh nfs_fio_verify nfs_large_directory nfs41_reconnect_callbacks nfs_link_flap

@@ -3,12 +3,13 @@
 # make profile: where the client's CPU goes per RPC, rpcrdma_rs against the
 # in-tree C client, in one testbed run.
 #
-#   scripts/profile.sh [--rounds N] [--runtime S] [--iodepth N] [--old REV] [--lines]
+#   scripts/profile.sh [--rounds N] [--runtime S] [--iodepth N] [--workload W] [--old REV] [--lines]
 #
 # The client guest loads each transport in turn (rotating the order every
 # round) and samples the whole guest with perf, call chains included,
-# during 4 KiB random reads at queue depth 64, or --iodepth
-# (scripts/guest/profile_client.py). Prints samples per thousand RPCs by
+# during 4 KiB random reads at queue depth 64, or --iodepth; --workload
+# randwrite for 4 KiB O_DIRECT writes, getattr for GETATTRs (stat() on a
+# noac mount) (scripts/guest/profile_client.py). Prints samples per thousand RPCs by
 # where they landed (the transport module, rdma_rxe, the rest of the
 # kernel, user space) and with the transport anywhere on the stack, each
 # bucket's ratio ours / C, and the functions of each transport module and
@@ -26,15 +27,16 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/lib.sh"
 
-rounds=2 runtime=30 iodepth=64 old= lines=
+rounds=2 runtime=30 iodepth=64 workload=randread old= lines=
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --runtime) runtime=$2; shift 2 ;;
     --iodepth) iodepth=$2; shift 2 ;;
+    --workload) workload=$2; shift 2 ;;
     --old) old=$2; shift 2 ;;
     --lines) lines=1; shift ;;
-    *) die "usage: $0 [--rounds N] [--runtime S] [--iodepth N] [--old REV] [--lines]" ;;
+    *) die "usage: $0 [--rounds N] [--runtime S] [--iodepth N] [--workload randread|randwrite|getattr] [--old REV] [--lines]" ;;
   esac
 done
 
@@ -66,12 +68,12 @@ fi
 # The run's output is kept: scripts/profile_report.py FILE prints the
 # report again.
 mkdir -p "$CACHE_DIR/profile"
-raw=$CACHE_DIR/profile/$(date +%Y%m%d-%H%M%S)-qd$iodepth.txt
+raw=$CACHE_DIR/profile/$(date +%Y%m%d-%H%M%S)-$workload-qd$iodepth.txt
 nvar=$(( $(tr -cd , <<< "$variants" | wc -c) + 1 ))
 log "profile: $rounds rounds of ${runtime}s per transport (about $(( rounds * nvar * (runtime + 40) / 60 + 2 )) minutes)"
 set +e
 bash scripts/testbed.sh --count-kernel-blocks --timeout $(( 600 + rounds * nvar * (runtime + 120) )) \
-  env PROFILE_VARIANTS="$variants" AB_DIR="$kodir" PROFILE_ROUNDS="$rounds" PROFILE_IODEPTH="$iodepth" BENCH_RUNTIME="$runtime" python3 scripts/guest/profile_client.py \
+  env PROFILE_VARIANTS="$variants" AB_DIR="$kodir" PROFILE_ROUNDS="$rounds" PROFILE_IODEPTH="$iodepth" PROFILE_WORKLOAD="$workload" BENCH_RUNTIME="$runtime" python3 scripts/guest/profile_client.py \
   | tee "$raw" | grep --line-buffered -v '^PROFILE '
 rc=${PIPESTATUS[0]}
 set -e

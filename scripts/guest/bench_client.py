@@ -379,6 +379,19 @@ def fio(name, rw, bs, iodepth, filename):
     return job["write" if "write" in rw else "read"]
 
 
+def getattr_loop(seconds):
+    """stat() on the data file for `seconds`: on a noac mount, one GETATTR
+    each. Returns how many were made."""
+    path = f"{MNT}/bench.dat"
+    os.stat(path)
+    n, t = 0, time.time()
+    while time.time() - t < seconds:
+        for _ in range(100):
+            os.stat(path)
+        n += 100
+    return n
+
+
 def workloads(variant, rep):
     base = dict(variant=variant, rep=rep)
     # 4 KiB random reads at queue depth 1: latency.
@@ -411,14 +424,8 @@ def workloads(variant, rep):
     # no attributes (noac), for as long as a fio job runs.
     umount()
     mount(variant, "noac")
-    path = f"{MNT}/bench.dat"
-    os.stat(path)
     with Meter() as m:
-        n, t = 0, time.time()
-        while time.time() - t < RUNTIME:
-            for _ in range(100):
-                os.stat(path)
-            n += 100
+        n = getattr_loop(RUNTIME)
     emit(**base, workload="getattr", ops_per_s=n / m.secs, cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs,
          **m.counted())
     umount()

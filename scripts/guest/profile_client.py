@@ -4,7 +4,8 @@
 
 Where the client's CPU goes per RPC, for rpcrdma_rs and the in-tree C
 client in turn: 4 KiB random reads at queue depth 64 (the benchmark's IOPS
-workload; PROFILE_IODEPTH=1 for the latency one), through bench_client.py's
+workload; PROFILE_IODEPTH=1 for the latency one; PROFILE_WORKLOAD=randwrite
+for O_DIRECT writes, =getattr for GETATTRs on a noac mount), through bench_client.py's
 module loading, mount and fio, sampled with ``perf record -a -g`` for the
 whole job. Each run prints one
 line ``PROFILE <json>``: the RPC count, and the samples by where they
@@ -38,6 +39,10 @@ import bench_client as bc  # noqa: E402  (reads its settings at import)
 ROUNDS = int(os.environ.get("PROFILE_ROUNDS", "2"))
 VARIANTS = os.environ.get("PROFILE_VARIANTS", "ours,c").split(",")
 IODEPTH = int(os.environ.get("PROFILE_IODEPTH", "64"))
+# randread (4 KiB random reads at IODEPTH), randwrite (4 KiB O_DIRECT
+# random writes at IODEPTH: Read chunks) or getattr (stat() on a noac
+# mount: small inline calls, no chunk).
+WORKLOAD = os.environ.get("PROFILE_WORKLOAD", "randread")
 PERF_DATA = "/tmp/profile.perf"
 # What a 1-vCPU guest runs when it has nothing to do: the halt.
 IDLE = {"pv_native_safe_halt", "native_safe_halt", "default_idle", "acpi_safe_halt"}
@@ -78,7 +83,7 @@ def samples(script_out):
 
 def profile(variant, rnd):
     bc.use_module(variant)
-    bc.mount(variant)
+    bc.mount(variant, "noac" if WORKLOAD == "getattr" else "")
     perf = subprocess.Popen(
         ["perf", "record", "-a", "-g", "-F", "4999", "-q", "-o", PERF_DATA],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -90,7 +95,10 @@ def profile(variant, rnd):
         # the mount's connection setup or the unmount's teardown).
         blocks0 = bc.block_runs()
         with bc.Meter() as m:
-            r = bc.fio(f"qd{IODEPTH}", "randread", "4k", IODEPTH, "bench.dat")
+            if WORKLOAD == "getattr":
+                r = {"iops": bc.getattr_loop(bc.RUNTIME) / bc.RUNTIME}
+            else:
+                r = bc.fio(f"qd{IODEPTH}", WORKLOAD, "4k", IODEPTH, "bench.dat")
         blocks1 = bc.block_runs()
         counted = bc.instructions_by_function(blocks0, blocks1)
     finally:
@@ -122,7 +130,7 @@ def profile(variant, rnd):
         if inside:
             entries[inside[-1]] += 1
     print("PROFILE " + json.dumps(dict(
-        variant=variant, round=rnd, iodepth=IODEPTH, rpcs=m.rpcs, iops=r["iops"],
+        variant=variant, round=rnd, iodepth=IODEPTH, workload=WORKLOAD, rpcs=m.rpcs, iops=r["iops"],
         cpu_us_per_rpc=m.cpu_us_per_rpc(), samples=dict(buckets),
         transport_syms=dict(syms["transport"].most_common(TOP)),
         transport_entries=dict(entries.most_common(TOP)),
