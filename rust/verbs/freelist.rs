@@ -22,11 +22,7 @@ impl FreeList {
 
     /// A stack holding `0..n`.
     pub(crate) fn full(n: usize) -> Result<Self> {
-        let mut slots = KVec::from_elem(0usize, n, GFP_KERNEL)?;
-        for (i, s) in slots.iter_mut().enumerate() {
-            *s = i;
-        }
-        Ok(FreeList { slots, top: n })
+        Self::first(n, n)
     }
 
     /// A stack holding `0..n`, with room for `room` indices (at least

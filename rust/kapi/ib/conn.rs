@@ -342,9 +342,17 @@ impl<P> SendRing<P> {
         self.len -= 1;
         if let Some(b) = self.bufs.get_mut(index) {
             b.posted = false;
+        }
+        self.release_slots(index);
+        Some(index)
+    }
+
+    /// Gives back the send queue slots buffer `index`'s Send held.
+    #[inline]
+    fn release_slots(&mut self, index: usize) {
+        if let Some(b) = self.bufs.get_mut(index) {
             self.in_sq = self.in_sq.saturating_sub(usize::from(core::mem::take(&mut b.wrs)));
         }
-        Some(index)
     }
 
     /// An idle Send buffer for a Send with `regs` REG_MRs in front of it,
@@ -388,9 +396,7 @@ impl<P> SendRing<P> {
     where
         P: SendPolicy,
     {
-        if let Some(b) = self.bufs.get_mut(index) {
-            self.in_sq = self.in_sq.saturating_sub(usize::from(core::mem::take(&mut b.wrs)));
-        }
+        self.release_slots(index);
         self.policy.unacquire(index);
     }
 
