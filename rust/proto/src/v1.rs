@@ -862,6 +862,11 @@ impl<'a> Chunks<'a> {
     /// Decodes read list, write list and reply chunk, in that order.
     #[inline]
     pub fn decode(r: &mut XdrReader<'a>, limits: &Limits) -> Result<Chunks<'a>, V1Error> {
+        // Most replies carry no chunk: three zero words, tested at once.
+        if r.rest().first_chunk::<EMPTY_CHUNK_LISTS_LEN>() == Some(&[0; EMPTY_CHUNK_LISTS_LEN]) {
+            r.take(EMPTY_CHUNK_LISTS_LEN)?;
+            return Ok(Chunks::EMPTY);
+        }
         let reads = ReadList::decode(r, limits)?;
         let writes = WriteList::decode(r, limits)?;
         let reply = decode_reply_chunk(r, limits)?;
@@ -906,6 +911,12 @@ pub struct ChunkLists<'s> {
 impl ChunkLists<'_> {
     /// No chunks at all.
     pub const NONE: ChunkLists<'static> = ChunkLists { reads: &[], writes: &[], reply: None };
+
+    /// No list carries anything (the header of most calls).
+    #[inline]
+    pub fn is_none(&self) -> bool {
+        self.reads.is_empty() && self.writes.is_empty() && self.reply.is_none()
+    }
 
     /// Encoded length of the three lists (saturating; an absurd shape simply
     /// never fits a buffer).
@@ -1204,6 +1215,16 @@ pub fn encoded_len(body: &Body<ChunkLists<'_>>) -> usize {
 #[inline]
 pub fn encode(buf: &mut [u8], xid: u32, credits: u32, body: &Body<ChunkLists<'_>>) -> Result<usize, V1Error> {
     match body {
+        // Most calls carry no chunk at all: seven words of known length.
+        Body::Msg(c) | Body::NoMsg(c) if c.is_none() => {
+            let out = buf.first_chunk_mut::<MIN_MSG_HEADER_LEN>().ok_or(NO_SPACE)?;
+            let mut w = Words::new(out);
+            for word in [xid, VERSION, credits, body.procedure().to_u32(), 0, 0, 0] {
+                w.u32(word);
+            }
+            w.finish()?;
+            Ok(MIN_MSG_HEADER_LEN)
+        }
         // A requester's every call: measured once, then stored word by word.
         Body::Msg(c) | Body::NoMsg(c) => {
             let len = c.encoded_len().saturating_add(FIXED_HEADER_LEN);
@@ -1514,6 +1535,37 @@ mod tests {
         assert_eq!(encode_msg(&mut buf, 1, 16, &ChunkLists::NONE), Ok(28));
         assert_eq!(buf, MSG_PLAIN[..28]);
         assert_eq!(msg_header_len(0, 0, 0, None), MIN_MSG_HEADER_LEN);
+    }
+
+    /// The shortcuts for chunk-less headers (encode and decode) give what
+    /// the general code gives, and fail where it fails.
+    #[test]
+    fn chunkless_shortcuts_agree_with_the_general_code() {
+        for body in [Body::Msg(ChunkLists::NONE), Body::NoMsg(ChunkLists::NONE)] {
+            let mut fast = [0xeeu8; 40];
+            let mut slow = [0xeeu8; 40];
+            assert_eq!(encode(&mut fast, 0xdead_beef, 128, &body), Ok(MIN_MSG_HEADER_LEN));
+            assert_eq!(encode_body(&mut slow, 0xdead_beef, 128, &body), Ok(MIN_MSG_HEADER_LEN));
+            assert_eq!(fast, slow);
+            // One byte short: an error, and nothing written.
+            let mut short = [0xeeu8; MIN_MSG_HEADER_LEN - 1];
+            assert_eq!(encode(&mut short, 1, 1, &body), Err(NO_SPACE));
+            assert_eq!(short, [0xeeu8; MIN_MSG_HEADER_LEN - 1]);
+            let h = dec(&fast).unwrap();
+            assert_eq!(chunks_of(&h), Chunks::EMPTY);
+            assert_eq!(h.header_len, MIN_MSG_HEADER_LEN);
+        }
+        // Empty lists cut short, or a bad "present" flag, still fail.
+        let mut bad = MSG_PLAIN;
+        for cut in FIXED_HEADER_LEN..MIN_MSG_HEADER_LEN {
+            assert!(matches!(dec(&bad[..cut]), Err(V1Error::Xdr(XdrError::Truncated { .. }))), "cut at {cut}");
+        }
+        bad[FIXED_HEADER_LEN + 3] = 2;
+        assert_eq!(dec(&bad), Err(V1Error::Xdr(XdrError::BadBool(2))));
+        // A present reply chunk after two empty lists takes the general path.
+        let body = Body::Msg(ChunkLists { reads: &[], writes: &[], reply: Some(&REPLY) });
+        let wire = enc(&body, 5, 6);
+        assert_eq!(chunks_of(&dec(&wire).unwrap()).reply.map(|a| a.len()), Some(1));
     }
 
     #[test]
