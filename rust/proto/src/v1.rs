@@ -1215,19 +1215,10 @@ pub fn encoded_len(body: &Body<ChunkLists<'_>>) -> usize {
 #[inline]
 pub fn encode(buf: &mut [u8], xid: u32, credits: u32, body: &Body<ChunkLists<'_>>) -> Result<usize, V1Error> {
     match body {
-        // Most calls carry no chunk at all: seven words of known length.
-        Body::Msg(c) | Body::NoMsg(c) if c.is_none() => {
-            let out = buf.first_chunk_mut::<MIN_MSG_HEADER_LEN>().ok_or(NO_SPACE)?;
-            let mut w = Words::new(out);
-            for word in [xid, VERSION, credits, body.procedure().to_u32(), 0, 0, 0] {
-                w.u32(word);
-            }
-            w.finish()?;
-            Ok(MIN_MSG_HEADER_LEN)
-        }
-        // A requester's every call: measured once, then stored word by word.
+        // A requester's every call: measured once (most carry no chunk, and
+        // need no measuring), then stored word by word.
         Body::Msg(c) | Body::NoMsg(c) => {
-            let len = c.encoded_len().saturating_add(FIXED_HEADER_LEN);
+            let len = if c.is_none() { MIN_MSG_HEADER_LEN } else { c.encoded_len().saturating_add(FIXED_HEADER_LEN) };
             let mut w = Words::new(buf.get_mut(..len).ok_or(NO_SPACE)?);
             w.u32(xid);
             w.u32(VERSION);
