@@ -61,8 +61,9 @@ machine() {
     command -v debootstrap > /dev/null || die "debootstrap missing: run scripts/setup-host.sh"
     log "debootstrap: a trixie machine in $root"
     # Whatever an interrupted run left mounted in there goes first, and
-    # the removal never crosses into another file system.
-    findmnt -rn -o TARGET | grep "^$root/" | sort -r | xargs -r umount -l
+    # the removal never crosses into another file system. (Nothing mounted
+    # is the usual case: grep's "no match" must not end the script.)
+    findmnt -rn -o TARGET | { grep "^$root/" || true; } | sort -r | xargs -r umount -l
     rm -rf --one-file-system "$root"; mkdir -p "$root"
     debootstrap --variant=minbase --include=ca-certificates trixie "$root" "$mirror" > "$top/debootstrap.log" 2>&1 ||
       { tail -20 "$top/debootstrap.log" >&2; die "debootstrap failed"; }
