@@ -90,12 +90,12 @@ pub(super) fn register_read_chunk(
     out: &mut [v1::ReadSegment; MAX_CHUNK_SEGMENTS],
 ) -> Result<usize> {
     // A Read chunk for the call's data, or a Long Call's whole message.
-    let position = p.call.read_position().ok_or(EIO)?;
+    let position = p.shape.call.read_position().ok_or(EIO)?;
     // The usual Read chunk: a page list one region covers (a write of up
     // to the region depth).
-    let one = match p.call {
+    let one = match p.shape.call {
         plan::CallPlan::ReadChunk { segments: 1, .. } => {
-            plan::single_extent(p.snd.region(plan::RegionKind::Pages), p.limits.geometry())
+            plan::single_extent(p.shape.snd.region(plan::RegionKind::Pages), p.limits.geometry())
         }
         _ => None,
     };
@@ -118,7 +118,7 @@ pub(super) fn register_reply_chunk(
 ) -> Result<usize> {
     // The usual reply chunk: a Write chunk for a page list one region
     // covers (a read of up to the region depth).
-    let one = match p.reply {
+    let one = match p.shape.reply {
         plan::ReplyPlan::WriteChunk { segments: 1, pad_segment: false, .. } => {
             plan::single_extent(p.rcv.region(plan::RegionKind::Pages), p.limits.geometry())
         }
@@ -150,15 +150,16 @@ fn register_extents(
     // The server reads a call's pieces and writes a reply's.
     let to_device = which == Which::Call;
     if let Some(ext) = one {
-        put(0, ep.conn.register(reg, to_device, p.xid, |w| fill_sg(rqst.buf(which), &ext, w))?);
+        put(0, ep.conn.register(reg, to_device, p.shape.xid, |w| fill_sg(rqst.buf(which), &ext, w))?);
         return Ok(1);
     }
     let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
-    let regions = if to_device { p.call.chunk_regions(&p.snd) } else { p.reply.chunk_regions(&p.rcv) };
+    let regions =
+        if to_device { p.shape.call.chunk_regions(&p.shape.snd) } else { p.shape.reply.chunk_regions(&p.rcv) };
     let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)
         .map_err(|_| EIO)?;
     for (i, ext) in exts.iter().enumerate().take(n) {
-        put(i, ep.conn.register(reg, to_device, p.xid, |w| fill_sg(rqst.buf(which), ext, w))?);
+        put(i, ep.conn.register(reg, to_device, p.shape.xid, |w| fill_sg(rqst.buf(which), ext, w))?);
     }
     Ok(n)
 }

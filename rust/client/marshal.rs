@@ -29,18 +29,28 @@ use super::{
     xprt::RdmaXprt,
 };
 
-/// How one call goes: the planner's decision for the call and its reply,
-/// and what it was made from.
-pub(super) struct Planned {
+/// Calls of at most this many bytes are copied into the Send buffer whole:
+/// small calls are cheaper to copy than to map page by page.
+const PULLUP_THRESHOLD: u32 = plan::DEFAULT_PULLUP_THRESHOLD;
+
+/// How one call goes on the wire: its version and XID, its buffer, and
+/// how the call and its reply travel.
+pub(super) struct CallShape {
     pub(super) version: Version,
     pub(super) xid: u32,
     /// The call's buffer (`rq_snd_buf`).
     pub(super) snd: plan::XdrBufDesc,
+    pub(super) call: plan::CallPlan,
+    pub(super) reply: plan::ReplyPlan,
+}
+
+/// A call the general planner planned: its shape, and what registering
+/// its chunks needs besides.
+pub(super) struct Planned {
+    pub(super) shape: CallShape,
     /// The reply's buffer (`rq_rcv_buf`).
     pub(super) rcv: plan::XdrBufDesc,
     pub(super) limits: plan::Limits,
-    pub(super) call: plan::CallPlan,
-    pub(super) reply: plan::ReplyPlan,
 }
 
 impl RdmaXprt {
@@ -64,20 +74,51 @@ impl RdmaXprt {
         let ReqState { reg: posted, sent, reply, segs, offered } = st;
         *reply = ReplyShape::Inline;
         *offered = 0;
-        let p = &self.plan(ep.shared(), rqst)?;
+        let shared = ep.shared();
+        let xid = u32::from_be(rqst.xid_be());
+        let version = self.version_for(shared, xid)?;
+        // The thresholds the planner works with size a Version One header.
+        let (inline_send, inline_recv) = shared.inline();
+        let extra = version.extra_header_len();
+        let (inline_send, inline_recv) = (inline_send.saturating_sub(extra), inline_recv.saturating_sub(extra));
+        // A sparse reply page array (NFSv3 GETACL) gets its pages before
+        // any of them is planned or registered.
+        rqst.fill_sparse_pages()?;
+        let snd = desc(rqst.buf(Which::Call), Which::Call);
+        let reply_len = rqst.buf(Which::Reply).lengths_and_flags().1;
+        // Most calls are small and so are their replies (GETATTR, ACCESS,
+        // LOOKUP): no chunk to plan or register.
+        if let Some((call, rp)) = plan::plan_small(&snd, reply_len, inline_send, inline_recv, PULLUP_THRESHOLD) {
+            let shape = CallShape { version, xid, snd, call, reply: rp };
+            let (regions, pages) =
+                self.post(ep, rqst, &shape, Registration::empty(), v1::ChunkLists::NONE).map_err(|f| {
+                    *reg = f.reg;
+                    f.err
+                })?;
+            // Of the marshalling counters only the pull-up's can move.
+            let pulled = stats::MarshalCounts::pulled_up(&shape.snd);
+            if pulled > 0 {
+                self.stats.pullup_copy.fetch_add(pulled, Ordering::Relaxed);
+            }
+            trace::marshal(rqst, xid, || marshalled(&shape));
+            *posted = regions;
+            *sent = pages;
+            return Ok(());
+        }
+        let p = &self.plan(shared, rqst, version, xid, snd, (inline_send, inline_recv))?;
         // Most calls have no Read chunk and most replies need a Write or
         // Reply chunk: register only the chunks there are.
         let mut read_buf;
         let mut reads: &[v1::ReadSegment] = &[];
-        if p.call.read_segments() > 0 {
+        if p.shape.call.read_segments() > 0 {
             read_buf = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
             let n = register_read_chunk(ep, rqst, p, reg, &mut read_buf)?;
             reads = read_buf.get(..n).ok_or(EINVAL)?;
         }
-        let nw = if p.reply.mrs() > 0 { register_reply_chunk(ep, rqst, p, reg, segs)? } else { 0 };
+        let nw = if p.shape.reply.mrs() > 0 { register_reply_chunk(ep, rqst, p, reg, segs)? } else { 0 };
         let writes = segs.get(..nw).ok_or(EINVAL)?;
         let write_list: [&[v1::Segment]; 1] = [writes];
-        let (shape, lists) = match p.reply {
+        let (shape, lists) = match p.shape.reply {
             plan::ReplyPlan::Inline => (ReplyShape::Inline, v1::ChunkLists { reads, writes: &[], reply: None }),
             plan::ReplyPlan::WriteChunk { .. } => {
                 (ReplyShape::WriteChunk, v1::ChunkLists { reads, writes: &write_list, reply: None })
@@ -87,10 +128,10 @@ impl RdmaXprt {
             }
         };
         let registered = reg.take();
-        match self.post(ep, rqst, p, registered, lists) {
+        match self.post(ep, rqst, &p.shape, registered, lists) {
             Ok((regions, pages)) => {
-                self.count_call(p, regions.len());
-                trace::marshal(rqst, p.xid, || marshalled(p));
+                self.count_call(&p.shape, regions.len());
+                trace::marshal(rqst, xid, || marshalled(&p.shape));
                 *posted = regions;
                 *sent = pages;
                 *reply = shape;
@@ -104,48 +145,52 @@ impl RdmaXprt {
         }
     }
 
-    /// Plans the call `rqst` for the connection `shared`: its version (the
-    /// first call may be the Version Two probe), the inline thresholds in
-    /// force, and which chunks the call and its reply need.
-    fn plan(&self, shared: &EpShared, rqst: &Rqst<'_>) -> Result<Planned> {
-        let xid = u32::from_be(rqst.xid_be());
-        let version = match shared.settled() {
-            Some(v) => v,
-            None => {
-                let mut g = shared.version.lock();
-                let unprobed = matches!(*g, v2::ConnVersion::Unprobed);
-                let v = g.for_call(xid).ok_or_else(errno::EPROTONOSUPPORT)?;
-                drop(g);
-                if unprobed && v == Version::V2 {
-                    trace::version(|| self.xprt.addr_str(), xid, trace::VersionEvent::Probe as u32, 2);
-                }
-                v
-            }
-        };
-        let (inline_send, inline_recv) = shared.inline();
-        // The plan sizes a Version One header.
-        let extra = version.extra_header_len();
-        // A sparse reply page array (NFSv3 GETACL) gets its pages before
-        // any of them is planned or registered.
-        rqst.fill_sparse_pages()?;
-        let snd = desc(rqst.buf(Which::Call), Which::Call);
+    /// The protocol version of the call `xid` on the connection `shared`:
+    /// the settled one, or while unsettled the first call's probe.
+    #[inline]
+    fn version_for(&self, shared: &EpShared, xid: u32) -> Result<Version> {
+        if let Some(v) = shared.settled() {
+            return Ok(v);
+        }
+        let mut g = shared.version.lock();
+        let unprobed = matches!(*g, v2::ConnVersion::Unprobed);
+        let v = g.for_call(xid).ok_or_else(errno::EPROTONOSUPPORT)?;
+        drop(g);
+        if unprobed && v == Version::V2 {
+            trace::version(|| self.xprt.addr_str(), xid, trace::VersionEvent::Probe as u32, 2);
+        }
+        Ok(v)
+    }
+
+    /// Plans, with the general planner, the call `rqst` (`xid`, of
+    /// `version`, its buffer `snd`) on the connection `shared`, under the
+    /// inline thresholds `(send, receive)`: which chunks the call and its
+    /// reply need.
+    fn plan(
+        &self,
+        shared: &EpShared,
+        rqst: &Rqst<'_>,
+        version: Version,
+        xid: u32,
+        snd: plan::XdrBufDesc,
+        (inline_send, inline_recv): (u32, u32),
+    ) -> Result<Planned> {
         let rcv = desc(rqst.buf(Which::Reply), Which::Reply);
         let limits = plan::Limits {
-            inline_send: inline_send.saturating_sub(extra),
-            inline_recv: inline_recv.saturating_sub(extra),
+            inline_send,
+            inline_recv,
             max_send_sge: shared.send_sges.load(Ordering::Relaxed),
             page_size: PAGE_SIZE,
             max_pages_per_mr: shared.mr_pages.load(Ordering::Relaxed),
             max_segments: MAX_CHUNK_SEGMENTS as u32,
-            // Small calls are cheaper to copy than to map page by page.
-            pullup_threshold: plan::DEFAULT_PULLUP_THRESHOLD,
+            pullup_threshold: PULLUP_THRESHOLD,
             write_pad_segment: false,
         };
         let (call, reply) = plan::plan_chunks(&snd, &rcv, rqst.ddp_allowed(), &limits).map_err(|e| {
             pr_warn_once_marshal(&self.stats, &e, &snd, &rcv);
             EIO
         })?;
-        Ok(Planned { version, xid, snd, rcv, limits, call, reply })
+        Ok(Planned { shape: CallShape { version, xid, snd, call, reply }, rcv, limits })
     }
 
     /// Posts the call's Send: the transport header with `lists`, then the
@@ -155,11 +200,11 @@ impl RdmaXprt {
         &self,
         ep: &Endpoint,
         rqst: &Rqst<'_>,
-        p: &Planned,
+        p: &CallShape,
         reg: Registration,
         lists: v1::ChunkLists<'_>,
     ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed> {
-        let Planned { version, xid, call, ref snd, .. } = *p;
+        let CallShape { version, xid, call, ref snd, .. } = *p;
         let nomsg = matches!(call, plan::CallPlan::LongCall { .. });
         let credits = ep.shared().max_requests.load(Ordering::Relaxed);
         ep.conn.send(reg, |out| {
@@ -195,7 +240,7 @@ impl RdmaXprt {
     }
 
     /// Accounts a call that went out with `registered` regions.
-    fn count_call(&self, p: &Planned, registered: usize) {
+    fn count_call(&self, p: &CallShape, registered: usize) {
         // A counter moves only when there is something to add: an atomic
         // add of zero still costs a locked instruction per RPC.
         let add = |c: &AtomicU64, n: u64| {
@@ -216,7 +261,7 @@ impl RdmaXprt {
 }
 
 /// What the `marshal` trace event reports of the call planned as `p`.
-fn marshalled(p: &Planned) -> trace::Marshalled {
+fn marshalled(p: &CallShape) -> trace::Marshalled {
     let s = &p.snd;
     let rtype = match p.call {
         plan::CallPlan::Inline { pullup: true } if s.page_len == 0 && s.tail.len == 0 => trace::ChunkType::Inline,

@@ -817,6 +817,31 @@ fn call_plan(snd: &XdrBufDesc, ddp_allowed: bool, limits: &Limits, reply: &Reply
     Ok(CallPlan::LongCall { len: snd.len, segments })
 }
 
+/// The plan of the common small RPC (GETATTR, ACCESS, LOOKUP, ...), made
+/// without the general planner: the Call `snd` goes inline with no chunk
+/// and is pulled up whole (it is at most `pullup_threshold` bytes), and a
+/// Reply of up to `reply_len` bytes (the receive buffer's size) fits
+/// inline. In that case it is the plan [`plan_chunks`] makes with any
+/// limits that validate and these thresholds; `None` when the general
+/// planner must decide.
+#[inline]
+pub fn plan_small(
+    snd: &XdrBufDesc,
+    reply_len: u32,
+    inline_send: u32,
+    inline_recv: u32,
+    pullup_threshold: u32,
+) -> Option<(CallPlan, ReplyPlan)> {
+    const CALL_HEADER_LEN: u32 = call_header_len(0, None, None);
+    let call_fits = u64::from(snd.len) + u64::from(CALL_HEADER_LEN) <= u64::from(inline_send);
+    let reply_fits = u64::from(reply_len) + u64::from(INLINE_REPLY_HEADER_LEN) <= u64::from(inline_recv);
+    if call_fits && reply_fits && snd.len <= pullup_threshold && snd.parts_len() == Some(snd.len) {
+        Some((CallPlan::Inline { pullup: true }, ReplyPlan::Inline))
+    } else {
+        None
+    }
+}
+
 /// Plans how one RPC travels: the Reply first (its chunk lists go into the
 /// Call's header), then the Call. The same as [`plan_reply`] followed by
 /// [`plan_call`], with `limits` validated once.
@@ -1147,6 +1172,61 @@ mod tests {
         l.inline_send = 64;
         let s = snd(200, 0, 65536, 4, XDRBUF_WRITE);
         assert_eq!(plan_call(&s, false, &l, &ReplyPlan::Inline), Err(PlanError::HeaderTooLarge { len: 100, max: 64 }));
+    }
+
+    #[test]
+    fn small_rpc_shortcut_agrees_with_plan_chunks() {
+        let mut rng = crate::testutil::Rng(0x2545_f491_4f6c_dd1d);
+        let mut taken = 0;
+        for _ in 0..50000 {
+            // Lengths around the thresholds and the pull-up limit, and a
+            // few that overflow.
+            let mut len = |rng: &mut crate::testutil::Rng| match rng.next() % 8 {
+                0 => u32::MAX - (rng.next() % 8) as u32,
+                1 => 0,
+                2 => (rng.next() % 64) as u32,
+                _ => (rng.next() % 5000) as u32,
+            };
+            let (head, page_len, tail) = (len(&mut rng), len(&mut rng), len(&mut rng));
+            let mut s = XdrBufDesc {
+                head: kv(64, head),
+                page_base: (rng.next() % 8192) as u32,
+                page_len,
+                tail: kv(64, tail),
+                len: head.wrapping_add(page_len).wrapping_add(tail),
+                flags: [0, XDRBUF_WRITE][(rng.next() % 2) as usize],
+            };
+            if rng.next() % 8 == 0 {
+                // A length that is not the sum of the parts.
+                s.len = len(&mut rng);
+            }
+            let reply_len = len(&mut rng);
+            let rcv = XdrBufDesc {
+                head: kv(0, reply_len.min(4096)),
+                page_base: 0,
+                page_len: reply_len.saturating_sub(4096),
+                tail: kv(0, 0),
+                len: reply_len,
+                flags: [0, XDRBUF_READ][(rng.next() % 2) as usize],
+            };
+            let mut l = limits();
+            l.inline_send = 28 + (rng.next() % 4200) as u32;
+            l.inline_recv = 28 + (rng.next() % 4200) as u32;
+            l.pullup_threshold = [0, 1024, DEFAULT_PULLUP_THRESHOLD, 8192][(rng.next() % 4) as usize];
+            l.max_send_sge = MIN_SEND_SGES + (rng.next() % 30) as u32;
+            let small = plan_small(&s, reply_len, l.inline_send, l.inline_recv, l.pullup_threshold);
+            let general = plan_chunks(&s, &rcv, rng.next() % 2 == 0, &l);
+            if let Some(plan) = small {
+                taken += 1;
+                assert_eq!(general, Ok(plan), "{s:?} reply {reply_len} {l:?}");
+            } else if let Ok((CallPlan::Inline { pullup: true }, ReplyPlan::Inline)) = general {
+                // The general planner also pulls up a call of more pieces
+                // than the Send has SGEs for: only then may it find an
+                // inline plan the shortcut left to it.
+                assert!(s.len > l.pullup_threshold, "{s:?} reply {reply_len} {l:?}");
+            }
+        }
+        assert!(taken > 1000, "the shortcut was taken {taken} times");
     }
 
     #[test]

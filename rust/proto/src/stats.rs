@@ -143,7 +143,7 @@ impl MarshalCounts {
         let mut c = MarshalCounts { read_segments: u64::from(call.read_segments()), ..MarshalCounts::default() };
         match *call {
             CallPlan::LongCall { .. } => c.nomsg_calls = 1,
-            CallPlan::Inline { pullup: true } => c.pullup_bytes = u64::from(snd.page_len) + u64::from(snd.tail.len),
+            CallPlan::Inline { pullup: true } => c.pullup_bytes = Self::pulled_up(snd),
             _ => {}
         }
         match *reply {
@@ -158,6 +158,13 @@ impl MarshalCounts {
             }
         }
         c
+    }
+
+    /// The bytes past the head that pulling up the Call `snd` copies (its
+    /// [`MarshalCounts::pullup_bytes`]).
+    #[inline]
+    pub fn pulled_up(snd: &XdrBufDesc) -> u64 {
+        u64::from(snd.page_len) + u64::from(snd.tail.len)
     }
 }
 
