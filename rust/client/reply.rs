@@ -242,6 +242,7 @@ pub(super) enum Kind<'a> {
 }
 
 impl<'a> Incoming<'a> {
+    #[inline(always)]
     fn decode_v1(data: &'a [u8]) -> Option<Self> {
         let (h, payload) = v1::Header::decode_split(data, &v1::Limits::DEFAULT).ok()?;
         let kind = match h.body {

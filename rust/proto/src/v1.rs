@@ -860,13 +860,20 @@ impl<'a> Chunks<'a> {
     pub const EMPTY: Chunks<'static> = Chunks { reads: ReadList::EMPTY, writes: WriteList::EMPTY, reply: None };
 
     /// Decodes read list, write list and reply chunk, in that order.
-    #[inline]
+    /// Inlined where it is called: most replies carry no chunk, which
+    /// takes one test of three zero words, not a call.
+    #[inline(always)]
     pub fn decode(r: &mut XdrReader<'a>, limits: &Limits) -> Result<Chunks<'a>, V1Error> {
-        // Most replies carry no chunk: three zero words, tested at once.
         if r.rest().first_chunk::<EMPTY_CHUNK_LISTS_LEN>() == Some(&[0; EMPTY_CHUNK_LISTS_LEN]) {
             r.take(EMPTY_CHUNK_LISTS_LEN)?;
             return Ok(Chunks::EMPTY);
         }
+        Self::decode_lists(r, limits)
+    }
+
+    /// [`Chunks::decode`] of lists that are not all empty.
+    #[inline(never)]
+    fn decode_lists(r: &mut XdrReader<'a>, limits: &Limits) -> Result<Chunks<'a>, V1Error> {
         let reads = ReadList::decode(r, limits)?;
         let writes = WriteList::decode(r, limits)?;
         let reply = decode_reply_chunk(r, limits)?;
@@ -1212,7 +1219,9 @@ pub fn encoded_len(body: &Body<ChunkLists<'_>>) -> usize {
 
 /// Encodes a version 1 header into `buf` and returns its length. Writes
 /// nothing if `buf` is too small (`V1Error::Xdr(XdrError::NoSpace)`).
-#[inline]
+/// Always inlined: the requester calls it once per RPC, and a call
+/// builds and passes the body through memory.
+#[inline(always)]
 pub fn encode(buf: &mut [u8], xid: u32, credits: u32, body: &Body<ChunkLists<'_>>) -> Result<usize, V1Error> {
     match body {
         // A requester's every call: measured once (most carry no chunk, and
