@@ -53,7 +53,7 @@ impl ReqState {
     pub(super) fn judge(&self, kind: &Kind<'_>) -> Verdict {
         let offered = self.segs.get(..self.offered).unwrap_or(&[]);
         match (kind, self.reply) {
-            (Kind::Msg(c, _), _) if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() => Verdict::Inline,
+            (Kind::Msg(c, _), _) if c.is_none() => Verdict::Inline,
             (Kind::Msg(c, _), ReplyShape::WriteChunk)
                 if c.reads.is_empty() && c.writes.len() == 1 && c.reply.is_none() =>
             {

@@ -71,7 +71,7 @@ impl EpShared {
             {
                 if !is_backward_call(inc.xid, inc.payload) {
                     self.count_bad_reply(inc.xid, c_str!("backward direction but not a call"));
-                } else if c.reads.is_empty() && c.writes.is_empty() && c.reply.is_none() {
+                } else if c.is_none() {
                     // Its credit field asks for reverse credits; it is no
                     // grant of forward ones (RFC 8167 section 4.1).
                     self.backward_call(inc.xid, inc.payload);

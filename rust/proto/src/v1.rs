@@ -859,6 +859,12 @@ impl<'a> Chunks<'a> {
     /// No chunks at all.
     pub const EMPTY: Chunks<'static> = Chunks { reads: ReadList::EMPTY, writes: WriteList::EMPTY, reply: None };
 
+    /// No list carries anything (most replies).
+    #[inline]
+    pub fn is_none(&self) -> bool {
+        self.reads.is_empty() && self.writes.is_empty() && self.reply.is_none()
+    }
+
     /// Decodes read list, write list and reply chunk, in that order.
     /// Inlined where it is called: most replies carry no chunk, which
     /// takes one test of three zero words, not a call.
@@ -1553,6 +1559,7 @@ mod tests {
             assert_eq!(short, [0xeeu8; MIN_MSG_HEADER_LEN - 1]);
             let h = dec(&fast).unwrap();
             assert_eq!(chunks_of(&h), Chunks::EMPTY);
+            assert!(chunks_of(&h).is_none());
             assert_eq!(h.header_len, MIN_MSG_HEADER_LEN);
         }
         // Empty lists cut short, or a bad "present" flag, still fail.
@@ -1566,6 +1573,12 @@ mod tests {
         let body = Body::Msg(ChunkLists { reads: &[], writes: &[], reply: Some(&REPLY) });
         let wire = enc(&body, 5, 6);
         assert_eq!(chunks_of(&dec(&wire).unwrap()).reply.map(|a| a.len()), Some(1));
+        assert!(!chunks_of(&dec(&wire).unwrap()).is_none());
+        // Any one list not empty: chunks there are.
+        let c = chunks_of(&dec(&MSG_CHUNKS).unwrap());
+        assert!(!c.is_none());
+        assert!(!Chunks { reads: c.reads, ..Chunks::EMPTY }.is_none());
+        assert!(!Chunks { writes: c.writes, ..Chunks::EMPTY }.is_none());
     }
 
     #[test]
