@@ -1117,10 +1117,11 @@ impl<V: Events> Conn<V> {
     ) -> (Invalidated, Invalidation) {
         let held = reg.0;
         let none = Invalidation { local: 0, post_failed: false };
-        let Ok(qp) = self.qp() else { return (Invalidated(()), none) };
-        if held.generation != self.generation || held.n == 0 {
+        // Most calls registered nothing: that is told before anything else.
+        if held.n == 0 || held.generation != self.generation {
             return (Invalidated(()), none);
         }
+        let Ok(qp) = self.qp() else { return (Invalidated(()), none) };
         let mut chain: *mut sys::ib_send_wr = ptr::null_mut();
         let mut last: Option<&FrMr> = None;
         let mut local = 0;
