@@ -141,7 +141,11 @@ impl EpShared {
             None => (PostedRegistration::none(), PagesInFlight::none(), ReqState::default().judge(kind)),
         };
         let registered = reg.len();
-        let (inv, local) = conn.invalidate(reg, invalidated);
+        // Most calls registered nothing: no call down to the connection.
+        let (inv, local) = match reg.nothing_held() {
+            Ok(inv) => (inv, 0),
+            Err(reg) => conn.invalidate(reg, invalidated),
+        };
         count_invalidations(&self.stats, registered, local);
         if registered > 0 {
             // A task may be waiting for memory regions to send its call.
@@ -149,7 +153,7 @@ impl EpShared {
         }
         // The reply can overtake the Send's completion: the call's pages go
         // back to SUNRPC only once the HCA is done reading them.
-        let done = conn.wait_sent(sent);
+        let done = sent.nothing_in_flight().unwrap_or_else(|sent| conn.wait_sent(sent));
         Some((rqst.released(Released::new(inv, done)), verdict))
     }
 

@@ -343,11 +343,25 @@ impl PagesInFlight {
     }
 
     /// True for a token that holds nothing to wait for.
+    #[inline]
     pub(crate) fn is_none(&self) -> bool {
         self.index == usize::MAX
+    }
+
+    /// The proof for a token of a Send that mapped nothing (most calls'
+    /// Sends copy the call): there is nothing to wait for. A token with
+    /// pages is handed back, for [`Conn::wait_sent`](super::Conn::wait_sent).
+    #[inline]
+    pub(crate) fn nothing_in_flight(self) -> core::result::Result<SendDone, Self> {
+        if self.is_none() {
+            Ok(SendDone(()))
+        } else {
+            Err(self)
+        }
     }
 }
 
 /// Proof that no Send reads an RPC's pages any more. Made only by
-/// [`Conn::wait_sent`](super::Conn::wait_sent).
+/// [`Conn::wait_sent`](super::Conn::wait_sent) and
+/// [`PagesInFlight::nothing_in_flight`].
 pub(crate) struct SendDone(pub(super) ());

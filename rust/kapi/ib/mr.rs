@@ -358,11 +358,26 @@ impl PostedRegistration {
     pub(crate) fn len(&self) -> usize {
         self.0.n
     }
+
+    /// The proof for a token that holds no memory region (most calls'
+    /// tokens): there is nothing the peer could reach. A token that holds
+    /// some is handed back, for [`Conn::invalidate`].
+    ///
+    /// [`Conn::invalidate`]: super::Conn::invalidate
+    #[inline]
+    pub(crate) fn nothing_held(self) -> core::result::Result<Invalidated, Self> {
+        if self.0.n == 0 {
+            Ok(Invalidated(()))
+        } else {
+            Err(self)
+        }
+    }
 }
 
 /// Proof that the peer can no longer reach an RPC's memory regions: they
 /// were invalidated (or never posted, or their queue pair is in the error
-/// state). Made only by [`Conn::invalidate`] and [`Conn::release_unposted`].
+/// state). Made only by [`Conn::invalidate`], [`Conn::release_unposted`]
+/// and [`PostedRegistration::nothing_held`].
 ///
 /// [`Conn::invalidate`]: super::Conn::invalidate
 /// [`Conn::release_unposted`]: super::Conn::release_unposted
