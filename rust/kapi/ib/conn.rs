@@ -1329,11 +1329,13 @@ impl<V: Events> ConnBox<V> {
                 qp.drain();
             }
         }
-        // SAFETY: after the drain no completion handler runs (every posted
-        // WR completed and its handler ran), and the CM handler reaches only
-        // `events`: the other fields are ours alone (type invariant).
-        let (objs, sends, recvs, mrs) =
-            unsafe { (&mut (*raw).objs, &mut (*raw).sends, &mut (*raw).recvs, &mut (*raw).mrs) };
+        let (objs, sends, recvs, mrs) = {
+            // SAFETY: after the drain no completion handler runs (every
+            // posted WR completed and its handler ran), and the CM handler
+            // reaches only `events`: the other fields are ours alone (type
+            // invariant).
+            unsafe { (&mut (*raw).objs, &mut (*raw).sends, &mut (*raw).recvs, &mut (*raw).mrs) }
+        };
         let Some(Objects { qp, send_cq, recv_cq, pd, .. }) = objs.take() else { return };
         // Each object goes once, after those that used it.
         drop(qp);

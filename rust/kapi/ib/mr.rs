@@ -188,10 +188,11 @@ impl FrMr {
         if nents <= 0 {
             return Err(kernel::error::code::EIO);
         }
-        // SAFETY: the MR is ours (the caller's lease); `nents` entries are
-        // mapped.
-        let mapped =
-            unsafe { sys::ib_map_mr_sg(m.ibmr, m.sg.as_mut_ptr(), nents, ptr::null_mut(), crate::kapi::PAGE_SIZE) };
+        let mapped = {
+            // SAFETY: the MR is ours (the caller's lease); `nents` entries
+            // are mapped.
+            unsafe { sys::ib_map_mr_sg(m.ibmr, m.sg.as_mut_ptr(), nents, ptr::null_mut(), crate::kapi::PAGE_SIZE) }
+        };
         if mapped != nents {
             // SAFETY: mapped just above with these arguments.
             unsafe { sys::rpcrdma_rs_dma_unmap_sg(self.device, m.sg.as_mut_ptr(), n as i32, to_device) };
