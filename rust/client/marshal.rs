@@ -87,54 +87,54 @@ impl RdmaXprt {
         let snd = desc(rqst.buf(Which::Call), Which::Call);
         let reply_len = rqst.buf(Which::Reply).lengths_and_flags().1;
         // Most calls are small and so are their replies (GETATTR, ACCESS,
-        // LOOKUP): no chunk to plan or register.
-        if let Some((call, rp)) = plan::plan_small(&snd, reply_len, inline_send, inline_recv, PULLUP_THRESHOLD) {
-            let shape = CallShape { version, xid, snd, call, reply: rp };
-            let (regions, pages) =
-                self.post(ep, rqst, &shape, Registration::empty(), v1::ChunkLists::NONE).map_err(|f| {
-                    *reg = f.reg;
-                    f.err
-                })?;
-            // Of the marshalling counters only the pull-up's can move.
-            let pulled = stats::MarshalCounts::pulled_up(&shape.snd);
-            if pulled > 0 {
-                self.stats.pullup_copy.fetch_add(pulled, Ordering::Relaxed);
-            }
-            trace::marshal(rqst, xid, || marshalled(&shape));
-            *posted = regions;
-            *sent = pages;
-            return Ok(());
-        }
-        let p = &self.plan(shared, rqst, version, xid, snd, (inline_send, inline_recv))?;
-        // Most calls have no Read chunk and most replies need a Write or
-        // Reply chunk: register only the chunks there are.
+        // LOOKUP): no chunk to plan or register. The rest are planned, and
+        // their chunks registered into `reg`.
+        let small;
+        let planned;
         let mut read_buf;
-        let mut reads: &[v1::ReadSegment] = &[];
-        if p.shape.call.read_segments() > 0 {
-            read_buf = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
-            let n = register_read_chunk(ep, rqst, p, reg, &mut read_buf)?;
-            reads = read_buf.get(..n).ok_or(EINVAL)?;
-        }
-        let nw = if p.shape.reply.mrs() > 0 { register_reply_chunk(ep, rqst, p, reg, segs)? } else { 0 };
-        let writes = segs.get(..nw).ok_or(EINVAL)?;
-        let write_list: [&[v1::Segment]; 1] = [writes];
-        let (shape, lists) = match p.shape.reply {
-            plan::ReplyPlan::Inline => (ReplyShape::Inline, v1::ChunkLists { reads, writes: &[], reply: None }),
-            plan::ReplyPlan::WriteChunk { .. } => {
-                (ReplyShape::WriteChunk, v1::ChunkLists { reads, writes: &write_list, reply: None })
-            }
-            plan::ReplyPlan::ReplyChunk { .. } => {
-                (ReplyShape::ReplyChunk, v1::ChunkLists { reads, writes: &[], reply: Some(writes) })
-            }
-        };
+        let write_list: [&[v1::Segment]; 1];
+        let (shape, lists, reply_shape, nw) =
+            match plan::plan_small(&snd, reply_len, inline_send, inline_recv, PULLUP_THRESHOLD) {
+                Some((call, rp)) => {
+                    small = CallShape { version, xid, snd, call, reply: rp };
+                    (&small, v1::ChunkLists::NONE, ReplyShape::Inline, 0)
+                }
+                None => {
+                    planned = self.plan(shared, rqst, version, xid, snd, (inline_send, inline_recv))?;
+                    let p = &planned;
+                    // Most calls have no Read chunk and most replies need a
+                    // Write or Reply chunk: register only the chunks there are.
+                    let mut reads: &[v1::ReadSegment] = &[];
+                    if p.shape.call.read_segments() > 0 {
+                        read_buf = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
+                        let n = register_read_chunk(ep, rqst, p, reg, &mut read_buf)?;
+                        reads = read_buf.get(..n).ok_or(EINVAL)?;
+                    }
+                    let nw = if p.shape.reply.mrs() > 0 { register_reply_chunk(ep, rqst, p, reg, segs)? } else { 0 };
+                    let writes = segs.get(..nw).ok_or(EINVAL)?;
+                    write_list = [writes];
+                    let (reply_shape, lists) = match p.shape.reply {
+                        plan::ReplyPlan::Inline => {
+                            (ReplyShape::Inline, v1::ChunkLists { reads, writes: &[], reply: None })
+                        }
+                        plan::ReplyPlan::WriteChunk { .. } => {
+                            (ReplyShape::WriteChunk, v1::ChunkLists { reads, writes: &write_list, reply: None })
+                        }
+                        plan::ReplyPlan::ReplyChunk { .. } => {
+                            (ReplyShape::ReplyChunk, v1::ChunkLists { reads, writes: &[], reply: Some(writes) })
+                        }
+                    };
+                    (&p.shape, lists, reply_shape, nw)
+                }
+            };
         let registered = reg.take();
-        match self.post(ep, rqst, &p.shape, registered, lists) {
+        match self.post(ep, rqst, shape, registered, lists) {
             Ok((regions, pages)) => {
-                self.count_call(&p.shape, regions.len());
-                trace::marshal(rqst, xid, || marshalled(&p.shape));
+                self.count_call(shape, regions.len());
+                trace::marshal(rqst, xid, || marshalled(shape));
                 *posted = regions;
                 *sent = pages;
-                *reply = shape;
+                *reply = reply_shape;
                 *offered = nw;
                 Ok(())
             }
@@ -249,6 +249,12 @@ impl RdmaXprt {
             }
         };
         let st = &self.stats;
+        // The common small RPC (an inline call copied whole, an inline
+        // reply) can move only the pull-up counter.
+        if let (plan::CallPlan::Inline { pullup: true }, plan::ReplyPlan::Inline, 0) = (p.call, p.reply, registered) {
+            add(&st.pullup_copy, stats::MarshalCounts::pulled_up(&p.snd));
+            return;
+        }
         let n = stats::MarshalCounts::of(&p.call, &p.reply, &p.snd);
         add(&st.read_chunks, n.read_segments);
         add(&st.write_chunks, n.write_segments);
