@@ -230,6 +230,25 @@ rs_counter() { cat "/sys/kernel/debug/rpcrdma_rs/$1" 2>/dev/null || echo 0; }
 # prints its answer, which ends with "rc=N"; gives up after SECONDS (30).
 host_cmd() { share_request hostcmd hostres "$1" "${2:-30}"; }
 
+# server_link_on: the server guest's link up again after a loss (host_cmd),
+# and its soft-RoCE device made new if the loss broke the device's QP1
+# (scripts/guest/init.sh, rxe-heal): a testbed fault no client can get
+# past. Sets $healed to what rxe-heal said when it made a new device ("QP1
+# in ERR, new rxe0 in N ms"; empty otherwise) and says so; fails the test
+# when either step does. RDMARS_RXE_HEAL=force makes a new device every time (to check the
+# cure).
+server_link_on() {
+  local out heal=rxe-heal
+  healed=
+  out=$(host_cmd "link server on"); printf '%s' "$out" | grep -q 'rc=0' || fail "link on: $out"
+  [ "${RDMARS_RXE_HEAL:-}" = force ] && heal="rxe-heal force"
+  out=$(server_cmd "$heal" 90)
+  printf '%s' "$out" | grep -q 'rc=0' || fail "the server's soft-RoCE device: $out"
+  case "$out" in
+    *healed:*) healed=${out#*healed: }; diag "testbed: the server's soft-RoCE device after the link loss: $healed" ;;
+  esac
+}
+
 # restore_testbed: undoes what the fault tests do to the testbed, for the
 # tests that follow one that failed or was killed half-way: both guests'
 # links up, the client's soft-RoCE device present, fail_sunrpc quiet, the
@@ -238,6 +257,7 @@ restore_testbed() {
   local fs=/sys/kernel/debug/fail_sunrpc
   [ -w $fs/probability ] && echo 0 > $fs/probability
   host_cmd "link server on" > /dev/null
+  server_cmd rxe-heal 90 > /dev/null
   host_cmd "link client on" > /dev/null
   [ -n "$(rdma link show 2>/dev/null)" ] || rdma link add rxe0 type rxe netdev eth0
   server_cmd "peer-stop" 10 > /dev/null

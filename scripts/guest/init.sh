@@ -122,6 +122,24 @@ server)
           continue ;;
         rxe-counters)
           { rxe_nonzero; echo; } > "$share/res.$id.tmp" 2>&1 ;;
+        rxe-heal|rxe-heal\ force)
+          # After a link loss: soft-RoCE moves a QP to the error state
+          # when the stack drops one of its packets (with the carrier off
+          # the qdisc does, NET_XMIT_CN). The MAD layer expects a failed
+          # send to leave QP1 in SQE, which it knows to bring back; from
+          # ERR QP1 never returns, so no CM message passes again and no
+          # client can connect. The cure is a new rxe0; "force" applies it
+          # even to a healthy device (to check the cure itself).
+          why=$(timeout 10 rdma resource show qp 2>/dev/null | grep -oE ' lqpn 1 type GSI state ERR')
+          why=${why:+QP1 in ${why##* }}
+          [ "$cmd" = "rxe-heal force" ] && why=${why:-forced}
+          if [ -n "$why" ]; then
+            { s=$(date +%s%N)
+              timeout 60 rdma link delete rxe0 && rdma link add rxe0 type rxe netdev eth0
+              echo "rc=$? healed: $why, new rxe0 in $(( ($(date +%s%N) - s) / 1000000 )) ms"; } > "$share/res.$id.tmp" 2>&1
+          else
+            echo "rc=0 healthy" > "$share/res.$id.tmp"
+          fi ;;
         addr\ *)
           # addr add|del A: another IPv4 address of the server on the link
           # (NFSv4.1 session trunking needs two of the same family).

@@ -58,7 +58,7 @@ resumed "start"
 # 1. The link between the guests goes down for 20 s.
 out=$(host_cmd "link server off"); printf '%s' "$out" | grep -q 'rc=0' || fail "link off: $out"
 sleep 20
-out=$(host_cmd "link server on"); printf '%s' "$out" | grep -q 'rc=0' || fail "link on: $out"
+server_link_on
 resumed "link down 20 s"
 
 # 2. The client's RDMA device goes away and comes back.
@@ -133,7 +133,7 @@ t1=$SECONDS
 while [ "$(cat /sys/module/rpcrdma_rs/refcnt 2>/dev/null || echo 0)" != 0 ] && [ $((SECONDS - t1)) -lt 60 ]; do sleep 1; done
 refs=$(cat /sys/module/rpcrdma_rs/refcnt)
 diag "rpcrdma_rs unused $((SECONDS - t1)) s after the unmount (refcnt $refs)"
-out=$(host_cmd "link server on"); printf '%s' "$out" | grep -q 'rc=0' || fail "link on: $out"
+server_link_on
 trap - EXIT
 [ "$refs" = 0 ] || fail "rpcrdma_rs still in use 60 s after umount -f"
 unload rpcrdma_rs

@@ -14,6 +14,14 @@
 # why. Over the C client (make long-check) the times are printed for
 # comparison; the bound is ours. (RDMARS_FLAP_BOUND=0 shows that report
 # for every loss.)
+#
+# Soft-RoCE has a fault of its own here: a CM message the server sends while
+# its carrier is off is dropped by the stack, which moves the server's QP1
+# to the error state for good, and no client can connect to it again (seen
+# in CI, and once in about 90 losses on the development machine).
+# server_link_on (lib.sh) finds that and makes the server a new device; such
+# a loss is reported, and must still end within 240 s, but is not held to
+# the bound (Documentation/testbed.rst).
 . "$(dirname "$0")/../lib.sh"
 command -v fio > /dev/null || skip "fio not installed"
 flaps=${RDMARS_LINK_FLAPS:-2}
@@ -45,11 +53,12 @@ if tracefs_ready; then
   printf '%s' "$out" | grep -q 'rc=0' && tracing=1 || diag "server tracing not started: $out"
 fi
 
-# rounds_after N SECONDS: waits until a job after N has ended; prints how
-# long that took (in tenths of a second), or nothing after SECONDS.
+# rounds_after N SECONDS [START]: waits until a job after N has ended;
+# prints how long that took from START (date +%s%N; now if not given) in
+# tenths of a second, or nothing after SECONDS.
 rounds_after() {
   local n=$1 start end
-  start=$(date +%s%N)
+  start=${3:-$(date +%s%N)}
   end=$((start + $2 * 1000000000))
   while [ "$(cat $state/rounds)" -le "$n" ]; do
     [ "$(date +%s%N)" -lt $end ] || return 0
@@ -92,7 +101,7 @@ explain() {
 }
 
 [ -n "$(rounds_after 0 120)" ] || fail "no fio job ended in 120 s after the mount"
-over=0 times=
+over=0 times= renewed=
 for i in $(seq 1 "$flaps"); do
   c0=$(rdma_xprt_field 3)
   [ -n "$tracing" ] && { echo "flap $i off" > $t/trace_marker; server_cmd "trace-mark flap $i off" 10 > /dev/null; }
@@ -100,13 +109,18 @@ for i in $(seq 1 "$flaps"); do
   sleep 20
   n=$(cat $state/rounds)
   [ -n "$tracing" ] && { echo "flap $i on" > $t/trace_marker; server_cmd "trace-mark flap $i on" 10 > /dev/null; }
-  out=$(host_cmd "link server on"); printf '%s' "$out" | grep -q 'rc=0' || fail "link on: $out"
-  took=$(rounds_after "$n" 240)
+  on=$(date +%s%N)
+  server_link_on
+  took=$(rounds_after "$n" 240 "$on")
   [ -n "$took" ] || { explain "$i"; fail "flap $i: I/O did not resume within 240 s of the link's return"; }
   secs=$((took / 10)).$((took % 10))
   times+="$secs "
   diag "flap $i: I/O resumed ${secs} s after the link came back (connects $c0 -> $(rdma_xprt_field 3))"
-  if [ "$took" -gt $((bound * 10)) ]; then
+  # A loss that broke the server's device is the testbed's: the client
+  # must get past it, but its time is not the client's.
+  if [ -n "$healed" ]; then
+    renewed+="$i "
+  elif [ "$took" -gt $((bound * 10)) ]; then
     over=$((over + 1))
     explain "$i"
   fi
@@ -119,6 +133,7 @@ touch $state/stop
 wait $load
 [ ! -e $state/failed ] || { cat $state/fio.failed; fail "fio job(s) $(tr '\n' ' ' < $state/failed)failed"; }
 diag "$flaps link losses of 20 s over $XPRT_MOD: I/O resumed after ${times}s; $(cat $state/rounds) fio jobs verified"
+[ -z "$renewed" ] || diag "the server's soft-RoCE device was made new after loss $renewed(not held to the bound)"
 [ "$XPRT_MOD" = rpcrdma_rs ] && diag "liveness probes: $(rs_counter liveness_probes), failed: $(rs_counter liveness_probe_failures); connections dropped for a flushed queue pair: $(rs_counter flushed_connections)"
 rm -f "$MNT"/flap.*
 umount "$MNT" || fail "umount failed"

@@ -58,7 +58,7 @@ dmesg_since_mark | grep -q 'does not answer a probe' || fail "the failed probe w
 
 # 3. The link comes back: a new connection, and the mount completes.
 sleep 3
-out=$(host_cmd "link server on"); printf '%s' "$out" | grep -q 'rc=0' || fail "link on: $out"
+server_link_on
 t1=$SECONDS
 wait $mnt; rc=$?
 diag "link up: the mount returned $rc after $((SECONDS - t1)) s"
