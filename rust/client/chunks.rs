@@ -131,6 +131,22 @@ pub(super) fn register_reply_chunk(
     })
 }
 
+/// Registers `ext`, the one MR of a chunk in `rqst`'s buffer `which` (the
+/// call's data for a Read chunk, the reply's room for a Write chunk), into
+/// `reg` for the call `xid`; returns its segment.
+#[inline]
+pub(super) fn register_one(
+    ep: &Endpoint,
+    rqst: &Rqst<'_>,
+    reg: &mut Registration,
+    which: Which,
+    xid: u32,
+    ext: &plan::MrExtent,
+) -> Result<v1::Segment> {
+    // The server reads a call's pieces and writes a reply's.
+    Ok(segment(ep.conn.register(reg, which == Which::Call, xid, |w| fill_sg(rqst.buf(which), ext, w))?))
+}
+
 /// Registers the pieces of the chunk the plan `p` asks for in `rqst`'s
 /// buffer `which` (the call's data for a Read chunk, the reply's room for a
 /// Write or Reply chunk) and hands each to `put` with its index; returns

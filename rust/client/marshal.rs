@@ -21,7 +21,9 @@ use crate::{
 };
 
 use super::{
-    chunks::{desc, for_each_page, register_read_chunk, register_reply_chunk, ReplyShape, MAX_CHUNK_SEGMENTS},
+    chunks::{
+        desc, for_each_page, register_one, register_read_chunk, register_reply_chunk, ReplyShape, MAX_CHUNK_SEGMENTS,
+    },
     conn::{Endpoint, EpShared},
     slots::ReqState,
     stats::{Stats, COUNTERS},
@@ -87,46 +89,61 @@ impl RdmaXprt {
         let snd = desc(rqst.buf(Which::Call), Which::Call);
         let reply_len = rqst.buf(Which::Reply).lengths_and_flags().1;
         // Most calls are small and so are their replies (GETATTR, ACCESS,
-        // LOOKUP): no chunk to plan or register. The rest are planned, and
-        // their chunks registered into `reg`.
-        let small;
+        // LOOKUP): no chunk to plan or register. Most others move a page
+        // list one MR covers (READ, WRITE): one chunk of one segment. The
+        // rest are planned in general. Chunks are registered into `reg`.
+        let quick;
         let planned;
-        let mut read_buf;
+        let read_one;
+        let mut read_segs;
         let write_list: [&[v1::Segment]; 1];
-        let (shape, lists, reply_shape, nw) =
-            match plan::plan_small(&snd, reply_len, inline_send, inline_recv, PULLUP_THRESHOLD) {
-                Some((call, rp)) => {
-                    small = CallShape { version, xid, snd, call, reply: rp };
-                    (&small, v1::ChunkLists::NONE, ReplyShape::Inline, 0)
+        let (shape, lists, reply_shape, nw) = 'plan: {
+            if let Some((call, rp)) = plan::plan_small(&snd, reply_len, inline_send, inline_recv, PULLUP_THRESHOLD) {
+                quick = CallShape { version, xid, snd, call, reply: rp };
+                break 'plan (&quick, v1::ChunkLists::NONE, ReplyShape::Inline, 0);
+            }
+            let rcv = desc(rqst.buf(Which::Reply), Which::Reply);
+            let thresholds = (inline_send, inline_recv);
+            let g = plan::Geometry { page_size: PAGE_SIZE, max_pages: shared.mr_pages.load(Ordering::Relaxed) };
+            let ddp = rqst.ddp_allowed();
+            if let Some((call, rp, ext)) = plan::plan_one_mr(&snd, &rcv, ddp, thresholds, PULLUP_THRESHOLD, g) {
+                quick = CallShape { version, xid, snd, call, reply: rp };
+                if let Some(position) = call.read_position() {
+                    let segment = register_one(ep, rqst, reg, Which::Call, xid, &ext)?;
+                    read_one = [v1::ReadSegment { position, segment }];
+                    let lists = v1::ChunkLists { reads: &read_one, writes: &[], reply: None };
+                    break 'plan (&quick, lists, ReplyShape::Inline, 0);
                 }
-                None => {
-                    planned = self.plan(shared, rqst, version, xid, snd, (inline_send, inline_recv))?;
-                    let p = &planned;
-                    // Most calls have no Read chunk and most replies need a
-                    // Write or Reply chunk: register only the chunks there are.
-                    let mut reads: &[v1::ReadSegment] = &[];
-                    if p.shape.call.read_segments() > 0 {
-                        read_buf = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
-                        let n = register_read_chunk(ep, rqst, p, reg, &mut read_buf)?;
-                        reads = read_buf.get(..n).ok_or(EINVAL)?;
-                    }
-                    let nw = if p.shape.reply.mrs() > 0 { register_reply_chunk(ep, rqst, p, reg, segs)? } else { 0 };
-                    let writes = segs.get(..nw).ok_or(EINVAL)?;
-                    write_list = [writes];
-                    let (reply_shape, lists) = match p.shape.reply {
-                        plan::ReplyPlan::Inline => {
-                            (ReplyShape::Inline, v1::ChunkLists { reads, writes: &[], reply: None })
-                        }
-                        plan::ReplyPlan::WriteChunk { .. } => {
-                            (ReplyShape::WriteChunk, v1::ChunkLists { reads, writes: &write_list, reply: None })
-                        }
-                        plan::ReplyPlan::ReplyChunk { .. } => {
-                            (ReplyShape::ReplyChunk, v1::ChunkLists { reads, writes: &[], reply: Some(writes) })
-                        }
-                    };
-                    (&p.shape, lists, reply_shape, nw)
+                let [first, ..] = segs;
+                *first = register_one(ep, rqst, reg, Which::Reply, xid, &ext)?;
+                write_list = [core::slice::from_ref(first)];
+                let lists = v1::ChunkLists { reads: &[], writes: &write_list, reply: None };
+                break 'plan (&quick, lists, ReplyShape::WriteChunk, 1);
+            }
+            planned = self.plan(shared, rqst, version, xid, (snd, rcv), thresholds)?;
+            let p = &planned;
+            // Most calls have no Read chunk and most replies need a Write or
+            // Reply chunk: register only the chunks there are.
+            let mut reads: &[v1::ReadSegment] = &[];
+            if p.shape.call.read_segments() > 0 {
+                read_segs = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
+                let n = register_read_chunk(ep, rqst, p, reg, &mut read_segs)?;
+                reads = read_segs.get(..n).ok_or(EINVAL)?;
+            }
+            let nw = if p.shape.reply.mrs() > 0 { register_reply_chunk(ep, rqst, p, reg, segs)? } else { 0 };
+            let writes = segs.get(..nw).ok_or(EINVAL)?;
+            write_list = [writes];
+            let (reply_shape, lists) = match p.shape.reply {
+                plan::ReplyPlan::Inline => (ReplyShape::Inline, v1::ChunkLists { reads, writes: &[], reply: None }),
+                plan::ReplyPlan::WriteChunk { .. } => {
+                    (ReplyShape::WriteChunk, v1::ChunkLists { reads, writes: &write_list, reply: None })
+                }
+                plan::ReplyPlan::ReplyChunk { .. } => {
+                    (ReplyShape::ReplyChunk, v1::ChunkLists { reads, writes: &[], reply: Some(writes) })
                 }
             };
+            (&p.shape, lists, reply_shape, nw)
+        };
         let registered = reg.take();
         match self.post(ep, rqst, shape, registered, lists) {
             Ok((regions, pages)) => {
@@ -163,7 +180,7 @@ impl RdmaXprt {
     }
 
     /// Plans, with the general planner, the call `rqst` (`xid`, of
-    /// `version`, its buffer `snd`) on the connection `shared`, under the
+    /// `version`, its buffers `snd` and `rcv`) on the connection `shared`, under the
     /// inline thresholds `(send, receive)`: which chunks the call and its
     /// reply need.
     fn plan(
@@ -172,10 +189,9 @@ impl RdmaXprt {
         rqst: &Rqst<'_>,
         version: Version,
         xid: u32,
-        snd: plan::XdrBufDesc,
+        (snd, rcv): (plan::XdrBufDesc, plan::XdrBufDesc),
         (inline_send, inline_recv): (u32, u32),
     ) -> Result<Planned> {
-        let rcv = desc(rqst.buf(Which::Reply), Which::Reply);
         let limits = plan::Limits {
             inline_send,
             inline_recv,

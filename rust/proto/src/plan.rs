@@ -842,6 +842,65 @@ pub fn plan_small(
     }
 }
 
+/// The plan of the common bulk RPC, made without the general planner: one
+/// chunk of one MR, either
+///
+/// - the Reply's page list in a Write chunk, the Call inline and pulled up
+///   whole (an NFS READ, or READDIR or READLINK into pages), or
+/// - the Call's page list in a Read chunk, the Reply inline (an NFS WRITE).
+///
+/// In those cases it is the plan [`plan_chunks`] makes with `ddp_allowed`
+/// and any limits that validate and have these thresholds, the geometry `g`
+/// and no Write pad segment; the extent is the chunk's one MR (the
+/// [`single_extent`] of the page list). `None` when the general planner
+/// must decide.
+#[inline]
+pub fn plan_one_mr(
+    snd: &XdrBufDesc,
+    rcv: &XdrBufDesc,
+    ddp_allowed: bool,
+    (inline_send, inline_recv): (u32, u32),
+    pullup_threshold: u32,
+    g: Geometry,
+) -> Option<(CallPlan, ReplyPlan, MrExtent)> {
+    // The header of a Call offering one Write chunk of one segment, and of
+    // the Reply echoing it; the header of a Call with one Read segment.
+    const WRITE_ONE_HEADER_LEN: u32 = call_header_len(0, Some(1), None);
+    const READ_ONE_HEADER_LEN: u32 = call_header_len(1, None, None);
+    const PLAIN_HEADER_LEN: u64 = INLINE_REPLY_HEADER_LEN as u64;
+    let (send, recv) = (u64::from(inline_send), u64::from(inline_recv));
+    if !ddp_allowed || snd.parts_len() != Some(snd.len) {
+        return None;
+    }
+    if u64::from(rcv.len) + PLAIN_HEADER_LEN > recv {
+        // The Reply does not fit inline: its page list in a Write chunk.
+        rcv.parts_len()?;
+        if rcv.flags & XDRBUF_READ == 0
+            || u64::from(rcv.head.len) + u64::from(rcv.tail.len) + u64::from(WRITE_ONE_HEADER_LEN) > recv
+            || snd.len > pullup_threshold
+            || u64::from(snd.len) + u64::from(WRITE_ONE_HEADER_LEN) > send
+        {
+            return None;
+        }
+        let ext = single_extent(rcv.region(RegionKind::Pages), g)?;
+        let reply = ReplyPlan::WriteChunk { len: rcv.page_len, segments: 1, pad_segment: false };
+        return Some((CallPlan::Inline { pullup: true }, reply, ext));
+    }
+    // The Reply inline, the Call not: its page list in a Read chunk.
+    let tail_skip = snd.tail.len % 4;
+    let tail_len = snd.tail.len - tail_skip;
+    if u64::from(snd.len) + PLAIN_HEADER_LEN <= send
+        || snd.flags & XDRBUF_WRITE == 0
+        || snd.head.len % 4 != 0
+        || u64::from(snd.head.len) + u64::from(tail_len) + u64::from(READ_ONE_HEADER_LEN) > send
+    {
+        return None;
+    }
+    let ext = single_extent(snd.region(RegionKind::Pages), g)?;
+    let call = CallPlan::ReadChunk { position: snd.head.len, len: snd.page_len, segments: 1, tail_skip, tail_len };
+    Some((call, ReplyPlan::Inline, ext))
+}
+
 /// Plans how one RPC travels: the Reply first (its chunk lists go into the
 /// Call's header), then the Call. The same as [`plan_reply`] followed by
 /// [`plan_call`], with `limits` validated once.
@@ -1227,6 +1286,119 @@ mod tests {
             }
         }
         assert!(taken > 1000, "the shortcut was taken {taken} times");
+    }
+
+    #[test]
+    fn one_mr_shortcut_agrees_with_plan_chunks() {
+        let mut rng = crate::testutil::Rng(0x9e37_79b9_7f4a_7c15);
+        let (mut reads, mut writes, mut padded) = (0, 0, 0);
+        for _ in 0..100_000 {
+            // Lengths around the thresholds and an MR's reach, and a few
+            // that overflow.
+            let len = |rng: &mut crate::testutil::Rng| match rng.next() % 8 {
+                0 => u32::MAX - (rng.next() % 8) as u32,
+                1 => 0,
+                2 => (rng.next() % 64) as u32,
+                3 => (rng.next() % (1 << 20)) as u32,
+                _ => (rng.next() % 5000) as u32,
+            };
+            let buf = |rng: &mut crate::testutil::Rng, flag: u32| {
+                let (mut head, page_len, tail) = (len(rng), len(rng), len(rng));
+                if rng.next() % 2 == 0 {
+                    // XDR keeps a head in whole words.
+                    head &= !3;
+                }
+                XdrBufDesc {
+                    head: kv((rng.next() % 64) as u32, head),
+                    page_base: [0, (rng.next() % 8192) as u32][(rng.next() % 2) as usize],
+                    page_len,
+                    tail: kv((rng.next() % 64) as u32, tail),
+                    len: head.wrapping_add(page_len).wrapping_add(tail),
+                    flags: [0, flag][(rng.next() % 4).min(1) as usize],
+                }
+            };
+            let mut s = buf(&mut rng, XDRBUF_WRITE);
+            if rng.next() % 8 == 0 {
+                // A length that is not the sum of the parts.
+                s.len = len(&mut rng);
+            }
+            let mut r = buf(&mut rng, XDRBUF_READ);
+            if rng.next() % 2 == 0 {
+                // A small call (a READ's arguments), or a small reply buffer
+                // (a WRITE's result).
+                s = XdrBufDesc { head: kv(64, s.len % 300), len: s.len % 300, ..Default::default() };
+            } else if rng.next() % 2 == 0 {
+                r = XdrBufDesc { head: kv(0, r.len % 300), len: r.len % 300, ..Default::default() };
+            } else if rng.next() % 2 == 0 {
+                r.len = r.parts_len().unwrap_or(r.len);
+            }
+            let mut l = limits();
+            l.inline_send = 28 + (rng.next() % 4200) as u32;
+            l.inline_recv = 28 + (rng.next() % 4200) as u32;
+            l.pullup_threshold = [0, 1024, DEFAULT_PULLUP_THRESHOLD, 8192][(rng.next() % 4) as usize];
+            l.max_send_sge = MIN_SEND_SGES + (rng.next() % 30) as u32;
+            l.max_pages_per_mr = [1, 4, 256, u32::MAX][(rng.next() % 4) as usize];
+            l.max_segments = 1 + (rng.next() % 8) as u32;
+            // The edges: a call of the pull-up limit's length; a call, or
+            // one offering a Write chunk, that just fits inline or just
+            // does not; a reply that just fits inline or just does not; a
+            // reply buffer of parts that overflow.
+            let edge = (rng.next() % 3) as u32;
+            let with_write = call_header_len(0, Some(1), None);
+            match rng.next() % 12 {
+                0 => s = XdrBufDesc { head: kv(64, l.pullup_threshold + edge), len: l.pullup_threshold + edge, ..s },
+                1 => l.inline_send = s.len.saturating_add(27 + edge).max(28),
+                2 => l.inline_send = s.len.saturating_add(with_write - 1 + edge).max(28),
+                3 => l.inline_recv = r.len.saturating_add(27 + edge).max(28),
+                4 => r.len = u32::MAX - edge,
+                _ => {}
+            }
+            let ddp = rng.next() % 4 != 0;
+            let quick = plan_one_mr(&s, &r, ddp, (l.inline_send, l.inline_recv), l.pullup_threshold, l.geometry());
+            let general = plan_chunks(&s, &r, ddp, &l);
+            let ctx = (s, r, ddp, l);
+            match quick {
+                Some((call, reply, ext)) => {
+                    assert_eq!(general, Ok((call, reply)), "{ctx:?}");
+                    // The extent is what registration would have split.
+                    let regions = match reply {
+                        ReplyPlan::WriteChunk { .. } => {
+                            reads += 1;
+                            reply.chunk_regions(&r)
+                        }
+                        _ => {
+                            writes += 1;
+                            padded += u32::from(s.tail.len % 4 != 0);
+                            call.chunk_regions(&s)
+                        }
+                    };
+                    let mut out = [MrExtent::default(); 8];
+                    assert_eq!(split_all(&regions, &l, &mut out), Ok(1), "{ctx:?}");
+                    assert_eq!(out[0], ext, "{ctx:?}");
+                }
+                None => {
+                    // Each plan the shortcut makes, the general planner
+                    // makes only where the shortcut is not exact: a call
+                    // it would not pull up, or a chunk of more MRs.
+                    if let Ok((call, reply)) = general {
+                        let one_mr = |regions: Regions| {
+                            let mut out = [MrExtent::default(); 8];
+                            split_all(&regions, &l, &mut out) == Ok(1)
+                        };
+                        if let (CallPlan::Inline { pullup: true }, ReplyPlan::WriteChunk { segments: 1, .. }) = (call, reply) {
+                            assert!(s.len > l.pullup_threshold || !one_mr(reply.chunk_regions(&r)), "{ctx:?}");
+                        }
+                        if let (CallPlan::ReadChunk { segments: 1, .. }, ReplyPlan::Inline) = (call, reply) {
+                            assert!(!one_mr(call.chunk_regions(&s)), "{ctx:?}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            reads > 1000 && writes > 500 && padded > 100,
+            "the shortcut was taken for {reads} reads and {writes} writes ({padded} with a pad in the tail)"
+        );
     }
 
     #[test]
