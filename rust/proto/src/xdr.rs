@@ -84,7 +84,7 @@ impl<'a> XdrReader<'a> {
 
     /// Consumes exactly `N` bytes as an array.
     #[inline]
-    fn array<const N: usize>(&mut self) -> Result<&'a [u8; N], XdrError> {
+    pub fn array<const N: usize>(&mut self) -> Result<&'a [u8; N], XdrError> {
         let at = self.pos;
         self.take(N)?.first_chunk().ok_or(XdrError::Truncated { at, need: N })
     }
