@@ -1122,6 +1122,21 @@ impl<V: Events> Conn<V> {
             return (Invalidated(()), none);
         }
         let Ok(qp) = self.qp() else { return (Invalidated(()), none) };
+        // The usual read: one region, which the peer's Send With Invalidate
+        // already invalidated. Nothing to post or wait for.
+        if let ([i], Some(remote)) = (held.held(), remotely_invalidated) {
+            if let Some((mr, mut m)) = self.take_back_mr(*i) {
+                if FrMr::rkey(&m) == remote {
+                    trace::mr_reminv((*i).into(), remote);
+                    mr.unmap(&mut m);
+                    drop(m);
+                    reuse(usize::from(*i));
+                    return (Invalidated(()), none);
+                }
+                // Not the one: the loops below take it back again.
+                m.hand_off();
+            }
+        }
         let mut chain: *mut sys::ib_send_wr = ptr::null_mut();
         let mut last: Option<&FrMr> = None;
         let mut local = 0;
