@@ -198,6 +198,7 @@ pub(super) fn desc(b: XdrBuf<'_>, which: Which) -> plan::XdrBufDesc {
 }
 
 /// Fills `w` with the pages of `ext`, a piece of `b` the planner chose.
+#[inline(always)]
 pub(super) fn fill_sg(b: XdrBuf<'_>, ext: &plan::MrExtent, w: &mut SgWriter<'_>) -> Result {
     let mut left = ext.len;
     for i in 0..ext.npages {
