@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Fuzzes the chunk planner (`plan::plan_chunks`) and the MR splitter.
+//! Fuzzes the chunk planner (`plan::plan_chunks`), its shortcuts
+//! (`plan_small`, `plan_one_mr`) and the MR splitter.
 //!
 //! The input gives the limits and the shapes of a send and a receive
 //! `xdr_buf`. Whatever the planner accepts must hold together: the headers
@@ -76,7 +77,26 @@ fuzz_target!(|data: &[u8]| {
     let ddp = inp.u32() & 1 == 1;
     let snd = inp.buf(small);
     let rcv = inp.buf(small);
-    let Ok((call, reply)) = plan::plan_chunks(&snd, &rcv, ddp, &l) else { return };
+    let general = plan::plan_chunks(&snd, &rcv, ddp, &l);
+
+    // The shortcuts decide, where they do, as the general planner does:
+    // plan_small under any limits that validate, plan_one_mr too when no
+    // Write pad segment is asked for (its extent is the chunk's one MR).
+    if l.validate().is_ok() {
+        if let Some(p) = plan::plan_small(&snd, rcv.len, l.inline_send, l.inline_recv, l.pullup_threshold) {
+            assert_eq!(general, Ok(p), "plan_small differs");
+        }
+        let thresholds = (l.inline_send, l.inline_recv);
+        let one = plan::plan_one_mr(&snd, &rcv, ddp, thresholds, l.pullup_threshold, l.geometry());
+        if let (Some((c, r, ext)), false) = (one, l.write_pad_segment) {
+            assert_eq!(general, Ok((c, r)), "plan_one_mr differs");
+            let regions = if c.read_segments() > 0 { c.chunk_regions(&snd) } else { r.chunk_regions(&rcv) };
+            let mut out = [MrExtent::default(); 2];
+            assert_eq!(plan::split_regions(regions.as_slice(), l.geometry(), l.max_segments, &mut out), Ok(1));
+            assert_eq!(out[0], ext, "plan_one_mr's extent differs");
+        }
+    }
+    let Ok((call, reply)) = general else { return };
 
     // The reply: inline only if it fits, otherwise a chunk that splits
     // exactly as planned and whose echoing header fits.
