@@ -61,10 +61,24 @@ setup:
 kernel: setup
 	bash scripts/build-kernel.sh >/dev/null
 
+# What was built against one kernel tree is no use against another: the
+# tree's configuration sets the layout of the C structures the generated
+# bindings describe (lockdep and KASAN grow them), and Kbuild, which sees
+# the same relative paths and command lines in both trees, would keep the
+# old objects. A build for another tree than the last one starts afresh.
+define forget_other_tree
+	@kdir="$(KDIR)"; if [ "$$(cat rust/.built-for 2>/dev/null)" != "$$kdir" ]; then \
+		rm -f rust/*.o rpcrdma_rs.o rpcrdma_rs.mod.o rpcrdma_rs.ko rust/bindings_generated.rs; \
+		echo "$$kdir" > rust/.built-for; \
+	fi
+endef
+
 module: $(KERNEL_DEP)
+	$(forget_other_tree)
 	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" LLVM=$(LLVM) modules
 
 clippy: $(KERNEL_DEP)
+	$(forget_other_tree)
 	$(MAKE) -C "$(KDIR)" M="$(CURDIR)" LLVM=$(LLVM) CLIPPY=1 modules
 
 unit:
@@ -124,5 +138,5 @@ long-check: module peer
 
 clean:
 	-[ -z "$(KDIR)" ] || $(MAKE) -C "$(KDIR)" M="$(CURDIR)" LLVM=$(LLVM) clean
-	rm -f rust/bindings_generated.rs rust/.bindings_generated.rs.cmd
+	rm -f rust/bindings_generated.rs rust/.bindings_generated.rs.cmd rust/.built-for
 	cd rust/proto && cargo clean
