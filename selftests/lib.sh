@@ -235,8 +235,8 @@ host_cmd() { share_request hostcmd hostres "$1" "${2:-30}"; }
 # (scripts/guest/init.sh, rxe-heal): a testbed fault no client can get
 # past. Sets $healed to what rxe-heal said when it made a new device ("QP1
 # in ERR, new rxe0 in N ms"; empty otherwise) and says so; fails the test
-# when either step does. RDMARS_RXE_HEAL=force makes a new device every time (to check the
-# cure).
+# when either step does. RDMARS_RXE_HEAL=force makes a new device every
+# time (to check the cure).
 server_link_on() {
   local out heal=rxe-heal
   healed=

@@ -99,9 +99,9 @@ pub(super) fn register_read_chunk(
         }
         _ => None,
     };
-    register_extents(ep, rqst, p, reg, Which::Call, one, |i, r| {
+    register_extents(ep, rqst, p, reg, Which::Call, one, |i, segment| {
         if let Some(seg) = out.get_mut(i) {
-            *seg = v1::ReadSegment { position, segment: segment(r) };
+            *seg = v1::ReadSegment { position, segment };
         }
     })
 }
@@ -124,16 +124,16 @@ pub(super) fn register_reply_chunk(
         }
         _ => None,
     };
-    register_extents(ep, rqst, p, reg, Which::Reply, one, |i, r| {
+    register_extents(ep, rqst, p, reg, Which::Reply, one, |i, segment| {
         if let Some(seg) = segs.get_mut(i) {
-            *seg = segment(r);
+            *seg = segment;
         }
     })
 }
 
-/// Registers `ext`, the one MR of a chunk in `rqst`'s buffer `which` (the
-/// call's data for a Read chunk, the reply's room for a Write chunk), into
-/// `reg` for the call `xid`; returns its segment.
+/// Registers `ext`, one MR of a chunk in `rqst`'s buffer `which` (the
+/// call's data for a Read chunk, the reply's room for a Write or Reply
+/// chunk), into `reg` for the call `xid`; returns its segment.
 #[inline]
 pub(super) fn register_one(
     ep: &Endpoint,
@@ -149,8 +149,8 @@ pub(super) fn register_one(
 
 /// Registers the pieces of the chunk the plan `p` asks for in `rqst`'s
 /// buffer `which` (the call's data for a Read chunk, the reply's room for a
-/// Write or Reply chunk) and hands each to `put` with its index; returns
-/// how many there are. `one` is the chunk's single extent when the planner
+/// Write or Reply chunk) and hands each one's segment to `put` with its
+/// index; returns how many there are. `one` is the chunk's single extent when the planner
 /// found one (the usual case), which skips gathering and splitting its
 /// regions.
 #[inline]
@@ -161,21 +161,22 @@ fn register_extents(
     reg: &mut Registration,
     which: Which,
     one: Option<plan::MrExtent>,
-    mut put: impl FnMut(usize, verbs::Registered),
+    mut put: impl FnMut(usize, v1::Segment),
 ) -> Result<usize> {
-    // The server reads a call's pieces and writes a reply's.
-    let to_device = which == Which::Call;
     if let Some(ext) = one {
-        put(0, ep.conn.register(reg, to_device, p.shape.xid, |w| fill_sg(rqst.buf(which), &ext, w))?);
+        put(0, register_one(ep, rqst, reg, which, p.shape.xid, &ext)?);
         return Ok(1);
     }
     let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
-    let regions =
-        if to_device { p.shape.call.chunk_regions(&p.shape.snd) } else { p.shape.reply.chunk_regions(&p.rcv) };
+    let regions = if which == Which::Call {
+        p.shape.call.chunk_regions(&p.shape.snd)
+    } else {
+        p.shape.reply.chunk_regions(&p.rcv)
+    };
     let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)
         .map_err(|_| EIO)?;
     for (i, ext) in exts.iter().enumerate().take(n) {
-        put(i, ep.conn.register(reg, to_device, p.shape.xid, |w| fill_sg(rqst.buf(which), ext, w))?);
+        put(i, register_one(ep, rqst, reg, which, p.shape.xid, ext)?);
     }
     Ok(n)
 }
