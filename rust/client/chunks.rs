@@ -54,10 +54,8 @@ impl ReqState {
         let offered = self.segs.get(..self.offered).unwrap_or(&[]);
         match (kind, self.reply) {
             (Kind::Msg(c, _), _) if c.is_none() => Verdict::Inline,
-            (Kind::Msg(c, _), ReplyShape::WriteChunk)
-                if c.reads.is_empty() && c.writes.len() == 1 && c.reply.is_none() =>
-            {
-                let returned = c.writes.iter().next().unwrap_or(v1::SegmentArray::EMPTY);
+            (Kind::Msg(c, _), ReplyShape::WriteChunk) if c.reads.is_empty() && c.reply.is_none() => {
+                let Some(returned) = c.writes.single() else { return Verdict::Bad };
                 match v1::check_returned_chunk(offered, &returned) {
                     Ok(n) => Verdict::Written(n),
                     Err(e) => Verdict::Foreign(e),

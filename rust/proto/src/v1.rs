@@ -529,7 +529,25 @@ pub enum ReturnedChunkError {
 /// it never had access to, or leave unwritten bytes in the middle of a
 /// result, and the requester would hand stale bytes to the application as
 /// if they had arrived.
+#[inline]
 pub fn check_returned_chunk(offered: &[Segment], returned: &SegmentArray<'_>) -> Result<u64, ReturnedChunkError> {
+    // The usual chunk (a READ's Write chunk): one segment offered, one
+    // returned, checked without the loop.
+    if let ([want], Some(got), 1) = (offered, returned.get(0), returned.len()) {
+        if got.handle != want.handle || got.offset != want.offset {
+            return Err(ReturnedChunkError::ForeignSegment { index: 0 });
+        }
+        if got.length > want.length {
+            return Err(ReturnedChunkError::TooLong { index: 0 });
+        }
+        return Ok(u64::from(got.length));
+    }
+    check_returned_chunk_loop(offered, returned)
+}
+
+/// [`check_returned_chunk`] of any number of segments.
+#[inline(never)]
+fn check_returned_chunk_loop(offered: &[Segment], returned: &SegmentArray<'_>) -> Result<u64, ReturnedChunkError> {
     if returned.len() > offered.len() {
         return Err(ReturnedChunkError::TooManySegments { returned: returned.len(), offered: offered.len() });
     }
@@ -739,6 +757,18 @@ impl<'a> WriteList<'a> {
         self.iter().nth(index)
     }
 
+    /// The list's only chunk, if it has exactly one: what `iter().next()`
+    /// gives then, without parsing the chunk's words again.
+    #[inline]
+    pub fn single(&self) -> Option<SegmentArray<'a>> {
+        if self.chunks != 1 {
+            return None;
+        }
+        // A decoded list of one chunk is its present word, its count and
+        // its segments, nothing after them.
+        Some(SegmentArray { bytes: Records::new(self.bytes.get(8..)?) })
+    }
+
     fn encoded_len(&self) -> usize {
         terminated_list_len(self.bytes)
     }
@@ -885,7 +915,33 @@ impl<'a> Chunks<'a> {
             r.take(EMPTY_CHUNK_LISTS_LEN)?;
             return Ok(Chunks::EMPTY);
         }
+        if let Some(c) = Self::decode_one_write_segment(r, limits) {
+            return Ok(c);
+        }
         Self::decode_lists(r, limits)
+    }
+
+    /// The lists of nearly every reply that is not all inline (the reply
+    /// to a READ): no Read list, one Write chunk of one segment, no Reply
+    /// chunk, recognised by their fixed words without walking the lists.
+    /// Gives exactly what [`Chunks::decode_lists`] gives for them (a unit
+    /// test checks it), or `None` (nothing consumed) for anything else.
+    #[inline(always)]
+    fn decode_one_write_segment(r: &mut XdrReader<'a>, limits: &Limits) -> Option<Chunks<'a>> {
+        // Read list end; Write chunk present, one segment; the segment;
+        // Write list end; no Reply chunk.
+        const LEN: usize = 12 + SEGMENT_LEN + 8;
+        const FIRST: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1];
+        let words = r.rest().first_chunk::<LEN>()?;
+        let one_allowed =
+            limits.max_write_chunks >= 1 && limits.max_chunk_segments >= 1 && limits.max_write_segments >= 1;
+        if words[..12] != FIRST || words[12 + SEGMENT_LEN..] != [0; 8] || !one_allowed {
+            return None;
+        }
+        let lists = r.take(LEN).ok()?;
+        // The chunk as WriteList keeps it: present word, count, segment.
+        let bytes = lists.get(4..12 + SEGMENT_LEN)?;
+        Some(Chunks { reads: ReadList::EMPTY, writes: WriteList { bytes, chunks: 1, segments: 1 }, reply: None })
     }
 
     /// [`Chunks::decode`] of lists that are not all empty.
@@ -2268,6 +2324,88 @@ mod tests {
                 }
                 Err(e) => assert!(!(valid && prefix), "refused {got:?} for {offered:?}: {e:?}"),
             }
+        }
+    }
+
+    /// The one-Write-segment shortcut of [`Chunks::decode`] gives what the
+    /// general list decoder gives, and leaves the reader at the same place,
+    /// for lists near its shape (every word of the shape varied, the input
+    /// cut anywhere) under limits that do and do not allow one segment.
+    #[test]
+    fn one_write_segment_shortcut_agrees_with_decode_lists() {
+        let mut rng = crate::testutil::Rng(0x0123_4567_89ab_cdef);
+        let shape = [0u32, 1, 1, 0x1234, 4096, 0, 0x8000, 0, 0];
+        let mut taken = 0;
+        for _ in 0..100_000 {
+            let mut words: Vec<u32> = shape.to_vec();
+            // Vary a few words: to nearby values, or random ones.
+            for _ in 0..rng.below(3) {
+                let i = rng.below(words.len() as u64) as usize;
+                words[i] = match rng.below(3) {
+                    0 => rng.below(3) as u32,
+                    1 => words[i].wrapping_add(1),
+                    _ => rng.u32(),
+                };
+            }
+            for _ in 0..rng.below(4) {
+                words.push(rng.below(3) as u32);
+            }
+            let mut bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+            if rng.below(4) == 0 {
+                bytes.truncate(rng.below(bytes.len() as u64 + 1) as usize);
+            }
+            let one = rng.below(2) as u32;
+            let limits = match rng.below(5) {
+                0 => Limits { max_write_chunks: one, ..Limits::DEFAULT },
+                1 => Limits { max_chunk_segments: one, ..Limits::DEFAULT },
+                2 => Limits { max_write_segments: one, ..Limits::DEFAULT },
+                3 => Limits::UNBOUNDED,
+                _ => Limits::DEFAULT,
+            };
+            let (mut fast, mut slow) = (XdrReader::new(&bytes), XdrReader::new(&bytes));
+            let got = Chunks::decode(&mut fast, &limits);
+            let want = Chunks::decode_lists(&mut slow, &limits);
+            if bytes.first_chunk::<EMPTY_CHUNK_LISTS_LEN>() != Some(&[0; EMPTY_CHUNK_LISTS_LEN]) {
+                assert_eq!(got, want, "{words:x?} {limits:?}");
+                if got.is_ok() {
+                    assert_eq!(fast.position(), slow.position(), "{words:x?}");
+                }
+            }
+            if let Ok(c) = want {
+                // The only chunk, taken without parsing, is the iterator's.
+                assert_eq!(c.writes.single(), if c.writes.len() == 1 { c.writes.iter().next() } else { None });
+                taken += usize::from(c.writes.len() == 1 && c.writes.segment_count() == 1);
+            }
+        }
+        assert!(taken > 10_000, "the shape itself was decoded {taken} times");
+    }
+
+    /// The one-segment check of a returned chunk agrees with the loop.
+    #[test]
+    fn returned_chunk_one_segment_agrees_with_loop() {
+        let mut rng = crate::testutil::Rng(0xfeed_5eed);
+        let near = |rng: &mut crate::testutil::Rng, v: u32| match rng.below(3) {
+            0 => v,
+            1 => v.wrapping_add(rng.below(3) as u32).wrapping_sub(1),
+            _ => rng.u32(),
+        };
+        for _ in 0..50_000 {
+            let want = Segment { handle: rng.u32(), length: rng.u32() % 9000, offset: rng.next() };
+            let got = Segment {
+                handle: near(&mut rng, want.handle),
+                length: near(&mut rng, want.length),
+                offset: if rng.below(4) == 0 { rng.next() } else { want.offset },
+            };
+            let mut msg = Vec::new();
+            for w in [got.handle, got.length, (got.offset >> 32) as u32, got.offset as u32] {
+                msg.extend_from_slice(&w.to_be_bytes());
+            }
+            let returned = SegmentArray { bytes: Records::new(&msg) };
+            assert_eq!(
+                check_returned_chunk(&[want], &returned),
+                check_returned_chunk_loop(&[want], &returned),
+                "{got:?} {want:?}"
+            );
         }
     }
 }
