@@ -16,12 +16,21 @@ impl EpShared {
     /// The inline thresholds in force now, `(calls, replies)`: 1024 while
     /// the Version Two probe is out, the RFC 8797 exchange for Version One,
     /// Version Two's 4096 default (bounded by our buffers) for Version Two.
-    #[inline]
+    #[inline(always)]
     pub(super) fn inline(&self) -> (u32, u32) {
+        // Set once the connection's thresholds can change only with the
+        // server's characteristics: every call but the first few.
         let cached = self.inline_cache.load(Ordering::Acquire);
         if cached != 0 {
             return ((cached >> 32) as u32, cached as u32);
         }
+        self.inline_uncached()
+    }
+
+    /// [`EpShared::inline`] worked out from the connection's state, cached
+    /// when it can be.
+    #[inline(never)]
+    fn inline_uncached(&self) -> (u32, u32) {
         let established = self.state.lock().1;
         let n = established.unwrap_or(cm::Negotiated::BEFORE_EXCHANGE);
         let st = *self.version.lock();
