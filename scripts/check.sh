@@ -166,7 +166,8 @@ for other in ${RDMARS_OTHER_LINES:-}; do
     tail -30 "$logdir/kernel-$other.log"; result fail "$other test kernel build"; continue
   fi
   other_ko=$logdir/rpcrdma_rs-$other.ko
-  rm -f rust/rpcrdma.o rust/helpers.o rust/bindings_generated.rs
+  # make module starts afresh when the kernel tree changes (the
+  # Makefile's forget_other_tree), here and when switching back below.
   if make -s KERNEL="$other" module > "$logdir/module-$other.log" 2>&1; then
     if grep -E 'warning|error' "$logdir/module-$other.log"; then
       result fail "rpcrdma_rs.ko builds for the $other test kernel without warnings"
@@ -177,7 +178,6 @@ for other in ${RDMARS_OTHER_LINES:-}; do
   else
     tail -40 "$logdir/module-$other.log"; result fail "rpcrdma_rs.ko builds for the $other test kernel"
   fi
-  rm -f rust/rpcrdma.o rust/helpers.o rust/bindings_generated.rs
   make -s module > /dev/null 2>&1
   [ -f "$other_ko" ] && RDMARS_LINE=$other RDMARS_KO=$other_ko selftests "$other" --count-insns
 done
