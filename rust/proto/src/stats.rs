@@ -138,7 +138,9 @@ pub struct MarshalCounts {
 
 impl MarshalCounts {
     /// The counts for an RPC marshalled as `call` and `reply` say, `snd`
-    /// being its Call.
+    /// being its Call. Inlined: the caller adds only the counts that are
+    /// not zero, which the inlined body tells without a returned struct.
+    #[inline(always)]
     pub fn of(call: &CallPlan, reply: &ReplyPlan, snd: &XdrBufDesc) -> MarshalCounts {
         let mut c = MarshalCounts { read_segments: u64::from(call.read_segments()), ..MarshalCounts::default() };
         match *call {
