@@ -58,6 +58,8 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(c.reads.iter().count(), c.reads.len());
             assert_eq!(c.reads.chunks().map(|k| k.segments.len()).sum::<usize>(), c.reads.len());
             assert_eq!(c.writes.iter().map(|a| a.len()).sum::<usize>(), c.writes.segment_count());
+            let only = if c.writes.len() == 1 { c.writes.iter().next() } else { None };
+            assert_eq!(c.writes.single(), only);
         }
     }
 });
