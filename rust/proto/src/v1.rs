@@ -2396,14 +2396,12 @@ mod tests {
                 length: near(&mut rng, want.length),
                 offset: if rng.below(4) == 0 { rng.next() } else { want.offset },
             };
-            let mut msg = Vec::new();
-            for w in [got.handle, got.length, (got.offset >> 32) as u32, got.offset as u32] {
-                msg.extend_from_slice(&w.to_be_bytes());
-            }
-            let returned = SegmentArray { bytes: Records::new(&msg) };
+            let m = returned(&[got]);
+            let h = Header::decode(&m, &Limits::DEFAULT).unwrap();
+            let reply = h.body.chunks().and_then(|c| c.reply).unwrap();
             assert_eq!(
-                check_returned_chunk(&[want], &returned),
-                check_returned_chunk_loop(&[want], &returned),
+                check_returned_chunk(&[want], &reply),
+                check_returned_chunk_loop(&[want], &reply),
                 "{got:?} {want:?}"
             );
         }
