@@ -18,7 +18,7 @@
 # On the debug kernel (KASAN, lockdep, kmemleak) everything on both guests
 # runs about five times slower, reconnecting and the fio job included: the
 # bound is stretched like every other time limit there (slow_secs: 50 s),
-# where recoveries take 16 to 19 s. The debug kernel is there to find
+# where recoveries took 12 to 19 s. The debug kernel is there to find
 # memory and locking errors; the 10 s bound is held on the others.
 #
 # Soft-RoCE has a fault of its own here: a CM message the server sends while
