@@ -1240,7 +1240,7 @@ mod tests {
         for _ in 0..50000 {
             // Lengths around the thresholds and the pull-up limit, and a
             // few that overflow.
-            let mut len = |rng: &mut crate::testutil::Rng| match rng.next() % 8 {
+            let len = |rng: &mut crate::testutil::Rng| match rng.next() % 8 {
                 0 => u32::MAX - (rng.next() % 8) as u32,
                 1 => 0,
                 2 => (rng.next() % 64) as u32,
