@@ -26,6 +26,7 @@
 #                   (table, JSON and chart in bench-results/)
 #   make ab OLD=REV [NEW=REV]  the module at two revisions (NEW: the
 #                   working tree) and the C client, alternated at QD1/QD64
+#                   (STOCK=1: on Debian's stock kernel, -O2, its C client)
 #   make profile [OLD=REV] [LINES=1]  perf in the client guest: where its
 #                   CPU goes per RPC with rpcrdma_rs and with the C client
 #                   (LINES=1: the module's instructions by source line)
@@ -107,8 +108,8 @@ scaling:
 	bash scripts/scaling.sh --repeats $(or $(SCALING_REPEATS),1)
 
 ab:
-	@[ -n "$(OLD)" ] || { echo "usage: make ab OLD=REV [NEW=REV] [AB_ROUNDS=N]"; exit 2; }
-	bash scripts/ab.sh --rounds $(or $(AB_ROUNDS),8) $(OLD) $(NEW)
+	@[ -n "$(OLD)" ] || { echo "usage: make ab OLD=REV [NEW=REV] [AB_ROUNDS=N] [STOCK=1]"; exit 2; }
+	bash scripts/ab.sh $(if $(STOCK),--stock) --rounds $(or $(AB_ROUNDS),8) $(OLD) $(NEW)
 
 profile:
 	bash scripts/profile.sh --rounds $(or $(PROFILE_ROUNDS),2) --iodepth $(or $(PROFILE_IODEPTH),64) $(if $(PROFILE_WORKLOAD),--workload $(PROFILE_WORKLOAD)) $(if $(OLD),--old $(OLD)) $(if $(LINES),--lines)

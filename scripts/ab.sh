@@ -14,30 +14,61 @@
 # each, rotating the order every round. Prints the medians of the per-round ratios new/old and
 # new/C. A few percent needs eight rounds or more
 # (Documentation/benchmarks.rst).
+#
+# With --stock, both builds are made for Debian's stock kernel the way its
+# users build the module (scripts/stock-kernel.sh: the trixie toolchain,
+# the kernel's own flags, -O2 where the testbed's kernels are -Os), and the
+# guests boot that kernel, whose C client is Debian's own build.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/lib.sh"
 
-rounds=8 runtime=10
+rounds=8 runtime=10 stock=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --stock) stock=1; shift ;;
     --rounds) rounds=$2; shift 2 ;;
     --runtime) runtime=$2; shift 2 ;;
     -*) die "unknown option $1" ;;
     *) break ;;
   esac
 done
-[ $# -ge 1 ] && [ $# -le 2 ] || die "usage: $0 [--rounds N] [--runtime S] OLD_REV [NEW_REV]"
+[ $# -ge 1 ] && [ $# -le 2 ] || die "usage: $0 [--stock] [--rounds N] [--runtime S] OLD_REV [NEW_REV]"
+
+# stock_module_at REV DEST: the module as of REV (WORKTREE: the working
+# tree) built for the stock kernel by that revision's own stock-kernel.sh.
+stock_module_at() {
+  local rev=$1 dest=$2 wt
+  if [ "$rev" = WORKTREE ]; then
+    bash scripts/stock-kernel.sh module "$dest"
+    return
+  fi
+  git rev-parse --verify -q "$rev^{commit}" > /dev/null || die "no such revision: $rev"
+  wt=$CACHE_DIR/ab/wt-$(basename "$dest" .ko)
+  git worktree remove --force "$wt" 2> /dev/null || rm -rf "$wt"
+  git worktree prune
+  git worktree add -q --detach "$wt" "$rev"
+  log "building the module at $(git -C "$wt" log --oneline -1) for the stock kernel"
+  bash "$wt/scripts/stock-kernel.sh" module "$dest"
+  git worktree remove --force "$wt"
+}
 
 cd "$repo"
 bash scripts/setup-host.sh > /dev/null
 ab=$CACHE_DIR/ab
 mkdir -p "$ab"
-# The testbed needs the working tree's module in any case.
-make -s module
-build_module_at "$1" "$ab/old.ko"
-build_module_at "${2:-WORKTREE}" "$ab/new.ko"
+if [ "$stock" = 1 ]; then
+  stock_module_at "$1" "$ab/old.ko"
+  stock_module_at "${2:-WORKTREE}" "$ab/new.ko"
+  # The testbed checks this one against the kernel it boots.
+  export RDMARS_KERNEL=stock RDMARS_KO=$ab/new.ko
+else
+  # The testbed needs the working tree's module in any case.
+  make -s module
+  build_module_at "$1" "$ab/old.ko"
+  build_module_at "${2:-WORKTREE}" "$ab/new.ko"
+fi
 
 raw=$(mktemp /tmp/rpcrdma-rs-ab.XXXX)
 trap 'rm -f "$raw"' EXIT
