@@ -142,11 +142,6 @@ void rpcrdma_rs_xprt_addr_copy(struct rpc_xprt *xprt, char *buf, size_t len)
 	rcu_read_unlock();
 }
 
-int rpcrdma_rs_xprt_connected(struct rpc_xprt *xprt)
-{
-	return xprt_connected(xprt);
-}
-
 /* Tasks waiting for a reply; read without the queue's lock (a hint). */
 unsigned int rpcrdma_rs_xprt_pending_len(struct rpc_xprt *xprt)
 {
@@ -161,11 +156,6 @@ void rpcrdma_rs_xprt_clear_connecting(struct rpc_xprt *xprt)
 void rpcrdma_rs_xprt_set_bound(struct rpc_xprt *xprt)
 {
 	xprt_set_bound(xprt);
-}
-
-int rpcrdma_rs_rpc_reply_expected(struct rpc_task *task)
-{
-	return rpc_reply_expected(task);
 }
 
 bool rpcrdma_rs_try_module_get(struct module *module)
@@ -226,11 +216,6 @@ void rpcrdma_rs_reset_cong(struct rpc_xprt *xprt, unsigned long cwnd)
 	spin_unlock(&xprt->transport_lock);
 }
 
-void rpcrdma_rs_stamp_xmit(struct rpc_rqst *rqst)
-{
-	rqst->rq_xtime = ktime_get();
-}
-
 void rpcrdma_rs_init_delayed_work(struct delayed_work *dwork,
 		void (*fn)(struct work_struct *))
 {
@@ -250,23 +235,6 @@ struct delayed_work *rpcrdma_rs_to_delayed_work(struct work_struct *work)
 int rpcrdma_rs_dereg_mr(struct ib_mr *mr)
 {
 	return ib_dereg_mr(mr);
-}
-
-/*
- * A region's table is initialised once; each registration sets the entries
- * it uses, clearing the end mark an earlier, shorter one may have left,
- * and marks its own last entry.
- */
-void rpcrdma_rs_sg_set_page(struct scatterlist *sg, struct page *page,
-		unsigned int len, unsigned int offset)
-{
-	sg_set_page(sg, page, len, offset);
-	sg_unmark_end(sg);
-}
-
-void rpcrdma_rs_sg_mark_end(struct scatterlist *sg)
-{
-	sg_mark_end(sg);
 }
 
 struct page *rpcrdma_rs_virt_to_page(const void *addr)
@@ -310,17 +278,6 @@ void rpcrdma_rs_dma_unmap_sg(struct ib_device *device, struct scatterlist *sg,
 {
 	ib_dma_unmap_sg(device, sg, nents,
 			to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
-}
-
-void rpcrdma_rs_update_fast_reg_key(struct ib_mr *mr, u8 key)
-{
-	ib_update_fast_reg_key(mr, key);
-}
-
-bool rpcrdma_rs_ddp_allowed(const struct rpc_rqst *rqst)
-{
-	/* au_flags holds bit numbers: DATATOUCH is bit 1, not the mask 1. */
-	return !test_bit(RPCAUTH_AUTH_DATATOUCH, &rqst->rq_cred->cr_auth->au_flags);
 }
 
 struct dentry *rpcrdma_rs_debugfs_dir(void)
@@ -387,11 +344,6 @@ bool rpcrdma_rs_bc_enqueue(struct rpc_rqst *rqst)
 	}
 	spin_unlock(&xprt->bc_pa_lock);
 	return serv;
-}
-
-bool rpcrdma_rs_rqst_is_backchannel(const struct rpc_rqst *rqst)
-{
-	return !rqst->rq_buffer;
 }
 
 /*

@@ -54,11 +54,9 @@ u32 rpcrdma_rs_local_dma_lkey(const struct ib_pd *pd);
 /* SUNRPC transport state bits */
 void rpcrdma_rs_xprt_set_connected(struct rpc_xprt *xprt);
 void rpcrdma_rs_xprt_addr_copy(struct rpc_xprt *xprt, char *buf, size_t len);
-int rpcrdma_rs_xprt_connected(struct rpc_xprt *xprt);
 unsigned int rpcrdma_rs_xprt_pending_len(struct rpc_xprt *xprt);
 void rpcrdma_rs_xprt_clear_connecting(struct rpc_xprt *xprt);
 void rpcrdma_rs_xprt_set_bound(struct rpc_xprt *xprt);
-int rpcrdma_rs_rpc_reply_expected(struct rpc_task *task);
 
 bool rpcrdma_rs_try_module_get(struct module *module);
 
@@ -70,7 +68,6 @@ void rpcrdma_rs_unpin_rqst(struct rpc_rqst *rqst);
 void rpcrdma_rs_set_cwnd(struct rpc_xprt *xprt, unsigned long cwnd);
 void rpcrdma_rs_clear_rq_cong(struct rpc_xprt *xprt, struct rpc_rqst *rqst);
 void rpcrdma_rs_reset_cong(struct rpc_xprt *xprt, unsigned long cwnd);
-void rpcrdma_rs_stamp_xmit(struct rpc_rqst *rqst);
 
 /* delayed work on system_long_wq */
 void rpcrdma_rs_init_delayed_work(struct delayed_work *dwork,
@@ -83,23 +80,17 @@ struct ib_mr;
 struct scatterlist;
 struct rpc_rqst;
 int rpcrdma_rs_dereg_mr(struct ib_mr *mr);
-void rpcrdma_rs_sg_set_page(struct scatterlist *sg, struct page *page,
-		unsigned int len, unsigned int offset);
-void rpcrdma_rs_sg_mark_end(struct scatterlist *sg);
 struct page *rpcrdma_rs_virt_to_page(const void *addr);
 int rpcrdma_rs_alloc_sparse_pages(struct xdr_buf *buf);
 int rpcrdma_rs_dma_map_sg(struct ib_device *device, struct scatterlist *sg,
 		int nents, bool to_device);
 void rpcrdma_rs_dma_unmap_sg(struct ib_device *device, struct scatterlist *sg,
 		int nents, bool to_device);
-void rpcrdma_rs_update_fast_reg_key(struct ib_mr *mr, u8 key);
-bool rpcrdma_rs_ddp_allowed(const struct rpc_rqst *rqst);
 
 /* NFSv4.1 backchannel (RFC 8167): the generic helpers are not exported */
 void rpcrdma_rs_bc_prepare(struct rpc_rqst *rqst, struct rpc_xprt *xprt,
 		void *call, size_t len, void *reply, size_t reply_len);
 bool rpcrdma_rs_bc_enqueue(struct rpc_rqst *rqst);
-bool rpcrdma_rs_rqst_is_backchannel(const struct rpc_rqst *rqst);
 
 /* call and reply buffers too large for a slot (rpc_malloc is not exported
  * on every kernel line) */

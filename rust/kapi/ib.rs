@@ -13,6 +13,7 @@
 //!   ([`dma::DmaBuf`]), and the pages a Send maps in place.
 //! - [`listen`]: the passive side ([`Listener`], [`Acceptor`]).
 //! - [`rw`]: RDMA Read and Write of local pages (the kernel's R/W API).
+//! - `sg`: scatterlist entries of the tables above, set in place.
 //! - [`conn`]: the objects of one connection wired together ([`Conn`]):
 //!   the completion trampolines, the ring of posted Sends, and the order
 //!   in which the objects must be torn down. It has no policy: which
@@ -29,6 +30,7 @@ pub(crate) mod mr;
 pub(crate) mod pd;
 pub(crate) mod qp;
 pub(crate) mod rw;
+mod sg;
 
 pub(crate) use cm::{CmEvent, ConnParam};
 pub(crate) use conn::{Conn, ConnBox, Events, HeldRecv, QpSizes, Received, SendPolicy, Sent};

@@ -180,8 +180,7 @@ impl FrMr {
     #[inline(always)]
     pub(super) fn map(&self, m: &mut MrState, n: usize, to_device: bool, xid: u32) -> Result<Registered> {
         let last = n.checked_sub(1).and_then(|i| m.sg.get_mut(i)).ok_or(EINVAL)?;
-        // SAFETY: an initialised entry of this region's table.
-        unsafe { sys::rpcrdma_rs_sg_mark_end(last) };
+        super::sg::mark_end(last);
         // SAFETY: the entries were just set to live pages; the device is
         // live (type invariant).
         let nents = unsafe { sys::rpcrdma_rs_dma_map_sg(self.device, m.sg.as_mut_ptr(), n as i32, to_device) };
@@ -207,8 +206,11 @@ impl FrMr {
             // The XID in the iova's upper half makes captures readable.
             mr.iova = (mr.iova & 0xffff_ffff) | (u64::from(xid) << 32);
             // A new key for every registration: a late access with an old
-            // rkey is refused by the HCA.
-            sys::rpcrdma_rs_update_fast_reg_key(m.ibmr, ((mr.rkey & 0xff) as u8).wrapping_add(1));
+            // rkey is refused by the HCA. The key is the low byte of both
+            // the lkey and the rkey (`ib_update_fast_reg_key`).
+            let key = (mr.rkey & 0xff).wrapping_add(1) & 0xff;
+            mr.lkey = (mr.lkey & 0xffff_ff00) | key;
+            mr.rkey = (mr.rkey & 0xffff_ff00) | key;
             Registered { handle: mr.rkey, length: mr.length as u32, offset: mr.iova }
         };
         m.reg_wr.wr.next = ptr::null_mut();
@@ -259,10 +261,10 @@ impl SgWriter<'_> {
             return Err(EINVAL);
         }
         let sg = self.sg.get_mut(self.n).ok_or(EINVAL)?;
-        // SAFETY: `sg` is an initialised entry of this region's table; the
-        // page is a live page (`PageRef`) of the RPC's buffer, which the RPC
-        // keeps until its regions are invalidated; the bytes are inside it.
-        unsafe { sys::rpcrdma_rs_sg_set_page(sg, page.as_ptr(), len, offset) };
+        // The page is a live page (`PageRef`) of the RPC's buffer, which
+        // the RPC keeps until its regions are invalidated; the bytes are
+        // inside it.
+        super::sg::set_page(sg, page, len, offset);
         self.n += 1;
         Ok(())
     }

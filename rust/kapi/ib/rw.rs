@@ -68,16 +68,15 @@ impl RwOp {
             if len == 0 || !in_page(offset, len) {
                 return Err(EINVAL);
             }
-            // SAFETY: an initialised entry; the page is live for the
-            // borrow of `pages`, which the caller holds until the operation
-            // is done (`Conn::rdma_rw` waits for it).
-            unsafe { sys::rpcrdma_rs_sg_set_page(e, page.as_ptr(), len, offset) };
+            // The page is live for the borrow of `pages`, which the caller
+            // holds until the operation is done (`Conn::rdma_rw` waits for
+            // it).
+            super::sg::set_page(e, page, len, offset);
         }
         // Setting an entry clears its end mark (entries are reused): mark
         // the last one, or walking the list runs past the table.
         let last = sg.last_mut().ok_or(EINVAL)?;
-        // SAFETY: an initialised entry of this table.
-        unsafe { sys::rpcrdma_rs_sg_mark_end(last) };
+        super::sg::mark_end(last);
         Ok(KBox::pin(
             RwOp {
                 cqe: sys::ib_cqe { done: Some(done) },

@@ -11,7 +11,7 @@ use core::{
 
 use kernel::{
     error::{Error, Result},
-    ffi::c_int,
+    ffi::{c_int, c_ulong},
     prelude::*,
     str::CStr,
 };
@@ -119,16 +119,25 @@ impl Rqst<'_> {
     }
 
     /// True if a reply is expected (false for e.g. a GSS destroy context).
+    #[inline]
     pub(crate) fn reply_expected(&self) -> bool {
-        // SAFETY: the request's task is valid while it sends.
-        unsafe { sys::rpcrdma_rs_rpc_reply_expected(self.get().rq_task) != 0 }
+        // SAFETY: the request's task is valid while it sends; its message's
+        // procedure, when there is one, is its RPC program's static table
+        // entry. (SUNRPC's `rpc_reply_expected`, read here: a call out to
+        // a C helper costs more than the two loads.)
+        unsafe {
+            let proc_ = (*self.get().rq_task).tk_msg.rpc_proc;
+            !proc_.is_null() && (*proc_).p_decode.is_some()
+        }
     }
 
     /// Records the time of transmission, from which SUNRPC's per-operation
     /// statistics (mountstats RTT and queue time) are measured.
+    #[inline]
     pub(crate) fn stamp_xmit(&self) {
-        // SAFETY: the field belongs to the sending task, which is us.
-        unsafe { sys::rpcrdma_rs_stamp_xmit(self.raw.as_ptr()) }
+        // SAFETY: the field belongs to the sending task, which is us;
+        // `ktime_get` may be called in any context.
+        unsafe { (*self.raw.as_ptr()).rq_xtime = sys::ktime_get() }
     }
 
     /// The ids of the request's task and its RPC client, as trace events
@@ -210,16 +219,24 @@ impl Rqst<'_> {
     }
 
     /// True for a backward reply (the callback service answering the server).
+    #[inline]
     pub(crate) fn is_backchannel(&self) -> bool {
-        // SAFETY: valid request.
-        unsafe { sys::rpcrdma_rs_rqst_is_backchannel(self.raw.as_ptr()) }
+        // A backward call's request carries no `rq_buffer` (see
+        // `rpcrdma_rs_bc_prepare`): its reply is what is being sent.
+        self.get().rq_buffer.is_null()
     }
 
     /// False for security flavours that must see every byte (krb5i/krb5p):
     /// no direct data placement for them.
+    #[inline]
     pub(crate) fn ddp_allowed(&self) -> bool {
-        // SAFETY: a request being sent has its credential.
-        unsafe { sys::rpcrdma_rs_ddp_allowed(self.raw.as_ptr()) }
+        // `au_flags` holds bit numbers: DATATOUCH is bit 1, not the mask 1.
+        const DATATOUCH: c_ulong = 1 << sys::RPCAUTH_AUTH_DATATOUCH;
+        // SAFETY: a request being sent has its credential, and the
+        // credential its auth; the flags are read once, as `test_bit`
+        // reads them.
+        let flags = unsafe { core::ptr::read_volatile(&raw const (*(*self.get().rq_cred).cr_auth).au_flags) };
+        flags & DATATOUCH == 0
     }
 }
 

@@ -425,9 +425,14 @@ impl<'a> Xprt<'a> {
     }
 
     /// True if the transport is connected.
+    #[inline]
     pub(crate) fn connected(&self) -> bool {
-        // SAFETY: valid transport.
-        unsafe { sys::rpcrdma_rs_xprt_connected(self.raw.as_ptr()) != 0 }
+        const CONNECTED: c_ulong = 1 << sys::XPRT_CONNECTED;
+        // SAFETY: valid transport; the state word is read once, as
+        // `test_bit` (SUNRPC's `xprt_connected`) reads it, while others
+        // change its bits atomically.
+        let state = unsafe { core::ptr::read_volatile(&raw const (*self.raw.as_ptr()).state) };
+        state & CONNECTED != 0
     }
 
     /// How many tasks wait for a reply (read without the queue's lock: a
