@@ -49,7 +49,10 @@ pub(super) enum Verdict {
 }
 
 impl ReqState {
-    /// Judges a reply of `kind` against what the call offered.
+    /// Judges a reply of `kind` against what the call offered. Inlined
+    /// into the Receive handler, which then reads the decoded lists where
+    /// they are instead of building `kind` in memory for a call.
+    #[inline(always)]
     pub(super) fn judge(&self, kind: &Kind<'_>) -> Verdict {
         let offered = self.segs.get(..self.offered).unwrap_or(&[]);
         match (kind, self.reply) {

@@ -529,7 +529,7 @@ pub enum ReturnedChunkError {
 /// it never had access to, or leave unwritten bytes in the middle of a
 /// result, and the requester would hand stale bytes to the application as
 /// if they had arrived.
-#[inline]
+#[inline(always)]
 pub fn check_returned_chunk(offered: &[Segment], returned: &SegmentArray<'_>) -> Result<u64, ReturnedChunkError> {
     // The usual chunk (a READ's Write chunk): one segment offered, one
     // returned, checked without the loop.
