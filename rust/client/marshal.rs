@@ -267,9 +267,31 @@ impl RdmaXprt {
         let st = &self.stats;
         // The common small RPC (an inline call copied whole, an inline
         // reply) can move only the pull-up counter.
-        if let (plan::CallPlan::Inline { pullup: true }, plan::ReplyPlan::Inline, 0) = (p.call, p.reply, registered) {
-            add(&st.pullup_copy, stats::MarshalCounts::pulled_up(&p.snd));
-            return;
+        match (p.call, p.reply) {
+            (plan::CallPlan::Inline { pullup: true }, plan::ReplyPlan::Inline) if registered == 0 => {
+                add(&st.pullup_copy, stats::MarshalCounts::pulled_up(&p.snd));
+                return;
+            }
+            // A READ's: the call pulled up, the reply's pages in one Write
+            // segment (what `MarshalCounts::of` counts for it, without
+            // its other arms).
+            (
+                plan::CallPlan::Inline { pullup: true },
+                plan::ReplyPlan::WriteChunk { len, segments: 1, pad_segment: false },
+            ) => {
+                add(&st.write_chunks, 1);
+                add(&st.total_rdma_request, u64::from(len));
+                add(&st.pullup_copy, stats::MarshalCounts::pulled_up(&p.snd));
+                add(&COUNTERS.mrs_registered, registered as u64);
+                return;
+            }
+            // A WRITE's: its pages in one Read segment, the reply inline.
+            (plan::CallPlan::ReadChunk { segments: 1, .. }, plan::ReplyPlan::Inline) => {
+                add(&st.read_chunks, 1);
+                add(&COUNTERS.mrs_registered, registered as u64);
+                return;
+            }
+            _ => {}
         }
         let n = stats::MarshalCounts::of(&p.call, &p.reply, &p.snd);
         add(&st.read_chunks, n.read_segments);
