@@ -138,7 +138,9 @@ impl SlotTable {
     }
 
     /// `alloc_slot`: lends `task` a free request, or queues it on the
-    /// backlog.
+    /// backlog. Inlined into SUNRPC's callback, as is [`SlotTable::free`]:
+    /// each is its one caller.
+    #[inline(always)]
     pub(super) fn alloc(&self, x: Xprt<'_>, task: &Task<'_>) {
         if let Some(slot) = self.get() {
             if slot.storage.lend(task) {
@@ -158,6 +160,7 @@ impl SlotTable {
 
     /// `free_slot`: the request goes to a backlogged task or back to the
     /// pool.
+    #[inline(always)]
     pub(super) fn free(&self, x: Xprt<'_>, rqst: FreedRqst<'_>) {
         let Some(slot) = self.slot_at(rqst.addr()) else { return };
         if slot.storage.take_back(x, rqst) {
