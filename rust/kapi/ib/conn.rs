@@ -308,8 +308,9 @@ impl<P> SendRing<P> {
         })
     }
 
-    /// Records a posted Send; returns its sequence number.
-    #[inline]
+    /// Records a posted Send; returns its sequence number. Always inlined
+    /// into the post, under whose lock it runs.
+    #[inline(always)]
     fn push_posted(&mut self, index: usize) -> u64 {
         let cap = self.ring.len();
         if cap == 0 || self.len >= cap {

@@ -196,6 +196,7 @@ impl Rqst<'_> {
     }
 
     /// Copies `out.len()` bytes of the call starting at `offset`.
+    #[inline]
     pub(crate) fn copy_call_at(&self, offset: u32, out: &mut [u8]) -> Result {
         let len = u32::try_from(out.len()).map_err(|_| EINVAL)?;
         if len == 0 {
