@@ -2,10 +2,13 @@
 # SPDX-License-Identifier: GPL-2.0
 """Prints what scripts/profile.sh measured (the PROFILE lines of its run).
 
-Usage: profile_report.py [--lines KO] FILE (the run's output, kept under
-the cache). With --lines, the transport's own instructions per RPC are
-also given by source line and by the function inlined there, mapped
-through KO, a build of the profiled module's code with line tables.
+Usage: profile_report.py [--lines KO [--inside NAME]] FILE (the run's
+output, kept under the cache). With --lines, the transport's own
+instructions per RPC are also given by source line and by the function
+inlined there, mapped through KO, a build of the profiled module's code
+with line tables. With --inside, only the function(s) whose symbol
+contains NAME, by the function each instruction was inlined from, one
+level below NAME's own code and at its innermost.
 """
 
 import bisect
@@ -109,7 +112,47 @@ def lines_report(rs, ko, top=45):
         print(f"  {n / rpcs:7.1f}  {short(fn)[:140]}")
 
 
-def main(path, lines_ko=None):
+def inside_report(rs, ko, name, top=40):
+    """The transport's own instructions per RPC in the symbols whose name
+    contains NAME: by the function inlined into them at the first level
+    (what NAME's own code calls) and at the innermost one of this project's
+    files, with the source line."""
+    rpcs = sum(r["rpcs"] for r in rs)
+    insns, syms = ko_instructions(ko)
+    per_insn = collections.Counter()
+    for r in rs:
+        for key, (n, runs) in r.get("transport_blocks", {}).items():
+            sym, off = key.rsplit("+", 1)
+            if sym not in syms or name not in sym:
+                continue
+            i = bisect.bisect_left(insns, syms[sym] + int(off, 16))
+            for a in insns[i:i + n]:
+                per_insn[a] += runs
+    if not per_insn:
+        print(f"\nno instruction counted in a symbol containing {name!r}")
+        return
+    frames = source_frames(ko, sorted(per_insn))
+    first, inner = collections.Counter(), collections.Counter()
+    for a, runs in per_insn.items():
+        own = [(f, loc) for f, loc in frames.get(a) or [] if not loc.startswith(("rust/library/", "rust/kernel/", "?"))]
+        if not own:
+            first["(no line of this project)"] += runs
+            inner["(no line of this project)"] += runs
+            continue
+        # Outermost frame: the symbol's own function; the one inside it
+        # is what its code called (and the compiler inlined).
+        first[short(own[-2][0]) if len(own) > 1 else f"(its own code) {own[-1][1]}"] += runs
+        inner[f"{short(own[0][0])[:70]} @ {own[0][1]}"] += runs
+    total = sum(per_insn.values())
+    print(f"\nours: inside {name!r}, {total / rpcs:.0f} instructions per RPC, by what its own code calls")
+    for k, n in first.most_common(top):
+        print(f"  {n / rpcs:7.1f}  {k[:120]}")
+    print(f"\nours: inside {name!r}, by the innermost function and line")
+    for k, n in inner.most_common(top):
+        print(f"  {n / rpcs:7.1f}  {k[:140]}")
+
+
+def main(path, lines_ko=None, inside=None):
     runs = collections.defaultdict(list)
     for line in open(path, errors="replace"):
         if line.startswith("PROFILE "):
@@ -231,13 +274,18 @@ def main(path, lines_ko=None):
         for s in sorted(set(a) | set(b), key=lambda s: -abs(a.get(s, 0) - b.get(s, 0)))[:12]:
             print(f"  {a.get(s, 0) - b.get(s, 0):+7.3f}  {s} ({a.get(s, 0):.3f} vs {b.get(s, 0):.3f})")
     if lines_ko and "ours" in runs:
-        lines_report(runs["ours"], lines_ko)
+        if inside:
+            inside_report(runs["ours"], lines_ko, inside)
+        else:
+            lines_report(runs["ours"], lines_ko)
     return 0
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    ko = None
+    ko = inside = None
     if args[:1] == ["--lines"]:
         ko, args = args[1], args[2:]
-    sys.exit(main(args[0], ko))
+        if args[:1] == ["--inside"]:
+            inside, args = args[1], args[2:]
+    sys.exit(main(args[0], ko, inside))
