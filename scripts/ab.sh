@@ -36,31 +36,13 @@ while [ $# -gt 0 ]; do
 done
 [ $# -ge 1 ] && [ $# -le 2 ] || die "usage: $0 [--stock] [--rounds N] [--runtime S] OLD_REV [NEW_REV]"
 
-# stock_module_at REV DEST: the module as of REV (WORKTREE: the working
-# tree) built for the stock kernel by that revision's own stock-kernel.sh.
-stock_module_at() {
-  local rev=$1 dest=$2 wt
-  if [ "$rev" = WORKTREE ]; then
-    bash scripts/stock-kernel.sh module "$dest"
-    return
-  fi
-  git rev-parse --verify -q "$rev^{commit}" > /dev/null || die "no such revision: $rev"
-  wt=$CACHE_DIR/ab/wt-$(basename "$dest" .ko)
-  git worktree remove --force "$wt" 2> /dev/null || rm -rf "$wt"
-  git worktree prune
-  git worktree add -q --detach "$wt" "$rev"
-  log "building the module at $(git -C "$wt" log --oneline -1) for the stock kernel"
-  bash "$wt/scripts/stock-kernel.sh" module "$dest"
-  git worktree remove --force "$wt"
-}
-
 cd "$repo"
 bash scripts/setup-host.sh > /dev/null
 ab=$CACHE_DIR/ab
 mkdir -p "$ab"
 if [ "$stock" = 1 ]; then
-  stock_module_at "$1" "$ab/old.ko"
-  stock_module_at "${2:-WORKTREE}" "$ab/new.ko"
+  build_module_at "$1" "$ab/old.ko" stock
+  build_module_at "${2:-WORKTREE}" "$ab/new.ko" stock
   # The testbed checks this one against the kernel it boots.
   export RDMARS_KERNEL=stock RDMARS_KO=$ab/new.ko
 else

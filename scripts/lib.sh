@@ -124,14 +124,21 @@ cached_kernel() {
   [ -f "$d/.rpcrdma-rs-complete" ] && echo "$d"
 }
 
-# build_module_at REV DEST: the module as of git revision REV, built in a
-# worktree of it under the cache, copied to DEST. REV "WORKTREE" is the
+# build_module_at REV DEST [stock]: the module as of git revision REV, built
+# in a worktree of it under the cache, copied to DEST. REV "WORKTREE" is the
 # working tree's own build (run `make module` first). For comparing builds
-# (make ab, make profile OLD=REV).
+# (make ab, make profile OLD=REV). With "stock", built for Debian's stock
+# kernel by that revision's own scripts/stock-kernel.sh (WORKTREE: this
+# tree's).
 build_module_at() {
-  local rev=$1 dest=$2 wt
+  local rev=$1 dest=$2 how=${3:-testbed} wt here
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
   if [ "$rev" = WORKTREE ]; then
-    cp rpcrdma_rs.ko "$dest"
+    if [ "$how" = stock ]; then
+      bash "$here/stock-kernel.sh" module "$dest"
+    else
+      cp rpcrdma_rs.ko "$dest"
+    fi
     return
   fi
   git rev-parse --verify -q "$rev^{commit}" > /dev/null || die "no such revision: $rev"
@@ -139,11 +146,16 @@ build_module_at() {
   git worktree remove --force "$wt" 2> /dev/null || rm -rf "$wt"
   git worktree prune
   git worktree add -q --detach "$wt" "$rev"
-  log "building the module at $(git -C "$wt" log --oneline -1)"
-  # Against the kernel the testbed boots (this tree's), not the one the
-  # revision's own kernel config would name.
-  make -s -C "$wt" module KDIR="$(bash "$(dirname "${BASH_SOURCE[0]}")/build-kernel.sh" --path)"
-  cp "$wt/rpcrdma_rs.ko" "$dest"
+  if [ "$how" = stock ]; then
+    log "building the module at $(git -C "$wt" log --oneline -1) for the stock kernel"
+    bash "$wt/scripts/stock-kernel.sh" module "$dest"
+  else
+    log "building the module at $(git -C "$wt" log --oneline -1)"
+    # Against the kernel the testbed boots (this tree's), not the one the
+    # revision's own kernel config would name.
+    make -s -C "$wt" module KDIR="$(bash "$here/build-kernel.sh" --path)"
+    cp "$wt/rpcrdma_rs.ko" "$dest"
+  fi
   git worktree remove --force "$wt"
 }
 
