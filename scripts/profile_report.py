@@ -68,35 +68,47 @@ def short(fn):
     return re.sub(r"\b(?:[A-Za-z_][A-Za-z0-9_]*::)+(?=[A-Za-z_<])", "", fn)
 
 
-def lines_report(rs, ko, top=45):
-    """The transport's own instructions per RPC by source line."""
-    rpcs = sum(r["rpcs"] for r in rs)
-    blocks = collections.Counter()
-    for r in rs:
-        for key, (n, runs) in r.get("transport_blocks", {}).items():
-            blocks[(key, n)] += runs
-    if not blocks:
-        print("\nno per-block counts in this run (profile_client.py older than --lines)")
-        return
+def insn_counts(rs, ko, name=""):
+    """(runs of each instruction address of KO, instructions in symbols KO
+    lacks): the runs' per-block counts of the transport's code, spread over
+    the instructions of each block, for the symbols whose name contains
+    NAME (all of them by default)."""
     insns, syms = ko_instructions(ko)
     per_insn = collections.Counter()
     missing = 0
-    for (key, n), runs in blocks.items():
-        sym, off = key.rsplit("+", 1)
-        if sym not in syms:
-            missing += n * runs
-            continue
-        start = syms[sym] + int(off, 16)
-        i = bisect.bisect_left(insns, start)
-        for a in insns[i:i + n]:
-            per_insn[a] += runs
+    for r in rs:
+        for key, (n, runs) in r.get("transport_blocks", {}).items():
+            sym, off = key.rsplit("+", 1)
+            if name not in sym:
+                continue
+            if sym not in syms:
+                missing += n * runs
+                continue
+            i = bisect.bisect_left(insns, syms[sym] + int(off, 16))
+            for a in insns[i:i + n]:
+                per_insn[a] += runs
+    return per_insn, missing
+
+
+def own_frames(fr):
+    """The frames of FR (innermost first) in this project's own files (not
+    core's or the kernel crate's, which say less about what to change)."""
+    return [i for i, (_, loc) in enumerate(fr) if not loc.startswith(("rust/library/", "rust/kernel/", "?"))]
+
+
+def lines_report(rs, ko, top=45):
+    """The transport's own instructions per RPC by source line."""
+    rpcs = sum(r["rpcs"] for r in rs)
+    if not any(r.get("transport_blocks") for r in rs):
+        print("\nno per-block counts in this run (profile_client.py older than --lines)")
+        return
+    per_insn, missing = insn_counts(rs, ko)
     frames = source_frames(ko, sorted(per_insn))
     by_line, by_fn, chain_of = collections.Counter(), collections.Counter(), {}
     for a, runs in per_insn.items():
         fr = frames.get(a) or [("?", "?")]
-        # The line is the innermost one of this project's own files (not
-        # core's or the kernel crate's, which say less about what to change).
-        own = [i for i, (_, loc) in enumerate(fr) if not loc.startswith(("rust/library/", "rust/kernel/", "?"))]
+        # The line is the innermost one of this project's own files.
+        own = own_frames(fr)
         k = own[0] if own else 0
         loc = fr[k][1]
         by_line[loc] += runs
@@ -118,23 +130,15 @@ def inside_report(rs, ko, name, top=40):
     (what NAME's own code calls) and at the innermost one of this project's
     files, with the source line."""
     rpcs = sum(r["rpcs"] for r in rs)
-    insns, syms = ko_instructions(ko)
-    per_insn = collections.Counter()
-    for r in rs:
-        for key, (n, runs) in r.get("transport_blocks", {}).items():
-            sym, off = key.rsplit("+", 1)
-            if sym not in syms or name not in sym:
-                continue
-            i = bisect.bisect_left(insns, syms[sym] + int(off, 16))
-            for a in insns[i:i + n]:
-                per_insn[a] += runs
+    per_insn, _ = insn_counts(rs, ko, name)
     if not per_insn:
         print(f"\nno instruction counted in a symbol containing {name!r}")
         return
     frames = source_frames(ko, sorted(per_insn))
     first, inner = collections.Counter(), collections.Counter()
     for a, runs in per_insn.items():
-        own = [(f, loc) for f, loc in frames.get(a) or [] if not loc.startswith(("rust/library/", "rust/kernel/", "?"))]
+        fr = frames.get(a) or []
+        own = [fr[i] for i in own_frames(fr)]
         if not own:
             first["(no line of this project)"] += runs
             inner["(no line of this project)"] += runs
