@@ -6,8 +6,8 @@
 //!
 //! - [`endpoint`]: a [`Connection`] and its handler ([`ConnHandler`]):
 //!   setting it up, connecting, the release epoch, teardown.
-//! - [`send`]: the Send pool: which buffer, when to ask for a completion
-//!   (every few Sends, and always for one that maps pages).
+//! - [`send`]: sending, and when a Send asks for a completion (every few
+//!   Sends, and always for one that maps pages).
 //! - [`recv`]: Receive buffers kept across reconnects ([`RecvCache`]) and
 //!   batched reposting.
 //! - [`frwr`]: the pool of memory regions, registration and invalidation.

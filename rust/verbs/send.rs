@@ -15,7 +15,6 @@ use kernel::error::Result;
 
 use super::{
     endpoint::{Connection, EpState, Live},
-    freelist::FreeList,
     ConnHandler, PagesInFlight, PostedRegistration, Registration, SendDone, SendFailed, SendWriter,
 };
 use crate::{
@@ -23,48 +22,33 @@ use crate::{
     proto::credits::SendQueue,
 };
 
-/// The idle Send buffers and the Send Queue's signalling arithmetic.
+/// The Send Queue's signalling arithmetic, over the Send buffers: a Send
+/// occupies its buffer from its post until a signalled completion
+/// reclaims it.
 pub(crate) struct SendSlots {
-    free: FreeList,
     sq: SendQueue,
 }
 
 impl SendSlots {
     /// No buffers (before the queue pair exists).
     pub(super) fn none() -> Self {
-        SendSlots { free: FreeList::new(), sq: SendQueue::new(0, 0, 1) }
+        SendSlots { sq: SendQueue::new(0, 0, 1) }
     }
 
-    /// `n` idle buffers; a Send is signalled at least every
-    /// `signal_interval`.
+    /// `n` buffers; a Send is signalled at least every `signal_interval`.
     pub(super) fn new(n: usize, signal_interval: u32) -> Result<Self> {
         let depth = u32::try_from(n).map_err(|_| kernel::error::code::EINVAL)?;
-        Ok(SendSlots { free: FreeList::full(n)?, sq: SendQueue::new(depth, 0, signal_interval) })
+        Ok(SendSlots { sq: SendQueue::new(depth, 0, signal_interval) })
     }
 }
 
 impl SendPolicy for SendSlots {
     #[inline]
-    fn acquire(&mut self) -> Option<usize> {
-        let index = self.free.pop()?;
-        // Cannot fail: the queue holds one slot per buffer.
-        let _ = self.sq.try_reserve(1);
-        Some(index)
-    }
-
-    fn unacquire(&mut self, index: usize) {
-        self.sq.unreserve(1);
-        self.free.push(index);
-    }
-
-    #[inline]
     fn signal(&mut self, mapped: bool) -> bool {
+        // Cannot fail: the connection posts a Send only into an idle
+        // buffer, and the queue holds one slot per buffer.
+        let _ = self.sq.try_reserve(1);
         self.sq.post(1, mapped).signaled
-    }
-
-    #[inline]
-    fn reclaimed(&mut self, index: usize) {
-        self.free.push(index);
     }
 
     #[inline]

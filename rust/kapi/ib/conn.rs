@@ -12,8 +12,9 @@
 //! hardware only ever borrows buffers the connection owns, so no buffer can
 //! be freed while the HCA may still touch it.
 //!
-//! This is mechanism only. What to do with an event, which buffer or
-//! region to use next, when to ask for a Send completion and when to
+//! This is mechanism only (Send buffers are used round a ring, in the
+//! order they are posted: see `SendRing`). What to do with an event,
+//! which region to use next, when to ask for a Send completion and when to
 //! repost Receives are the caller's: it implements [`Events`] (its state
 //! lives inside the connection, pinned, so completions reach it) and
 //! [`SendPolicy`] (kept under the lock that orders Sends).
@@ -129,20 +130,14 @@ pub(crate) struct HeldRecv {
     len: usize,
 }
 
-/// Which Send buffer the next Send uses and when a Send asks for a
-/// completion. Called under the lock that orders Sends, so calls never
-/// overlap; they must not sleep.
+/// When a Send asks for a completion. Called under the lock that orders
+/// Sends, so calls never overlap; they must not sleep. (Which buffer a
+/// Send uses is not a choice: the next one round the ring.)
 pub(crate) trait SendPolicy: Send + Unpin {
-    /// An idle Send buffer's index for a new Send, if there is one.
-    fn acquire(&mut self) -> Option<usize>;
-    /// A buffer [`acquire`](Self::acquire) gave was not posted: idle again.
-    fn unacquire(&mut self, index: usize);
     /// A Send is being posted (`mapped`: it carries DMA-mapped pages):
     /// true to ask for its completion. Every Send posted before a
     /// signalled one is reclaimed by that one's completion.
     fn signal(&mut self, mapped: bool) -> bool;
-    /// A completion gave the buffer back: idle again.
-    fn reclaimed(&mut self, index: usize);
     /// One completion reclaimed `n` Sends.
     fn completed(&mut self, n: u32);
 }
@@ -261,15 +256,31 @@ impl Objects {
     }
 }
 
-/// The ring of posted Sends, in posting order, waiting for a signalled
-/// completion at or after them; and the owner's [`SendPolicy`].
+/// The Send buffers in the order Sends use them, and the owner's
+/// [`SendPolicy`].
+///
+/// Sends take the buffers round the ring, one after the other, and post
+/// them in that order: taking, filling and posting a buffer happen under
+/// one hold of the ring's lock. So the ring's order is the queue pair's,
+/// and a completion of the Send in buffer `i` proves every Send in the
+/// buffers before `i`, back to the oldest still outstanding, done too.
+/// No list of free buffers is kept: the next buffer is the one after the
+/// last posted, and it is free unless every buffer is outstanding.
+///
+/// # Invariants
+///
+/// `bufs` is empty or `next < bufs.len()`, `outstanding <= bufs.len()`.
+/// The `outstanding` buffers before `next` (round the ring) hold posted
+/// Sends not yet reclaimed, the oldest first; every other buffer is idle.
 struct SendRing<P> {
-    ring: KVec<usize>,
-    head: usize,
-    len: usize,
     /// Per Send buffer.
     bufs: KVec<SendSlot>,
-    /// Send queue slots held by acquired, posted and unreclaimed Sends.
+    /// The buffer the next Send uses.
+    next: usize,
+    /// Posted Sends not yet reclaimed: the buffers just before `next`.
+    outstanding: usize,
+    /// Send queue slots held by posted and unreclaimed Sends and by
+    /// [`SendRing::reserve`].
     in_sq: usize,
     /// The most `in_sq` may reach (`QpSizes::send_wrs`).
     budget: usize,
@@ -282,97 +293,89 @@ struct SendSlot {
     /// Bumped each time the buffer is posted, so that a [`PagesInFlight`]
     /// cannot mistake a later Send in the same buffer for its own.
     seq: u64,
-    posted: bool,
     /// The send queue slots its Send holds (the Send and the REG_MRs
-    /// chained in front of it) from `acquire` until reclaimed or given
-    /// back. On the device, a work request's slot is free once a signalled
-    /// completion of it or of a later one arrives; a Send is reclaimed
-    /// only then, so counting its slots until then never counts too few.
+    /// chained in front of it) until it is reclaimed. On the device, a
+    /// work request's slot is free once a signalled completion of it or of
+    /// a later one arrives; a Send is reclaimed only then, so counting its
+    /// slots until then never counts too few.
     wrs: u8,
 }
 
 impl<P> SendRing<P> {
     fn idle(policy: P) -> Self {
-        SendRing { ring: KVec::new(), head: 0, len: 0, bufs: KVec::new(), in_sq: 0, budget: 0, policy }
+        // INVARIANT: no buffers.
+        SendRing { bufs: KVec::new(), next: 0, outstanding: 0, in_sq: 0, budget: 0, policy }
     }
 
     fn new(n: usize, budget: usize, policy: P) -> Result<Self> {
+        // INVARIANT: `next` is 0, nothing outstanding.
         Ok(SendRing {
-            ring: KVec::from_elem(0usize, n, GFP_KERNEL)?,
-            head: 0,
-            len: 0,
             bufs: KVec::from_elem(SendSlot::default(), n, GFP_KERNEL)?,
+            next: 0,
+            outstanding: 0,
             in_sq: 0,
             budget,
             policy,
         })
     }
 
-    /// Records a posted Send; returns its sequence number. Always inlined
-    /// into the post, under whose lock it runs.
+    /// The buffer after `i`, round the ring.
     #[inline(always)]
-    fn push_posted(&mut self, index: usize) -> u64 {
-        let cap = self.ring.len();
-        if cap == 0 || self.len >= cap {
-            return 0;
+    fn after(&self, i: usize) -> usize {
+        if i + 1 >= self.bufs.len() {
+            0
+        } else {
+            i + 1
         }
-        let at = (self.head + self.len) % cap;
-        if let Some(slot) = self.ring.get_mut(at) {
-            *slot = index;
+    }
+
+    /// The oldest outstanding Send's buffer (`next` if none is).
+    #[inline(always)]
+    fn oldest(&self) -> usize {
+        match self.next.checked_sub(self.outstanding) {
+            Some(i) => i,
+            None => self.next + self.bufs.len() - self.outstanding,
         }
-        self.len += 1;
+    }
+
+    /// How far buffer `index` lies after the oldest outstanding one, if it
+    /// holds an outstanding Send.
+    #[inline(always)]
+    fn outstanding_at(&self, index: usize) -> Option<usize> {
+        let oldest = self.oldest();
+        let d = match index.checked_sub(oldest) {
+            Some(d) => d,
+            None => index + self.bufs.len() - oldest,
+        };
+        (d < self.outstanding).then_some(d)
+    }
+
+    /// The buffer for a Send with `need` send queue slots (its REG_MRs and
+    /// itself), if one is idle and the send queue has room.
+    #[inline(always)]
+    fn next_idle(&self, need: usize) -> Option<usize> {
+        if self.outstanding >= self.bufs.len() || self.in_sq + need > self.budget {
+            return None;
+        }
+        Some(self.next)
+    }
+
+    /// Records the Send posted in buffer `index` (which [`Self::next_idle`]
+    /// gave, under the same lock hold) with `need` send queue slots;
+    /// returns its sequence number. Always inlined into the post.
+    #[inline(always)]
+    fn push_posted(&mut self, index: usize, need: usize) -> u64 {
+        self.next = self.after(index);
+        self.outstanding += 1;
+        self.in_sq += need;
         match self.bufs.get_mut(index) {
             Some(b) => {
-                b.posted = true;
+                b.wrs = need as u8;
                 b.seq = b.seq.wrapping_add(1);
                 b.seq
             }
             None => 0,
         }
-    }
-
-    /// Takes the oldest posted Send off the ring and gives back the send
-    /// queue slots it held.
-    #[inline]
-    fn pop_posted(&mut self) -> Option<usize> {
-        if self.len == 0 {
-            return None;
-        }
-        let index = *self.ring.get(self.head)?;
-        self.head = (self.head + 1) % self.ring.len();
-        self.len -= 1;
-        if let Some(b) = self.bufs.get_mut(index) {
-            b.posted = false;
-        }
-        self.release_slots(index);
-        Some(index)
-    }
-
-    /// Gives back the send queue slots buffer `index`'s Send held.
-    #[inline]
-    fn release_slots(&mut self, index: usize) {
-        if let Some(b) = self.bufs.get_mut(index) {
-            self.in_sq = self.in_sq.saturating_sub(usize::from(core::mem::take(&mut b.wrs)));
-        }
-    }
-
-    /// An idle Send buffer for a Send with `regs` REG_MRs in front of it,
-    /// if the policy has one and the send queue room for them.
-    #[inline]
-    fn acquire(&mut self, regs: usize) -> Option<usize>
-    where
-        P: SendPolicy,
-    {
-        let need = regs + 1;
-        if self.in_sq + need > self.budget {
-            return None;
-        }
-        let index = self.policy.acquire()?;
-        if let Some(b) = self.bufs.get_mut(index) {
-            b.wrs = need as u8;
-            self.in_sq += need;
-        }
-        Some(index)
     }
 
     /// Takes `n` send queue slots for work requests of no Send buffer
@@ -391,25 +394,11 @@ impl<P> SendRing<P> {
         self.in_sq = self.in_sq.saturating_sub(n);
     }
 
-    /// A buffer [`Self::acquire`] gave was not posted.
-    #[inline]
-    fn unacquire(&mut self, index: usize)
-    where
-        P: SendPolicy,
-    {
-        self.release_slots(index);
-        self.policy.unacquire(index);
-    }
-
-    #[inline]
-    fn is_posted(&self, index: usize) -> bool {
-        self.bufs.get(index).is_some_and(|b| b.posted)
-    }
-
-    /// True if buffer `index`'s Send of sequence `seq` is still posted.
+    /// True if buffer `index`'s Send of sequence `seq` is still
+    /// outstanding.
     #[inline]
     fn still_posted(&self, index: usize, seq: u64) -> bool {
-        self.bufs.get(index).is_some_and(|b| b.posted && b.seq == seq)
+        self.bufs.get(index).is_some_and(|b| b.seq == seq) && self.outstanding_at(index).is_some()
     }
 }
 
@@ -818,9 +807,11 @@ impl<V: Events> Conn<V> {
     /// Sends one message: `fill` builds it, copying bytes into a pre-mapped
     /// buffer and mapping pages in place ([`SendWriter`]). The registrations
     /// in `reg` are posted in front of the Send; the returned token owns
-    /// them until they are invalidated. Fails with `ENOBUFS` when the
-    /// policy has no idle Send buffer; on failure nothing was posted and
-    /// the registration comes back.
+    /// them until they are invalidated. Fails with `ENOBUFS` when every
+    /// Send buffer is outstanding (or the send queue has no room); on
+    /// failure nothing was posted and the registration comes back.
+    ///
+    /// `fill` runs under the spinlock that orders Sends: it must not sleep.
     #[inline]
     pub(crate) fn send(
         &self,
@@ -867,33 +858,28 @@ impl<V: Events> Conn<V> {
         if reg.0.n > 0 && reg.0.generation != self.generation {
             return Err(EINVAL);
         }
-        let index = self.ring.lock().acquire(reg.0.n).ok_or_else(errno::ENOBUFS)?;
-        let put_back = |b: Option<(&DmaBuf, Lease<'_, BufState>)>| {
-            if let Some((buf, mut b)) = b {
-                buf.unmap_pages(&mut b.pages);
-            }
-            self.ring.lock().unacquire(index);
-        };
-        // Idle: the policy gave its index.
+        let need = reg.0.n + 1;
+        // Taking the next buffer, filling it and posting it happen under
+        // one hold of the lock, so the ring has the queue pair's order (see
+        // `SendRing`). A Send that is not posted leaves the ring as it was.
+        let mut r = self.ring.lock();
+        let index = r.next_idle(need).ok_or_else(errno::ENOBUFS)?;
+        // Idle: not outstanding (type invariant of `SendRing`).
         let Some((buf, mut b)) = self.sends.get(index).and_then(|buf| Some((&**buf, buf.cell.lease()?))) else {
-            put_back(None);
             return Err(EINVAL);
         };
         let mapped = match self.fill_send(buf, &mut b, device, objs.lkey, invalidate, fill) {
             Ok(mapped) => mapped,
             Err(e) => {
-                put_back(Some((buf, b)));
+                buf.unmap_pages(&mut b.pages);
                 return Err(e);
             }
         };
         let send_wr = &raw mut b.send_wr;
         let Some(head) = self.chain_registrations(reg, send_wr) else {
-            put_back(Some((buf, b)));
+            buf.unmap_pages(&mut b.pages);
             return Err(EINVAL);
         };
-        // Posting and entering the ring happen under one lock, so the ring
-        // has the queue pair's order.
-        let mut r = self.ring.lock();
         let signaled = r.policy.signal(mapped);
         b.send_wr.send_flags = if signaled { sys::ib_send_flags_IB_SEND_SIGNALED as c_int } else { 0 };
         b.hand_off();
@@ -902,12 +888,13 @@ impl<V: Events> Conn<V> {
         // pages the caller keeps until the token below is waited for; the
         // buffer and regions are handed off.
         if let Err(e) = unsafe { qp.post_send(head) } {
-            drop(r);
             // SAFETY: the post failed: the Send never reached the device.
-            put_back(unsafe { buf.cell.take_back() }.map(|b| (buf, b)));
+            if let Some(mut b) = unsafe { buf.cell.take_back() } {
+                buf.unmap_pages(&mut b.pages);
+            }
             return Err(e);
         }
-        let seq = r.push_posted(index);
+        let seq = r.push_posted(index, need);
         drop(r);
         let pages =
             if mapped { PagesInFlight { generation: self.generation, index, seq } } else { PagesInFlight::none() };
@@ -982,27 +969,27 @@ impl<V: Events> Conn<V> {
     #[inline(always)]
     fn reclaim_sends(&self, index: usize) -> usize {
         let mut r = self.ring.lock();
-        if !r.is_posted(index) {
-            // Already reclaimed by a later signalled completion (a flushed
-            // unsignalled Send reports itself too).
-            return 0;
-        }
-        let mut n = 0;
+        // Already reclaimed by a later signalled completion, if not
+        // outstanding (a flushed unsignalled Send reports itself too).
+        let Some(before) = r.outstanding_at(index) else { return 0 };
+        let n = before + 1;
+        let mut i = r.oldest();
         let mut mapped = false;
-        while let Some(i) = r.pop_posted() {
-            n += 1;
+        for _ in 0..n {
             if let Some(buf) = self.sends.get(i) {
                 // SAFETY: a completion of `index` proves every Send posted
-                // before it done too (the queue pair completes in order).
+                // before it done too (the queue pair completes in order,
+                // and the ring has its order).
                 if let Some(mut b) = unsafe { buf.cell.take_back() } {
                     mapped |= buf.unmap_pages(&mut b.pages);
                 }
             }
-            r.policy.reclaimed(i);
-            if i == index {
-                break;
-            }
+            let wrs = r.bufs.get_mut(i).map_or(0, |b| usize::from(core::mem::take(&mut b.wrs)));
+            r.in_sq = r.in_sq.saturating_sub(wrs);
+            i = r.after(i);
         }
+        // INVARIANT: the `n` oldest outstanding buffers are idle again.
+        r.outstanding -= n;
         r.policy.completed(n as u32);
         drop(r);
         if mapped {
