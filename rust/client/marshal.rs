@@ -265,41 +265,17 @@ impl RdmaXprt {
             }
         };
         let st = &self.stats;
-        // The common small RPC (an inline call copied whole, an inline
-        // reply) can move only the pull-up counter.
-        match (p.call, p.reply) {
-            (plan::CallPlan::Inline { pullup: true }, plan::ReplyPlan::Inline) if registered == 0 => {
-                add(&st.pullup_copy, stats::MarshalCounts::pulled_up(&p.snd));
-                return;
-            }
-            // A READ's: the call pulled up, the reply's pages in one Write
-            // segment (what `MarshalCounts::of` counts for it, without
-            // its other arms).
-            (
-                plan::CallPlan::Inline { pullup: true },
-                plan::ReplyPlan::WriteChunk { len, segments: 1, pad_segment: false },
-            ) => {
-                add(&st.write_chunks, 1);
-                add(&st.total_rdma_request, u64::from(len));
-                add(&st.pullup_copy, stats::MarshalCounts::pulled_up(&p.snd));
-                add(&COUNTERS.mrs_registered, registered as u64);
-                return;
-            }
-            // A WRITE's: its pages in one Read segment, the reply inline.
-            (plan::CallPlan::ReadChunk { segments: 1, .. }, plan::ReplyPlan::Inline) => {
-                add(&st.read_chunks, 1);
-                add(&COUNTERS.mrs_registered, registered as u64);
-                return;
-            }
-            _ => {}
-        }
-        let n = stats::MarshalCounts::of(&p.call, &p.reply, &p.snd);
-        add(&st.read_chunks, n.read_segments);
-        add(&st.write_chunks, n.write_segments);
-        add(&st.reply_chunks, n.reply_segments);
-        add(&st.total_rdma_request, n.rdma_request_bytes);
-        add(&st.pullup_copy, n.pullup_bytes);
-        add(&st.nomsg_calls, n.nomsg_calls);
+        stats::MarshalCounts::count(&p.call, &p.reply, &p.snd, |c, n| {
+            let counter = match c {
+                stats::MarshalCounter::ReadSegments => &st.read_chunks,
+                stats::MarshalCounter::WriteSegments => &st.write_chunks,
+                stats::MarshalCounter::ReplySegments => &st.reply_chunks,
+                stats::MarshalCounter::RdmaRequestBytes => &st.total_rdma_request,
+                stats::MarshalCounter::PullupBytes => &st.pullup_copy,
+                stats::MarshalCounter::NomsgCalls => &st.nomsg_calls,
+            };
+            add(counter, n);
+        });
         add(&COUNTERS.mrs_registered, registered as u64);
     }
 }
