@@ -92,33 +92,33 @@ impl RdmaXprt {
         // LOOKUP): no chunk to plan or register. Most others move a page
         // list one MR covers (READ, WRITE): one chunk of one segment. The
         // rest are planned in general. Chunks are registered into `reg`.
-        let quick;
+        // The plans travel as values and the Call's description stays
+        // where it is: a `CallShape` built for the quick plans would be
+        // stored field by field, only for its fields to be read back.
         let planned;
         let read_one;
         let mut read_segs;
         let write_list: [&[v1::Segment]; 1];
-        let (shape, lists, reply_shape, nw) = 'plan: {
+        let (call, rp, lists, reply_shape, nw) = 'plan: {
             if let Some((call, rp)) = plan::plan_small(&snd, reply_len, inline_send, inline_recv, PULLUP_THRESHOLD) {
-                quick = CallShape { version, xid, snd, call, reply: rp };
-                break 'plan (&quick, v1::ChunkLists::NONE, ReplyShape::Inline, 0);
+                break 'plan (call, rp, v1::ChunkLists::NONE, ReplyShape::Inline, 0);
             }
             let rcv = desc(rqst.buf(Which::Reply), Which::Reply);
             let thresholds = (inline_send, inline_recv);
             let g = plan::Geometry { page_size: PAGE_SIZE, max_pages: shared.mr_pages.load(Ordering::Relaxed) };
             let ddp = rqst.ddp_allowed();
             if let Some((call, rp, ext)) = plan::plan_one_mr(&snd, &rcv, ddp, thresholds, PULLUP_THRESHOLD, g) {
-                quick = CallShape { version, xid, snd, call, reply: rp };
                 if let Some(position) = call.read_position() {
                     let segment = register_one(ep, rqst, reg, Which::Call, xid, &ext)?;
                     read_one = [v1::ReadSegment { position, segment }];
                     let lists = v1::ChunkLists { reads: &read_one, writes: &[], reply: None };
-                    break 'plan (&quick, lists, ReplyShape::Inline, 0);
+                    break 'plan (call, rp, lists, ReplyShape::Inline, 0);
                 }
                 let [first, ..] = segs;
                 *first = register_one(ep, rqst, reg, Which::Reply, xid, &ext)?;
                 write_list = [core::slice::from_ref(first)];
                 let lists = v1::ChunkLists { reads: &[], writes: &write_list, reply: None };
-                break 'plan (&quick, lists, ReplyShape::WriteChunk, 1);
+                break 'plan (call, rp, lists, ReplyShape::WriteChunk, 1);
             }
             planned = self.plan(shared, rqst, version, xid, (snd, rcv), thresholds)?;
             let p = &planned;
@@ -142,13 +142,13 @@ impl RdmaXprt {
                     (ReplyShape::ReplyChunk, v1::ChunkLists { reads, writes: &[], reply: Some(writes) })
                 }
             };
-            (&p.shape, lists, reply_shape, nw)
+            (p.shape.call, p.shape.reply, lists, reply_shape, nw)
         };
         let registered = reg.take();
-        match self.post(ep, rqst, shape, registered, lists) {
+        match self.post(ep, rqst, (version, xid), call, &snd, registered, lists) {
             Ok((regions, pages)) => {
-                self.count_call(shape, regions.len());
-                trace::marshal(rqst, xid, || marshalled(shape));
+                self.count_call(&call, &rp, &snd, regions.len());
+                trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd, call, reply: rp }));
                 *posted = regions;
                 *sent = pages;
                 *reply = reply_shape;
@@ -209,18 +209,21 @@ impl RdmaXprt {
         Ok(Planned { shape: CallShape { version, xid, snd, call, reply }, rcv, limits })
     }
 
-    /// Posts the call's Send: the transport header with `lists`, then the
-    /// call copied, or its head and tail copied and its page list mapped,
-    /// or (a Long Call) nothing more, after the registrations in `reg`.
+    /// Posts the call `xid` of `version`, planned as `call` (its buffer
+    /// `snd`): the transport header with `lists`, then the call copied, or
+    /// its head and tail copied and its page list mapped, or (a Long Call)
+    /// nothing more, after the registrations in `reg`.
+    #[allow(clippy::too_many_arguments)]
     fn post(
         &self,
         ep: &Endpoint,
         rqst: &Rqst<'_>,
-        p: &CallShape,
+        (version, xid): (Version, u32),
+        call: plan::CallPlan,
+        snd: &plan::XdrBufDesc,
         reg: Registration,
         lists: v1::ChunkLists<'_>,
     ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed> {
-        let CallShape { version, xid, call, ref snd, .. } = *p;
         let nomsg = matches!(call, plan::CallPlan::LongCall { .. });
         let credits = ep.shared().max_requests.load(Ordering::Relaxed);
         ep.conn.send(reg, |out| {
@@ -255,8 +258,9 @@ impl RdmaXprt {
         })
     }
 
-    /// Accounts a call that went out with `registered` regions.
-    fn count_call(&self, p: &CallShape, registered: usize) {
+    /// Accounts a call planned as `call` and `reply` (its buffer `snd`)
+    /// that went out with `registered` regions.
+    fn count_call(&self, call: &plan::CallPlan, reply: &plan::ReplyPlan, snd: &plan::XdrBufDesc, registered: usize) {
         // A counter moves only when there is something to add: an atomic
         // add of zero still costs a locked instruction per RPC.
         let add = |c: &AtomicU64, n: u64| {
@@ -265,7 +269,7 @@ impl RdmaXprt {
             }
         };
         let st = &self.stats;
-        stats::MarshalCounts::count(&p.call, &p.reply, &p.snd, |c, n| {
+        stats::MarshalCounts::count(call, reply, snd, |c, n| {
             let counter = match c {
                 stats::MarshalCounter::ReadSegments => &st.read_chunks,
                 stats::MarshalCounter::WriteSegments => &st.write_chunks,
