@@ -61,6 +61,26 @@ pub(crate) unsafe fn kvec_push_initialised<T, A: Allocator>(v: &mut kernel::allo
     };
 }
 
+/// Counts `n` more initialised elements at the end of `v`.
+///
+/// # Safety
+///
+/// `v.len() + n <= v.capacity()`, and the `n` elements of its allocation
+/// from index `v.len()` on are initialised.
+#[inline]
+pub(crate) unsafe fn kvec_add_initialised<T, A: Allocator>(v: &mut kernel::alloc::Vec<T, A>, n: usize) {
+    #[cfg(rpcrdma_kvec_inc_len)]
+    // SAFETY: as the caller promises.
+    unsafe {
+        v.inc_len(n)
+    };
+    #[cfg(not(rpcrdma_kvec_inc_len))]
+    // SAFETY: as the caller promises.
+    unsafe {
+        v.set_len(v.len() + n)
+    };
+}
+
 /// Runs a pin-initialiser on `slot`.
 ///
 /// # Safety

@@ -24,6 +24,7 @@ use super::{device::Device, pd::Pd};
 use crate::{
     kapi::{
         cell::LeaseCell,
+        compat,
         page::{in_page, PageRef},
     },
     sys,
@@ -124,9 +125,17 @@ impl FrMr {
         inv_done: DoneFn,
     ) -> Result<Pin<KBox<FrMr>>> {
         let index = u16::try_from(index).map_err(|_| EINVAL)?;
-        let mut sg = KVec::from_elem(sys::scatterlist::default(), pages as usize, GFP_KERNEL)?;
-        // SAFETY: `sg` has `pages` entries.
+        let n = pages as usize;
+        // Zeroed by `sg_init_table`, not entry by entry here: a region is
+        // made while calls wait for one (`regions.rs`), and its table has
+        // up to 256 entries.
+        let mut sg = KVec::<sys::scatterlist>::with_capacity(n, GFP_KERNEL)?;
+        // SAFETY: the allocation has room for `n` entries; the call zeroes
+        // them all and marks the last as the end.
         unsafe { sys::sg_init_table(sg.as_mut_ptr(), pages) };
+        // SAFETY: the first `n` entries are initialised just above (a
+        // `scatterlist` is plain C data; zero and the end mark are valid).
+        unsafe { compat::kvec_add_initialised(&mut sg, n) };
         // SAFETY: the PD is live.
         let ibmr = from_err_ptr(unsafe { sys::ib_alloc_mr(pd.as_ptr(), sys::ib_mr_type_IB_MR_TYPE_MEM_REG, pages) })?;
         // INVARIANT: allocated just above in `pd`, nothing mapped; the
