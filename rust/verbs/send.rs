@@ -19,41 +19,31 @@ use super::{
 };
 use crate::{
     kapi::ib::{SendPolicy, Sent},
-    proto::credits::SendQueue,
+    proto::credits::SendSignals,
 };
 
-/// The Send Queue's signalling arithmetic, over the Send buffers: a Send
-/// occupies its buffer from its post until a signalled completion
-/// reclaims it.
+/// When a Send asks for a completion ([`SendSignals`]).
 pub(crate) struct SendSlots {
-    sq: SendQueue,
+    signals: SendSignals,
 }
 
 impl SendSlots {
     /// No buffers (before the queue pair exists).
     pub(super) fn none() -> Self {
-        SendSlots { sq: SendQueue::new(0, 0, 1) }
+        SendSlots { signals: SendSignals::new(0, 1) }
     }
 
     /// `n` buffers; a Send is signalled at least every `signal_interval`.
     pub(super) fn new(n: usize, signal_interval: u32) -> Result<Self> {
-        let depth = u32::try_from(n).map_err(|_| kernel::error::code::EINVAL)?;
-        Ok(SendSlots { sq: SendQueue::new(depth, 0, signal_interval) })
+        let buffers = u32::try_from(n).map_err(|_| kernel::error::code::EINVAL)?;
+        Ok(SendSlots { signals: SendSignals::new(buffers, signal_interval) })
     }
 }
 
 impl SendPolicy for SendSlots {
     #[inline]
-    fn signal(&mut self, mapped: bool) -> bool {
-        // Cannot fail: the connection posts a Send only into an idle
-        // buffer, and the queue holds one slot per buffer.
-        let _ = self.sq.try_reserve(1);
-        self.sq.post(1, mapped).signaled
-    }
-
-    #[inline]
-    fn completed(&mut self, n: u32) {
-        self.sq.complete(n);
+    fn signal(&mut self, mapped: bool, idle_after: usize) -> bool {
+        self.signals.post(mapped, idle_after)
     }
 }
 

@@ -134,12 +134,12 @@ pub(crate) struct HeldRecv {
 /// Sends, so calls never overlap; they must not sleep. (Which buffer a
 /// Send uses is not a choice: the next one round the ring.)
 pub(crate) trait SendPolicy: Send + Unpin {
-    /// A Send is being posted (`mapped`: it carries DMA-mapped pages):
-    /// true to ask for its completion. Every Send posted before a
-    /// signalled one is reclaimed by that one's completion.
-    fn signal(&mut self, mapped: bool) -> bool;
-    /// One completion reclaimed `n` Sends.
-    fn completed(&mut self, n: u32);
+    /// A Send is being posted (`mapped`: it carries DMA-mapped pages),
+    /// leaving `idle_after` Send buffers idle: true to ask for its
+    /// completion. Every Send posted before a signalled one is reclaimed by
+    /// that one's completion; a sender that finds no idle buffer waits for
+    /// one, so while every buffer is outstanding one must be signalled.
+    fn signal(&mut self, mapped: bool, idle_after: usize) -> bool;
 }
 
 /// What a connection's owner does with its events. Its state lives in the
@@ -880,7 +880,9 @@ impl<V: Events> Conn<V> {
             buf.unmap_pages(&mut b.pages);
             return Err(EINVAL);
         };
-        let signaled = r.policy.signal(mapped);
+        // `next_idle` found a buffer idle: `outstanding < bufs.len()`.
+        let idle_after = r.bufs.len().wrapping_sub(r.outstanding).wrapping_sub(1);
+        let signaled = r.policy.signal(mapped, idle_after);
         b.send_wr.send_flags = if signaled { sys::ib_send_flags_IB_SEND_SIGNALED as c_int } else { 0 };
         b.hand_off();
         // SAFETY: every WR in the chain points at memory the connection
@@ -990,7 +992,6 @@ impl<V: Events> Conn<V> {
         }
         // INVARIANT: the `n` oldest outstanding buffers are idle again.
         r.outstanding -= n;
-        r.policy.completed(n as u32);
         drop(r);
         if mapped {
             self.send_wait.notify_all();

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Credits, Receive batching and Send Queue arithmetic (RFC 8166 section
-//! 3.3.1).
+//! Credits, Receive batching and Send completion signalling (RFC 8166
+//! section 3.3.1).
 //!
 //! Everything here is plain counting; the kernel holds the locks and does the
 //! posting. The pieces:
@@ -9,8 +9,7 @@
 //!   grant becomes the congestion window SUNRPC enforces.
 //! * [`recv_batch`]: how many consumed Receives are reposted together (one
 //!   chained `ib_post_recv`).
-//! * [`SendQueue`]: Send Queue slot accounting and the completion-signalling
-//!   policy.
+//! * [`SendSignals`]: when a Send asks for a completion.
 
 /// SUNRPC's congestion window scale: `cwnd = credits << RPC_CWNDSHIFT`
 /// (`RPC_CWNDSHIFT` in `include/linux/sunrpc/xprt.h`).
@@ -42,131 +41,64 @@ pub fn recv_batch(credits: u32) -> u32 {
     (credits / 8).clamp(1, MAX_RECV_BATCH)
 }
 
-/// A Send Queue failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SqError {
-    /// Not enough free slots: wait for a signalled completion.
-    Full {
-        /// Slots asked for.
-        needed: u32,
-        /// Slots free now.
-        available: u32,
-    },
-}
-
-/// What to do with a posted chain of WRs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SendSignal {
-    /// Set `IB_SEND_SIGNALED` on the chain's last WR.
-    pub signaled: bool,
-    /// Slots to give back with [`SendQueue::complete`] when that signalled
-    /// WR completes (this chain plus every earlier unsignalled WR); 0 when
-    /// not signalled.
-    pub reclaim: u32,
-}
-
-/// Send Queue slot accounting and completion-signalling policy.
-///
-/// A slot is *reserved* before an RPC is marshalled (one for each WR it
-/// may post: REG_MRs, Send, and the LOCAL_INVs it may post later), *posted*
-/// when a chain goes out ([`post`](Self::post)), and *reclaimed* when a
-/// signalled WR completes ([`complete`](Self::complete)): an unsignalled
-/// WR's slot only comes back with the next signalled completion after it.
-/// Reserved slots that will never be posted (marshalling failed, LOCAL_INVs
-/// made unnecessary by Send With Invalidate) go back with
-/// [`unreserve`](Self::unreserve).
-///
-/// A chain is signalled when the caller asks (the Send carries DMA-mapped
-/// pages that must be unmapped promptly, or a LOCAL_INV chain whose
-/// completion the caller waits for), when at least `signal_interval` WRs
-/// would be unsignalled, or when fewer than `signal_interval` slots remain
-/// free. The interval is clamped to half the usable queue, so as long as no
-/// RPC reserves more than half of it, an RPC waiting for room can always
-/// count on a signalled completion to come.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SendQueue {
-    capacity: u32,
-    in_use: u32,
-    unsignaled: u32,
-    interval: u32,
-}
-
 /// A default completion-signalling interval: one Send in eight of the credit
 /// window (the in-tree client's choice), at least 1.
 pub fn default_signal_interval(max_requests: u32) -> u32 {
     (max_requests / 8).max(1)
 }
 
-impl SendQueue {
-    /// A Send Queue of `max_send_wr` WRs of which `reserved` are kept aside
-    /// (drain WR, backchannel replies), signalling at least every
-    /// `signal_interval` WRs.
-    pub fn new(max_send_wr: u32, reserved: u32, signal_interval: u32) -> SendQueue {
-        let capacity = max_send_wr.saturating_sub(reserved);
-        let interval = signal_interval.clamp(1, (capacity / 2).max(1));
-        SendQueue { capacity, in_use: 0, unsignaled: 0, interval }
+/// When a Send asks for a completion.
+///
+/// A signalled Send's completion reclaims its buffer and the buffers of
+/// every Send posted before it (the queue pair completes in order); an
+/// unsignalled Send is reclaimed only with a later signalled one. A Send
+/// is signalled when the caller asks (it carries DMA-mapped pages, which
+/// should be unmapped promptly), when it would be the `interval`th
+/// unsignalled Send in a row, or when fewer than `interval` buffers would
+/// be left idle after it (completions come sooner as buffers run short).
+/// The interval is clamped to half the buffers (at least 1): the newest
+/// `interval` Sends include a signalled one, so while every buffer is
+/// outstanding one of them is signalled, and a sender waiting for an idle
+/// buffer always has a completion coming.
+///
+/// The connection keeps count of the outstanding buffers itself; this is
+/// only the decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendSignals {
+    unsignaled: u32,
+    interval: u32,
+}
+
+impl SendSignals {
+    /// For `buffers` Send buffers, signalling at least every
+    /// `signal_interval` Sends.
+    pub fn new(buffers: u32, signal_interval: u32) -> SendSignals {
+        SendSignals { unsignaled: 0, interval: signal_interval.clamp(1, (buffers / 2).max(1)) }
     }
 
-    /// Usable slots.
-    pub fn capacity(&self) -> u32 {
-        self.capacity
-    }
-
-    /// Slots reserved or posted and not yet reclaimed.
-    pub fn in_use(&self) -> u32 {
-        self.in_use
-    }
-
-    /// Free slots.
-    pub fn available(&self) -> u32 {
-        self.capacity.saturating_sub(self.in_use)
-    }
-
-    /// Posted WRs waiting for a signalled completion to reclaim them.
+    /// Sends posted unsignalled since the last signalled one.
     pub fn unsignaled(&self) -> u32 {
         self.unsignaled
     }
 
     /// The effective signalling interval.
-    pub fn signal_interval(&self) -> u32 {
+    pub fn interval(&self) -> u32 {
         self.interval
     }
 
-    /// Reserves `wrs` slots, or fails without changing anything.
-    pub fn try_reserve(&mut self, wrs: u32) -> Result<(), SqError> {
-        let available = self.available();
-        if wrs > available {
-            return Err(SqError::Full { needed: wrs, available });
-        }
-        // Cannot saturate: `wrs` fits in what is left of the capacity.
-        self.in_use = self.in_use.saturating_add(wrs);
-        Ok(())
-    }
-
-    /// Returns `wrs` reserved slots that will not be posted.
-    pub fn unreserve(&mut self, wrs: u32) {
-        self.in_use = self.in_use.saturating_sub(wrs);
-    }
-
-    /// Records the posting of a chain of `wrs` previously reserved WRs and
-    /// decides whether its last WR is signalled. `must_signal` forces it.
-    /// The signalled WR must be the chain's last (an earlier one completing
-    /// would not prove the later ones done).
-    pub fn post(&mut self, wrs: u32, must_signal: bool) -> SendSignal {
-        let pending = self.unsignaled.saturating_add(wrs);
-        if must_signal || pending >= self.interval || self.available() < self.interval {
+    /// A Send is being posted, leaving `idle_after` buffers idle;
+    /// `must_signal` forces a signal. True to signal it.
+    #[inline]
+    pub fn post(&mut self, must_signal: bool, idle_after: usize) -> bool {
+        // Below the interval, which fits a `u32`: no wrap.
+        let pending = self.unsignaled.wrapping_add(1);
+        if must_signal || pending >= self.interval || idle_after < self.interval as usize {
             self.unsignaled = 0;
-            SendSignal { signaled: true, reclaim: pending }
+            true
         } else {
             self.unsignaled = pending;
-            SendSignal { signaled: false, reclaim: 0 }
+            false
         }
-    }
-
-    /// A signalled WR completed (successfully or flushed): gives back the
-    /// `reclaim` slots its [`SendSignal`] carried.
-    pub fn complete(&mut self, reclaim: u32) {
-        self.in_use = self.in_use.saturating_sub(reclaim);
     }
 }
 
@@ -205,61 +137,63 @@ mod tests {
     }
 
     #[test]
-    fn send_queue_signals_every_interval() {
-        let mut sq = SendQueue::new(1000, 1, 4);
-        assert_eq!(sq.capacity(), 999);
-        assert_eq!(sq.signal_interval(), 4);
+    fn sends_are_signalled_every_interval() {
+        let mut s = SendSignals::new(1000, 4);
+        assert_eq!(s.interval(), 4);
         for _ in 0..3 {
-            sq.try_reserve(1).unwrap();
-            assert_eq!(sq.post(1, false), SendSignal { signaled: false, reclaim: 0 });
+            assert!(!s.post(false, 500));
         }
-        assert_eq!(sq.in_use(), 3);
-        assert_eq!(sq.unsignaled(), 3);
-        sq.try_reserve(1).unwrap();
-        assert_eq!(sq.post(1, false), SendSignal { signaled: true, reclaim: 4 });
-        assert_eq!(sq.unsignaled(), 0);
-        sq.complete(4);
-        assert_eq!(sq.in_use(), 0);
+        assert_eq!(s.unsignaled(), 3);
+        assert!(s.post(false, 500), "the fourth in a row");
+        assert_eq!(s.unsignaled(), 0);
         // A Send with mapped pages is always signalled.
-        sq.try_reserve(1).unwrap();
-        assert_eq!(sq.post(1, false), SendSignal { signaled: false, reclaim: 0 });
-        sq.try_reserve(3).unwrap();
-        assert_eq!(sq.post(3, true), SendSignal { signaled: true, reclaim: 4 });
-        sq.complete(4);
-        assert_eq!(sq.available(), 999);
+        assert!(!s.post(false, 500));
+        assert!(s.post(true, 500));
+        // Fewer idle buffers than the interval: every Send is.
+        assert!(s.post(false, 3));
+        assert!(!s.post(false, 4));
+        // Clamped to half the buffers; degenerate sizes do not panic.
+        assert_eq!(SendSignals::new(10, 100).interval(), 5);
+        assert_eq!(SendSignals::new(0, 0).interval(), 1);
+        let mut s = SendSignals::new(0, 0);
+        assert!(s.post(false, 0));
+        assert!(s.post(false, usize::MAX));
     }
 
+    /// Posts and completions on a ring of Send buffers, at random: whenever
+    /// every buffer is outstanding, one of them is signalled, so a sender
+    /// waiting for a buffer always gets one back.
     #[test]
-    fn send_queue_reservations_and_full() {
-        // Per RPC: 2 REG_MR + Send + 2 LOCAL_INV = 5 slots.
-        let mut sq = SendQueue::new(12, 2, 100);
-        assert_eq!(sq.capacity(), 10);
-        assert_eq!(sq.signal_interval(), 5, "clamped to half the queue");
-        sq.try_reserve(5).unwrap();
-        sq.try_reserve(5).unwrap();
-        assert_eq!(sq.try_reserve(1), Err(SqError::Full { needed: 1, available: 0 }));
-        assert_eq!(sq.in_use(), 10);
-        // Both Calls go out (REG_MR, REG_MR, Send): the queue is nearly full
-        // so each chain is signalled.
-        assert_eq!(sq.post(3, false), SendSignal { signaled: true, reclaim: 3 });
-        assert_eq!(sq.post(3, false), SendSignal { signaled: true, reclaim: 3 });
-        sq.complete(3);
-        sq.complete(3);
-        assert_eq!(sq.available(), 6);
-        // The first Reply came with Send With Invalidate: one LOCAL_INV.
-        sq.unreserve(1);
-        assert_eq!(sq.post(1, true), SendSignal { signaled: true, reclaim: 1 });
-        sq.complete(1);
-        assert_eq!(sq.in_use(), 2);
-        // Degenerate sizes do not panic.
-        let mut sq = SendQueue::new(0, 5, 0);
-        assert_eq!(sq.capacity(), 0);
-        assert_eq!(sq.signal_interval(), 1);
-        assert_eq!(sq.try_reserve(1), Err(SqError::Full { needed: 1, available: 0 }));
-        sq.complete(7);
-        sq.unreserve(7);
-        assert_eq!(sq.post(u32::MAX, false).reclaim, u32::MAX);
-        assert_eq!(sq.post(u32::MAX, false).reclaim, u32::MAX);
+    fn a_full_ring_always_has_a_completion_coming() {
+        use crate::testutil::Rng;
+        extern crate std;
+        use std::collections::VecDeque;
+        let mut rng = Rng(0x6a09_e667_f3bc_c909);
+        for _ in 0..200 {
+            let buffers = 1 + rng.below(40) as u32;
+            let mut s = SendSignals::new(buffers, rng.below(u64::from(buffers) + 3) as u32);
+            // Outstanding Sends, oldest first: signalled or not.
+            let mut ring: VecDeque<bool> = VecDeque::new();
+            for _ in 0..2_000 {
+                let full = ring.len() == buffers as usize;
+                if full {
+                    assert!(ring.iter().any(|&sig| sig), "{buffers} buffers, all outstanding, none signalled");
+                }
+                let signalled = ring.iter().any(|&sig| sig);
+                if !full && (!signalled || rng.below(2) == 0) {
+                    let idle_after = buffers as usize - ring.len() - 1;
+                    ring.push_back(s.post(rng.below(8) == 0, idle_after));
+                } else if signalled {
+                    // The oldest signalled Send completes, reclaiming it and
+                    // everything posted before it.
+                    while let Some(sig) = ring.pop_front() {
+                        if sig {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
