@@ -279,10 +279,19 @@ struct SendRing<P> {
     next: usize,
     /// Posted Sends not yet reclaimed: the buffers just before `next`.
     outstanding: usize,
-    /// Send queue slots held by posted and unreclaimed Sends and by
-    /// [`SendRing::reserve`].
-    in_sq: usize,
-    /// The most `in_sq` may reach (`QpSizes::send_wrs`).
+    /// Send queue slots taken by every Send posted so far (wrapping): a
+    /// Send takes one for itself and one per REG_MR chained in front.
+    sent_wrs: usize,
+    /// `sent_wrs` as of the last Send reclaimed: the outstanding Sends hold
+    /// `sent_wrs - reclaimed_wrs` slots. On the device, a work request's
+    /// slot is free once a signalled completion of it or of a later one
+    /// arrives; a Send is reclaimed only then, so this never counts too
+    /// few. Kept as two running sums, a completion gives back the slots of
+    /// every Send it reclaims at once.
+    reclaimed_wrs: usize,
+    /// Send queue slots held by [`SendRing::reserve`].
+    reserved_wrs: usize,
+    /// The most slots all of them may hold (`QpSizes::send_wrs`).
     budget: usize,
     policy: P,
 }
@@ -293,18 +302,23 @@ struct SendSlot {
     /// Bumped each time the buffer is posted, so that a [`PagesInFlight`]
     /// cannot mistake a later Send in the same buffer for its own.
     seq: u64,
-    /// The send queue slots its Send holds (the Send and the REG_MRs
-    /// chained in front of it) until it is reclaimed. On the device, a
-    /// work request's slot is free once a signalled completion of it or of
-    /// a later one arrives; a Send is reclaimed only then, so counting its
-    /// slots until then never counts too few.
-    wrs: u8,
+    /// `SendRing::sent_wrs` just after its last Send was posted.
+    wrs_end: usize,
 }
 
 impl<P> SendRing<P> {
     fn idle(policy: P) -> Self {
         // INVARIANT: no buffers.
-        SendRing { bufs: KVec::new(), next: 0, outstanding: 0, in_sq: 0, budget: 0, policy }
+        SendRing {
+            bufs: KVec::new(),
+            next: 0,
+            outstanding: 0,
+            sent_wrs: 0,
+            reclaimed_wrs: 0,
+            reserved_wrs: 0,
+            budget: 0,
+            policy,
+        }
     }
 
     fn new(n: usize, budget: usize, policy: P) -> Result<Self> {
@@ -313,10 +327,18 @@ impl<P> SendRing<P> {
             bufs: KVec::from_elem(SendSlot::default(), n, GFP_KERNEL)?,
             next: 0,
             outstanding: 0,
-            in_sq: 0,
+            sent_wrs: 0,
+            reclaimed_wrs: 0,
+            reserved_wrs: 0,
             budget,
             policy,
         })
+    }
+
+    /// Send queue slots held now.
+    #[inline(always)]
+    fn in_sq(&self) -> usize {
+        self.sent_wrs.wrapping_sub(self.reclaimed_wrs).wrapping_add(self.reserved_wrs)
     }
 
     /// The buffer after `i`, round the ring.
@@ -354,7 +376,7 @@ impl<P> SendRing<P> {
     /// itself), if one is idle and the send queue has room.
     #[inline(always)]
     fn next_idle(&self, need: usize) -> Option<usize> {
-        if self.outstanding >= self.bufs.len() || self.in_sq + need > self.budget {
+        if self.outstanding >= self.bufs.len() || self.in_sq() + need > self.budget {
             return None;
         }
         Some(self.next)
@@ -367,10 +389,11 @@ impl<P> SendRing<P> {
     fn push_posted(&mut self, index: usize, need: usize) -> u64 {
         self.next = self.after(index);
         self.outstanding += 1;
-        self.in_sq += need;
+        self.sent_wrs = self.sent_wrs.wrapping_add(need);
+        let sent_wrs = self.sent_wrs;
         match self.bufs.get_mut(index) {
             Some(b) => {
-                b.wrs = need as u8;
+                b.wrs_end = sent_wrs;
                 b.seq = b.seq.wrapping_add(1);
                 b.seq
             }
@@ -381,17 +404,17 @@ impl<P> SendRing<P> {
     /// Takes `n` send queue slots for work requests of no Send buffer
     /// (an RDMA Read or Write), if there is room.
     fn reserve(&mut self, n: usize) -> bool {
-        if self.in_sq + n > self.budget {
+        if self.in_sq() + n > self.budget {
             return false;
         }
-        self.in_sq += n;
+        self.reserved_wrs += n;
         true
     }
 
     /// Gives back slots [`Self::reserve`] took, once their work requests
     /// completed.
     fn unreserve(&mut self, n: usize) {
-        self.in_sq = self.in_sq.saturating_sub(n);
+        self.reserved_wrs = self.reserved_wrs.saturating_sub(n);
     }
 
     /// True if buffer `index`'s Send of sequence `seq` is still
@@ -986,10 +1009,10 @@ impl<V: Events> Conn<V> {
                     mapped |= buf.unmap_pages(&mut b.pages);
                 }
             }
-            let wrs = r.bufs.get_mut(i).map_or(0, |b| usize::from(core::mem::take(&mut b.wrs)));
-            r.in_sq = r.in_sq.saturating_sub(wrs);
             i = r.after(i);
         }
+        // The slots of every Send through `index`'s come back at once.
+        r.reclaimed_wrs = r.bufs.get(index).map_or(r.sent_wrs, |b| b.wrs_end);
         // INVARIANT: the `n` oldest outstanding buffers are idle again.
         r.outstanding -= n;
         drop(r);

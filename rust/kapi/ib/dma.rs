@@ -85,19 +85,34 @@ pub(super) struct MappedPages {
 }
 
 impl MappedPages {
-    /// Unmaps every page, once; true if there were any.
+    /// Unmaps every page, once; true if there were any. Most Sends map
+    /// none: only the test is inlined.
     ///
     /// # Safety
     ///
     /// The pages were mapped on `device`, and the HCA is done with them.
-    #[inline]
+    #[inline(always)]
     unsafe fn unmap(&mut self, device: *mut sys::ib_device) -> bool {
+        if self.n == 0 {
+            return false;
+        }
+        // SAFETY: per the function's contract.
+        unsafe { self.unmap_all(device) };
+        true
+    }
+
+    /// See [`MappedPages::unmap`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`MappedPages::unmap`].
+    #[inline(never)]
+    unsafe fn unmap_all(&mut self, device: *mut sys::ib_device) {
         let n = core::mem::replace(&mut self.n, 0);
         for (&dma, &len) in self.dma.iter().zip(self.len.iter()).take(n) {
             // SAFETY: per the function's contract.
             unsafe { sys::rpcrdma_rs_dma_unmap_page(device, dma, len as usize) };
         }
-        n > 0
     }
 }
 
