@@ -66,8 +66,9 @@ if [ -n "$old" ]; then
   variants=ours,old,c
 fi
 # The run's output is kept: scripts/profile_report.py FILE prints the
-# report again (--lines "$kodir/ours-lines.ko" [--inside NAME]: the line
-# reports, or one function's count by what it inlined).
+# report again (--lines "$kodir/ours-lines.ko" [--inside NAME [--under
+# CALLEE]]: the line reports, or one function's count by what it inlined,
+# or by what CALLEE, inlined into it, inlined in turn).
 mkdir -p "$CACHE_DIR/profile"
 raw=$CACHE_DIR/profile/$(date +%Y%m%d-%H%M%S)-$workload-qd$iodepth.txt
 nvar=$(( $(tr -cd , <<< "$variants" | wc -c) + 1 ))

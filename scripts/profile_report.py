@@ -2,13 +2,15 @@
 # SPDX-License-Identifier: GPL-2.0
 """Prints what scripts/profile.sh measured (the PROFILE lines of its run).
 
-Usage: profile_report.py [--lines KO [--inside NAME]] FILE (the run's
-output, kept under the cache). With --lines, the transport's own
-instructions per RPC are also given by source line and by the function
-inlined there, mapped through KO, a build of the profiled module's code
-with line tables. With --inside, only the function(s) whose symbol
-contains NAME, by the function each instruction was inlined from, one
-level below NAME's own code and at its innermost.
+Usage: profile_report.py [--lines KO [--inside NAME [--under CALLEE]]]
+FILE (the run's output, kept under the cache). With --lines, the
+transport's own instructions per RPC are also given by source line and
+by the function inlined there, mapped through KO, a build of the
+profiled module's code with line tables. With --inside, only the
+function(s) whose symbol contains NAME, by the function each instruction
+was inlined from, one level below NAME's own code and at its innermost;
+with --under, only what was inlined from CALLEE into NAME, one level
+below CALLEE's code.
 """
 
 import bisect
@@ -124,11 +126,13 @@ def lines_report(rs, ko, top=45):
         print(f"  {n / rpcs:7.1f}  {short(fn)[:140]}")
 
 
-def inside_report(rs, ko, name, top=40):
+def inside_report(rs, ko, name, under=None, top=40):
     """The transport's own instructions per RPC in the symbols whose name
     contains NAME: by the function inlined into them at the first level
     (what NAME's own code calls) and at the innermost one of this project's
-    files, with the source line."""
+    files, with the source line. With UNDER, only the instructions inlined
+    from a function whose name contains UNDER, by what UNDER's code calls
+    (one level below it)."""
     rpcs = sum(r["rpcs"] for r in rs)
     per_insn, _ = insn_counts(rs, ko, name)
     if not per_insn:
@@ -139,24 +143,30 @@ def inside_report(rs, ko, name, top=40):
     for a, runs in per_insn.items():
         fr = frames.get(a) or []
         own = [fr[i] for i in own_frames(fr)]
+        # Outermost frame: the symbol's own function (or UNDER); the one
+        # inside it is what its code called (and the compiler inlined).
+        if under is not None:
+            at = [i for i, f in enumerate(own) if under in short(f[0])]
+            if not at:
+                continue
+            own = own[:at[-1] + 1]
         if not own:
             first["(no line of this project)"] += runs
             inner["(no line of this project)"] += runs
             continue
-        # Outermost frame: the symbol's own function; the one inside it
-        # is what its code called (and the compiler inlined).
         first[short(own[-2][0]) if len(own) > 1 else f"(its own code) {own[-1][1]}"] += runs
         inner[f"{short(own[0][0])[:70]} @ {own[0][1]}"] += runs
-    total = sum(per_insn.values())
-    print(f"\nours: inside {name!r}, {total / rpcs:.0f} instructions per RPC, by what its own code calls")
+    what = f"'{name}'" if under is None else f"'{under}' in '{name}'"
+    total = sum(first.values())
+    print(f"\nours: inside {what}, {total / rpcs:.0f} instructions per RPC, by what its own code calls")
     for k, n in first.most_common(top):
         print(f"  {n / rpcs:7.1f}  {k[:120]}")
-    print(f"\nours: inside {name!r}, by the innermost function and line")
+    print(f"\nours: inside {what}, by the innermost function and line")
     for k, n in inner.most_common(top):
         print(f"  {n / rpcs:7.1f}  {k[:140]}")
 
 
-def main(path, lines_ko=None, inside=None):
+def main(path, lines_ko=None, inside=None, under=None):
     runs = collections.defaultdict(list)
     for line in open(path, errors="replace"):
         if line.startswith("PROFILE "):
@@ -279,7 +289,7 @@ def main(path, lines_ko=None, inside=None):
             print(f"  {a.get(s, 0) - b.get(s, 0):+7.3f}  {s} ({a.get(s, 0):.3f} vs {b.get(s, 0):.3f})")
     if lines_ko and "ours" in runs:
         if inside:
-            inside_report(runs["ours"], lines_ko, inside)
+            inside_report(runs["ours"], lines_ko, inside, under)
         else:
             lines_report(runs["ours"], lines_ko)
     return 0
@@ -287,9 +297,11 @@ def main(path, lines_ko=None, inside=None):
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    ko = inside = None
+    ko = inside = under = None
     if args[:1] == ["--lines"]:
         ko, args = args[1], args[2:]
         if args[:1] == ["--inside"]:
             inside, args = args[1], args[2:]
-    sys.exit(main(args[0], ko, inside))
+            if args[:1] == ["--under"]:
+                under, args = args[1], args[2:]
+    sys.exit(main(args[0], ko, inside, under))
