@@ -73,6 +73,28 @@ impl<T> LeaseCell<T> {
         Some(Lease { cell: self })
     }
 
+    /// Takes the value if it is idle, or away with whoever it was handed to
+    /// done with it; `None` if it is leased. For a value handed off again
+    /// and again whose owner learns by other means that a hand-off is over
+    /// (a Send buffer, which the Send ring reclaims in bulk): it is taken
+    /// back only when it is used next.
+    ///
+    /// # Safety
+    ///
+    /// If the value is away, whoever it was handed to is done with it, as
+    /// for [`LeaseCell::take_back`].
+    #[inline]
+    pub(crate) unsafe fn lease_done(&self) -> Option<Lease<'_, T>> {
+        // A swap of leased for leased changes nothing: the lease there is
+        // stays the one.
+        if self.state.swap(LEASED, Ordering::Acquire) == LEASED {
+            return None;
+        }
+        // INVARIANT: the state went from idle or away to leased here: this
+        // is the one lease.
+        Some(Lease { cell: self })
+    }
+
     /// The value, through the only reference to the cell (teardown, after
     /// the device let go of everything).
     pub(crate) fn get_mut(&mut self) -> &mut T {

@@ -271,7 +271,11 @@ impl Objects {
 ///
 /// `bufs` is empty or `next < bufs.len()`, `outstanding <= bufs.len()`.
 /// The `outstanding` buffers before `next` (round the ring) hold posted
-/// Sends not yet reclaimed, the oldest first; every other buffer is idle.
+/// Sends not yet reclaimed, the oldest first; every other buffer is idle:
+/// its cell is idle, or away with the device done with it (its Send was
+/// reclaimed; the cell is taken back when the buffer is used next). A
+/// buffer's `mapped` is set while it is outstanding with pages mapped;
+/// `mapped_outstanding` counts those.
 struct SendRing<P> {
     /// Per Send buffer.
     bufs: KVec<SendSlot>,
@@ -279,6 +283,8 @@ struct SendRing<P> {
     next: usize,
     /// Posted Sends not yet reclaimed: the buffers just before `next`.
     outstanding: usize,
+    /// Outstanding Sends that mapped pages.
+    mapped_outstanding: usize,
     /// Send queue slots taken by every Send posted so far (wrapping): a
     /// Send takes one for itself and one per REG_MR chained in front.
     sent_wrs: usize,
@@ -304,6 +310,8 @@ struct SendSlot {
     seq: u64,
     /// `SendRing::sent_wrs` just after its last Send was posted.
     wrs_end: usize,
+    /// Outstanding, with pages mapped: unmapped when reclaimed.
+    mapped: bool,
 }
 
 impl<P> SendRing<P> {
@@ -313,6 +321,7 @@ impl<P> SendRing<P> {
             bufs: KVec::new(),
             next: 0,
             outstanding: 0,
+            mapped_outstanding: 0,
             sent_wrs: 0,
             reclaimed_wrs: 0,
             reserved_wrs: 0,
@@ -327,6 +336,7 @@ impl<P> SendRing<P> {
             bufs: KVec::from_elem(SendSlot::default(), n, GFP_KERNEL)?,
             next: 0,
             outstanding: 0,
+            mapped_outstanding: 0,
             sent_wrs: 0,
             reclaimed_wrs: 0,
             reserved_wrs: 0,
@@ -383,17 +393,20 @@ impl<P> SendRing<P> {
     }
 
     /// Records the Send posted in buffer `index` (which [`Self::next_idle`]
-    /// gave, under the same lock hold) with `need` send queue slots;
-    /// returns its sequence number. Always inlined into the post.
+    /// gave, under the same lock hold) with `need` send queue slots,
+    /// `mapped` if it maps pages; returns its sequence number. Always
+    /// inlined into the post.
     #[inline(always)]
-    fn push_posted(&mut self, index: usize, need: usize) -> u64 {
+    fn push_posted(&mut self, index: usize, need: usize, mapped: bool) -> u64 {
         self.next = self.after(index);
         self.outstanding += 1;
         self.sent_wrs = self.sent_wrs.wrapping_add(need);
+        self.mapped_outstanding += usize::from(mapped);
         let sent_wrs = self.sent_wrs;
         match self.bufs.get_mut(index) {
             Some(b) => {
                 b.wrs_end = sent_wrs;
+                b.mapped = mapped;
                 b.seq = b.seq.wrapping_add(1);
                 b.seq
             }
@@ -887,8 +900,13 @@ impl<V: Events> Conn<V> {
         // `SendRing`). A Send that is not posted leaves the ring as it was.
         let mut r = self.ring.lock();
         let index = r.next_idle(need).ok_or_else(errno::ENOBUFS)?;
-        // Idle: not outstanding (type invariant of `SendRing`).
-        let Some((buf, mut b)) = self.sends.get(index).and_then(|buf| Some((&**buf, buf.cell.lease()?))) else {
+        let Some((buf, mut b)) = self.sends.get(index).and_then(|buf| {
+            // SAFETY: not outstanding, so idle (type invariant of
+            // `SendRing`): any Send it carried was reclaimed, by a
+            // completion of it or of a later Send, and the device is done
+            // with it.
+            Some((&**buf, unsafe { buf.cell.lease_done() }?))
+        }) else {
             return Err(EINVAL);
         };
         let mapped = match self.fill_send(buf, &mut b, device, objs.lkey, invalidate, fill) {
@@ -919,7 +937,7 @@ impl<V: Events> Conn<V> {
             }
             return Err(e);
         }
-        let seq = r.push_posted(index, need);
+        let seq = r.push_posted(index, need, mapped);
         drop(r);
         let pages =
             if mapped { PagesInFlight { generation: self.generation, index, seq } } else { PagesInFlight::none() };
@@ -998,18 +1016,26 @@ impl<V: Events> Conn<V> {
         // outstanding (a flushed unsignalled Send reports itself too).
         let Some(before) = r.outstanding_at(index) else { return 0 };
         let n = before + 1;
-        let mut i = r.oldest();
+        // Only Sends that mapped pages have anything to give back here; the
+        // others' buffers are taken back when they are used next.
         let mut mapped = false;
-        for _ in 0..n {
-            if let Some(buf) = self.sends.get(i) {
-                // SAFETY: a completion of `index` proves every Send posted
-                // before it done too (the queue pair completes in order,
-                // and the ring has its order).
-                if let Some(mut b) = unsafe { buf.cell.take_back() } {
-                    mapped |= buf.unmap_pages(&mut b.pages);
+        if r.mapped_outstanding > 0 {
+            let mut i = r.oldest();
+            for _ in 0..n {
+                if let Some(s) = r.bufs.get_mut(i).filter(|s| s.mapped) {
+                    s.mapped = false;
+                    r.mapped_outstanding -= 1;
+                    if let Some(buf) = self.sends.get(i) {
+                        // SAFETY: a completion of `index` proves every Send
+                        // posted before it done too (the queue pair
+                        // completes in order, and the ring has its order).
+                        if let Some(mut b) = unsafe { buf.cell.take_back() } {
+                            mapped |= buf.unmap_pages(&mut b.pages);
+                        }
+                    }
                 }
+                i = r.after(i);
             }
-            i = r.after(i);
         }
         // The slots of every Send through `index`'s come back at once.
         r.reclaimed_wrs = r.bufs.get(index).map_or(r.sent_wrs, |b| b.wrs_end);
