@@ -41,26 +41,6 @@ pub(crate) unsafe fn cstr_from_ptr<'a>(ptr: *const c_char) -> &'a CStr {
     unsafe { CStr::from_char_ptr(ptr) }
 }
 
-/// Counts one more initialised element at the end of `v`.
-///
-/// # Safety
-///
-/// `v.len() < v.capacity()`, and the element at index `v.len()` of its
-/// allocation is initialised.
-#[inline]
-pub(crate) unsafe fn kvec_push_initialised<T, A: Allocator>(v: &mut kernel::alloc::Vec<T, A>) {
-    #[cfg(rpcrdma_kvec_inc_len)]
-    // SAFETY: as the caller promises.
-    unsafe {
-        v.inc_len(1)
-    };
-    #[cfg(not(rpcrdma_kvec_inc_len))]
-    // SAFETY: as the caller promises.
-    unsafe {
-        v.set_len(v.len() + 1)
-    };
-}
-
 /// Counts `n` more initialised elements at the end of `v`.
 ///
 /// # Safety

@@ -17,14 +17,22 @@ use kernel::{
 use super::{
     freelist::FreeList,
     recv::{RecvCache, Repost},
-    send::SendSlots,
     CmEvent, Completion, ConnHandler, DeviceCaps, HeldRecv, QpConfig, Received, RwDir, VerbsCounters,
 };
-use crate::kapi::{
-    ib::{Conn, ConnBox, ConnParam, Events, Incoming, QpSizes},
-    net::{Net, SockAddr},
-    page::PageRef,
+use crate::{
+    kapi::{
+        ib::{Conn, ConnBox, ConnParam, Events, Incoming, QpSizes},
+        net::{Net, SockAddr},
+        page::PageRef,
+    },
+    proto::credits::SendSignals,
 };
+
+/// The Send policy of a connection before its queue pair exists (no
+/// buffers).
+fn no_sends() -> SendSignals {
+    SendSignals::new(0, 1)
+}
 
 /// Connection generations, so that a token can tell whether the connection
 /// it was made on still exists.
@@ -68,17 +76,18 @@ impl<T: ConnHandler> EpState<T> {
 
     /// The queue sizes, Send policy, repost batch and region pool `cfg`
     /// asks for.
-    fn sizes(cfg: &QpConfig) -> Result<(QpSizes, SendSlots, Repost, FreeList)> {
+    fn sizes(cfg: &QpConfig) -> Result<(QpSizes, SendSignals, Repost, FreeList)> {
         let sizes = cfg.sizes;
         let recv_batch = cfg.recv_batch.clamp(1, sizes.recv_bufs.max(1));
         let repost = Repost::new(sizes.recv_bufs, recv_batch)?;
         let free_mrs = FreeList::first(sizes.mrs, sizes.max_mrs)?;
-        let policy = SendSlots::new(sizes.send_bufs, cfg.signal_interval)?;
+        let buffers = u32::try_from(sizes.send_bufs).map_err(|_| EINVAL)?;
+        let policy = SendSignals::new(buffers, cfg.signal_interval);
         Ok((sizes, policy, repost, free_mrs))
     }
 
     /// Sets up the pools for `cfg`; returns what the queue pair needs.
-    fn prepare(&self, cfg: &QpConfig) -> Result<(QpSizes, SendSlots)> {
+    fn prepare(&self, cfg: &QpConfig) -> Result<(QpSizes, SendSignals)> {
         let (sizes, policy, repost, free_mrs) = Self::sizes(cfg)?;
         *self.repost.lock() = repost;
         *self.free_mrs.lock() = free_mrs;
@@ -95,7 +104,7 @@ impl<T: ConnHandler> EpState<T> {
 }
 
 impl<T: ConnHandler> Events for EpState<T> {
-    type Sends = SendSlots;
+    type Sends = SendSignals;
 
     fn cm_event(&self, event: CmEvent<'_>) {
         self.handler.cm_event(event);
@@ -149,7 +158,7 @@ impl<T: ConnHandler> Connection<T> {
     pub(crate) fn new(net: &Net, handler: Arc<T>, cache: &Arc<RecvCache>) -> Result<Self> {
         let state = EpState::new(handler, cache.clone(), Repost::none(), FreeList::new());
         let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
-        Ok(Connection { conn: ConnBox::<EpState<T>>::new(net, state, generation, SendSlots::none())? })
+        Ok(Connection { conn: ConnBox::<EpState<T>>::new(net, state, generation, no_sends())? })
     }
 
     /// The handler given to [`Connection::new`].
@@ -217,7 +226,7 @@ impl<T: ConnHandler> Connection<T> {
             state,
             generation,
             sizes,
-            SendSlots::none(),
+            no_sends(),
             policy,
             |size| take.take(size),
             &param,

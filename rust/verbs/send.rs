@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The Send pool: which buffer a Send uses, and when it asks for a
-//! completion.
+//! Sending, and when a Send asks for a completion.
 //!
 //! Only every few Sends is signalled: a signalled completion gives back
 //! its buffer and every buffer posted before it (the queue pair completes
@@ -22,28 +21,10 @@ use crate::{
     proto::credits::SendSignals,
 };
 
-/// When a Send asks for a completion ([`SendSignals`]).
-pub(crate) struct SendSlots {
-    signals: SendSignals,
-}
-
-impl SendSlots {
-    /// No buffers (before the queue pair exists).
-    pub(super) fn none() -> Self {
-        SendSlots { signals: SendSignals::new(0, 1) }
-    }
-
-    /// `n` buffers; a Send is signalled at least every `signal_interval`.
-    pub(super) fn new(n: usize, signal_interval: u32) -> Result<Self> {
-        let buffers = u32::try_from(n).map_err(|_| kernel::error::code::EINVAL)?;
-        Ok(SendSlots { signals: SendSignals::new(buffers, signal_interval) })
-    }
-}
-
-impl SendPolicy for SendSlots {
+impl SendPolicy for SendSignals {
     #[inline]
     fn signal(&mut self, mapped: bool, idle_after: usize) -> bool {
-        self.signals.post(mapped, idle_after)
+        self.post(mapped, idle_after)
     }
 }
 

@@ -316,24 +316,18 @@ struct SendSlot {
 
 impl<P> SendRing<P> {
     fn idle(policy: P) -> Self {
-        // INVARIANT: no buffers.
-        SendRing {
-            bufs: KVec::new(),
-            next: 0,
-            outstanding: 0,
-            mapped_outstanding: 0,
-            sent_wrs: 0,
-            reclaimed_wrs: 0,
-            reserved_wrs: 0,
-            budget: 0,
-            policy,
-        }
+        Self::with(KVec::new(), 0, policy)
     }
 
     fn new(n: usize, budget: usize, policy: P) -> Result<Self> {
+        Ok(Self::with(KVec::from_elem(SendSlot::default(), n, GFP_KERNEL)?, budget, policy))
+    }
+
+    /// A ring of `bufs`, none outstanding.
+    fn with(bufs: KVec<SendSlot>, budget: usize, policy: P) -> Self {
         // INVARIANT: `next` is 0, nothing outstanding.
-        Ok(SendRing {
-            bufs: KVec::from_elem(SendSlot::default(), n, GFP_KERNEL)?,
+        SendRing {
+            bufs,
             next: 0,
             outstanding: 0,
             mapped_outstanding: 0,
@@ -342,7 +336,7 @@ impl<P> SendRing<P> {
             reserved_wrs: 0,
             budget,
             policy,
-        })
+        }
     }
 
     /// Send queue slots held now.

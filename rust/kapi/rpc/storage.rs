@@ -205,7 +205,7 @@ impl<T> PinnedSlice<T> {
                 Err(never) => match never {},
             }
             // SAFETY: elements `0..=i` are initialised.
-            unsafe { compat::kvec_push_initialised(&mut v) };
+            unsafe { compat::kvec_add_initialised(&mut v, 1) };
         }
         Ok(PinnedSlice { v })
     }
