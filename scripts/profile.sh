@@ -53,6 +53,12 @@ if [ -n "$lines" ]; then
   report_args=(--lines "$kodir/ours-lines.ko")
 fi
 make -s module
+# What the run loads, for the report's calls out of each transport.
+cp rpcrdma_rs.ko "$kodir/ours.ko"
+kernel=$(cached_kernel)
+cp "$kernel/net/sunrpc/xprtrdma/rpcrdma.ko" "$kodir/c.ko"
+ln -sfn "$kernel/vmlinux" "$kodir/vmlinux"
+report_args=(--calls "$kodir" "${report_args[@]}")
 if [ -n "$lines" ]; then
   text() { objcopy -O binary --only-section=.text "$1" "$2"; }
   text rpcrdma_rs.ko "$kodir/plain.text"
@@ -66,9 +72,11 @@ if [ -n "$old" ]; then
   variants=ours,old,c
 fi
 # The run's output is kept: scripts/profile_report.py FILE prints the
-# report again (--lines "$kodir/ours-lines.ko" [--inside NAME [--under
-# CALLEE]]: the line reports, or one function's count by what it inlined,
-# or by what CALLEE, inlined into it, inlined in turn).
+# report again (--calls "$kodir": the calls out of each transport, valid
+# while the modules there are the run's; --lines "$kodir/ours-lines.ko"
+# [--inside NAME [--under CALLEE]]: the line reports, or one function's
+# count by what it inlined, or by what CALLEE, inlined into it, inlined in
+# turn).
 mkdir -p "$CACHE_DIR/profile"
 raw=$CACHE_DIR/profile/$(date +%Y%m%d-%H%M%S)-$workload-qd$iodepth.txt
 nvar=$(( $(tr -cd , <<< "$variants" | wc -c) + 1 ))

@@ -2,8 +2,13 @@
 # SPDX-License-Identifier: GPL-2.0
 """Prints what scripts/profile.sh measured (the PROFILE lines of its run).
 
-Usage: profile_report.py [--lines KO [--inside NAME [--under CALLEE]]]
-FILE (the run's output, kept under the cache). With --lines, the
+Usage: profile_report.py [--calls KODIR] [--lines KO [--inside NAME
+[--under CALLEE]]] FILE (the run's output, kept under the cache). With
+--calls, the transports' calls out of their own code by callee, from the
+modules and kernel image the run used, copied to KODIR (ours.ko, c.ko,
+old.ko, vmlinux): the own code with the calls a transport could as well
+do inline (XDR helpers, memory routines, locks, Rust support code) added,
+for both transports alike. With --lines, the
 transport's own instructions per RPC are also given by source line and
 by the function inlined there, mapped through KO, a build of the
 profiled module's code with line tables. With --inside, only the
@@ -16,6 +21,7 @@ below CALLEE's code.
 import bisect
 import collections
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -166,7 +172,153 @@ def inside_report(rs, ko, name, under=None, top=40):
         print(f"  {n / rpcs:7.1f}  {k[:140]}")
 
 
-def main(path, lines_ko=None, inside=None, under=None):
+# Callees whose work is the transport's own, done out of line: the
+# generic routines a transport may as well do inline (XDR stream helpers,
+# memory and string routines, lock primitives). Calls into SUNRPC's request
+# machinery, the RDMA core, DMA mapping, the scheduler or the clock are
+# interfaces, not counted. The Rust kernel crate and core (mangled
+# symbols) and the C helpers Rust calls for inline C functions are counted
+# with the transport, and so is what they call of this list.
+LIBRARY = re.compile(r"^(xdr_|mem(cpy|set|move|cmp)$|__mem|str|_raw_|__raw_|_copy_)")
+
+
+def rust_support(sym):
+    return sym.startswith("_R") or sym.startswith("rust_helper_")
+
+
+def counted_callee(sym):
+    return rust_support(sym) or bool(LIBRARY.match(sym))
+
+
+_DISASM = {}
+
+
+def disassemble(path, syms=None):
+    """{function: [(offset, callee or None)]}: each instruction of the
+    functions in `path` (an object or the kernel image; only `syms` if
+    given), and for a call or jump, the named function it goes to outside
+    `path` (a module's undefined symbols), or in the kernel image any."""
+    key = (path, tuple(syms or ()))
+    if key in _DISASM:
+        return _DISASM[key]
+    args = ["objdump", "-dr", "--no-show-raw-insn", "-w", path]
+    args += [f"--disassemble={x}" for x in syms or ()]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    undefined = None
+    if path.endswith(".ko"):
+        nm = subprocess.run(["nm", "-u", path], capture_output=True, text=True, check=True).stdout
+        undefined = {f.split()[-1] for f in nm.splitlines() if f.strip()}
+    funcs, cur, base = {}, None, 0
+    for line in out.splitlines():
+        m = re.match(r"^([0-9a-f]+) <(.+)>:$", line)
+        if m:
+            base, cur = int(m.group(1), 16), funcs.setdefault(m.group(2), [])
+            continue
+        m = re.match(r"^\s*([0-9a-f]+):\s+(\S+)", line)
+        if cur is None or not m:
+            continue
+        callee = None
+        if m.group(2).startswith(("call", "jmp")):
+            if undefined is not None:
+                r = re.search(r"R_X86_64_(?:PLT32|PC32)\s+(\S+)$", line)
+                t = re.sub(r"[-+]0x[0-9a-f]+$", "", r.group(1)) if r else None
+                callee = t if t in undefined else None
+            else:
+                r = re.search(r"\s[0-9a-f]+ <([^>+]+)>$", line)
+                callee = r.group(1) if r else None
+        cur.append((int(m.group(1), 16) - base, callee))
+    _DISASM[key] = funcs
+    return funcs
+
+
+def calls_from(funcs, blocks):
+    """Calls per callee made by the code of `funcs` whose blocks ran as
+    `blocks` ({"symbol+0xOFFSET": [instructions, runs]}): each block's
+    runs for each call it holds. Also the runs of blocks that could not be
+    placed (code patched at run time, or another build)."""
+    c, lost = collections.Counter(), 0
+    for key, (n, runs) in blocks.items():
+        f, off = key.rsplit("+", 1)
+        ins = funcs.get(f)
+        offs = [o for o, _ in ins] if ins else []
+        k = bisect.bisect_left(offs, int(off, 16))
+        if k >= len(offs) or offs[k] != int(off, 16):
+            lost += runs
+            continue
+        for _, callee in ins[k:k + n]:
+            if callee:
+                c[callee] += runs
+    return c, lost
+
+
+def calls_report(runs, kodir):
+    """The transport's calls out of its own code, per RPC, by callee, with
+    what each call costs (the callee's instructions over its entries, all
+    callers alike), and the transport's own instructions with those of
+    the counted callees (LIBRARY, Rust support) added: what each transport
+    costs when the other does the same work inline."""
+    kos = {"ours": "ours.ko", "old": "old.ko", "c": "c.ko"}
+    totals = {}
+    for v, rs in runs.items():
+        ko = f"{kodir}/{kos.get(v, v + '.ko')}"
+        if not all(r.get("kernel_calls") for r in rs) or not os.path.exists(ko):
+            continue
+        rpcs = sum(r["rpcs"] for r in rs)
+        calls, lost, cost, rblocks = collections.Counter(), 0, collections.defaultdict(lambda: [0, 0]), {}
+        for r in rs:
+            c, n = calls_from(disassemble(ko), r["transport_blocks"])
+            calls.update(c)
+            lost += n
+            for k, (i, e) in r["kernel_calls"].items():
+                cost[k.split(" [")[0]][0] += i
+                cost[k.split(" [")[0]][1] += e
+            for k, (n_, runs_) in r.get("rust_blocks", {}).items():
+                b = rblocks.setdefault(k, [n_, 0])
+                b[1] += runs_
+        vml = f"{kodir}/vmlinux"
+
+        def per_call(sym):
+            i, e = cost.get(sym, (0, 0))
+            return i / e if e else 0.0
+
+        def counted_cost(sym, depth=0):
+            """Instructions per call of `sym` counted with the transport:
+            its own, and for Rust support what it calls of the counted."""
+            own = per_call(sym)
+            if not rust_support(sym) or depth > 3 or not os.path.exists(vml):
+                return own
+            mine = {k: b for k, b in rblocks.items() if k.rsplit("+", 1)[0] == sym}
+            inner, _ = calls_from(disassemble(vml, [sym]), mine)
+            entries = cost.get(sym, (0, 0))[1]
+            for t, n in inner.items():
+                if counted_callee(t) and entries:
+                    own += n / entries * counted_cost(t, depth + 1)
+            return own
+
+        own = statistics.median(r["transport_insns_per_rpc"] for r in rs)
+        print(f"\n{v}: calls out of the transport per RPC (* counted with it; insns/call: the callee's"
+              " average over all its callers)")
+        added = 0.0
+        for t, n in calls.most_common():
+            if n / rpcs < 0.01:
+                continue
+            yes = counted_callee(t)
+            each = counted_cost(t) if yes else per_call(t)
+            if yes:
+                added += n / rpcs * each
+            print(f"  {'*' if yes else ' '} {n / rpcs:6.2f} calls x {each:6.1f} = {n / rpcs * each:7.1f}  {t[:90]}")
+        if lost:
+            print(f"  ({lost / rpcs:.2f} block runs per RPC not found in {ko})")
+        totals[v] = (own, added)
+        print(f"{v}: own code {own:.0f} + counted callees {added:.0f} = {own + added:.0f} instructions per RPC")
+    if "c" in totals:
+        for v in (x for x in totals if x != "c"):
+            a, b = sum(totals[v]), sum(totals["c"])
+            print(f"{v}/c own code with counted callees: {a:.0f} / {b:.0f} = {a / b:.2f}"
+                  f" (own code alone {totals[v][0] / totals['c'][0]:.2f})")
+
+
+def main(path, lines_ko=None, inside=None, under=None, kodir=None):
     runs = collections.defaultdict(list)
     for line in open(path, errors="replace"):
         if line.startswith("PROFILE "):
@@ -287,6 +439,8 @@ def main(path, lines_ko=None, inside=None, under=None):
         print(f"\nkernel functions that differ most ({others[0]} - c, samples per 1000 RPCs)")
         for s in sorted(set(a) | set(b), key=lambda s: -abs(a.get(s, 0) - b.get(s, 0)))[:12]:
             print(f"  {a.get(s, 0) - b.get(s, 0):+7.3f}  {s} ({a.get(s, 0):.3f} vs {b.get(s, 0):.3f})")
+    if kodir:
+        calls_report(runs, kodir)
     if lines_ko and "ours" in runs:
         if inside:
             inside_report(runs["ours"], lines_ko, inside, under)
@@ -297,11 +451,13 @@ def main(path, lines_ko=None, inside=None, under=None):
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    ko = inside = under = None
+    ko = inside = under = kodir = None
+    if args[:1] == ["--calls"]:
+        kodir, args = args[1], args[2:]
     if args[:1] == ["--lines"]:
         ko, args = args[1], args[2:]
         if args[:1] == ["--inside"]:
             inside, args = args[1], args[2:]
             if args[:1] == ["--under"]:
                 under, args = args[1], args[2:]
-    sys.exit(main(args[0], ko, inside, under))
+    sys.exit(main(args[0], ko, inside, under, kodir))

@@ -263,18 +263,35 @@ def instructions_by_function(before, after):
     return out
 
 
-def blocks_by_offset(before, after, name):
+def entries_by_function(before, after):
+    """How often each kernel function was entered between two block_runs()
+    readings (the runs of the block at its first instruction), keyed as
+    instructions_by_function() keys them: with the instructions, what one
+    call of it costs on average."""
+    out = collections.Counter()
+    for a, sym, mod in kernel_symbols():
+        b = after.get(a)
+        if b:
+            d = b[1] - before.get(a, [0, 0])[1]
+            if d > 0:
+                out[(mod, sym)] += d
+    return out
+
+
+def blocks_by_offset(before, after, name, keep=None):
     """Instructions executed per block of module `name`'s own code between
     two block_runs() readings, keyed "symbol+0xOFFSET" (the block's start
     from its function's): what scripts/profile_report.py --lines maps to
-    source lines with a build of the same code that carries line tables."""
+    source lines with a build of the same code that carries line tables.
+    With `keep`, only the functions whose symbol it accepts (name "" is the
+    kernel image)."""
     syms = module_symbols(name)
     addrs = [a for a, _ in syms]
     out = {}
     for pc, (n, runs) in after.items():
         d = runs - before.get(pc, [n, 0])[1]
         i = bisect.bisect_right(addrs, pc) - 1
-        if d > 0 and i >= 0:
+        if d > 0 and i >= 0 and (keep is None or keep(syms[i][1])):
             a, sym = syms[i]
             out[f"{sym}+{pc - a:#x}"] = [n, d]
     return out

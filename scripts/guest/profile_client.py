@@ -50,6 +50,13 @@ TOP = 150
 KERNEL_TOP = 600
 
 
+def rust_support(sym):
+    """True for the kernel image's Rust support code: the kernel crate and
+    core (mangled Rust symbols) and the C helpers Rust calls for inline C
+    functions."""
+    return sym.startswith("_R") or sym.startswith("rust_helper_")
+
+
 def where(dso, variant):
     """The bucket a sample's DSO goes in."""
     if dso == f"[{bc.transport_module(variant)}]":
@@ -101,6 +108,7 @@ def profile(variant, rnd):
                 r = bc.fio(f"qd{IODEPTH}", WORKLOAD, "4k", IODEPTH, "bench.dat")
         blocks1 = bc.block_runs()
         counted = bc.instructions_by_function(blocks0, blocks1)
+        entered = bc.entries_by_function(blocks0, blocks1)
     finally:
         perf.send_signal(2)
         perf.wait(timeout=120)
@@ -110,8 +118,17 @@ def profile(variant, rnd):
     module = bc.transport_module(variant)
     # Per block of the transport's own code, for a profile by source line.
     blocks = bc.blocks_by_offset(blocks0, blocks1, module) if blocks1 else {}
+    # ... and of the Rust kernel crate and its C helpers, built into the
+    # kernel image: what the transport calls there is counted with it
+    # (scripts/profile_report.py, "calls out of the transport").
+    rust_blocks = bc.blocks_by_offset(blocks0, blocks1, "", keep=rust_support) if blocks1 else {}
     insns = collections.Counter({s: n for (mod, s), n in counted.items() if mod == module})
-    kernel_insns = collections.Counter({f"{s} [{mod}]" if mod else s: n for (mod, s), n in counted.items()})
+
+    def key(mod, s):
+        return f"{s} [{mod}]" if mod else s
+
+    kernel_insns = collections.Counter({key(mod, s): n for (mod, s), n in counted.items()})
+    kernel_entries = {key(mod, s): n for (mod, s), n in entered.items()}
     out = bc.sh(f"perf script -i {PERF_DATA} -F ip,sym,dso", timeout=600).stdout
     os.unlink(PERF_DATA)
     buckets = collections.Counter()
@@ -142,6 +159,12 @@ def profile(variant, rnd):
         transport_blocks=blocks,
         # And in every kernel function (testbed.sh --count-kernel-blocks).
         kernel_insns=dict(kernel_insns.most_common(KERNEL_TOP)),
+        # Every kernel function's instructions and entries, for the cost of
+        # one call of those the transport calls ({"symbol [module]":
+        # [instructions, entries]}), and the blocks of the kernel image's
+        # Rust support code, for what it calls in turn.
+        kernel_calls={k: [kernel_insns.get(k, 0), n] for k, n in kernel_entries.items()},
+        rust_blocks=rust_blocks,
         kernel_insns_total=sum(kernel_insns.values()), **m.counted()), sort_keys=True), flush=True)
 
 
