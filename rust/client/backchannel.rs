@@ -12,7 +12,7 @@ use crate::{
     kapi::{
         errno,
         ratelimit::RateLimit,
-        rpc::{self, BcError, BcRqst, FreedBcRqst, Rqst, Xprt},
+        rpc::{self, BcError, BcRqst, FreedBcRqst, Rqst, SendLocked, Xprt},
         trace, PAGE_SIZE,
     },
     proto::{
@@ -50,8 +50,8 @@ impl RdmaXprt {
     /// no chunks, granting our reverse-direction credits (RFC 8167 section
     /// 5.2). It takes no forward credit: the server keeps Receives for the
     /// replies to its calls (section 4.3.2).
-    pub(super) fn send_bc_reply(&self, x: Xprt<'_>, rqst: &Rqst<'_>) -> Result {
-        let Some(ep) = self.endpoint() else {
+    pub(super) fn send_bc_reply(&self, x: Xprt<'_>, rqst: &Rqst<'_>, locked: &mut SendLocked<'_>) -> Result {
+        let Some(ep) = self.ep.get(locked).and_then(Option::as_ref) else {
             return Err(errno::ENOTCONN());
         };
         let len = rqst.send_len();
@@ -62,7 +62,7 @@ impl RdmaXprt {
             // 4.5.4): the server learns at once that its call failed.
             pr_warn!("backchannel reply of {} bytes does not fit inline: closing the connection\n", len);
             COUNTERS.backward_replies_unsendable.fetch_add(1, Ordering::Relaxed);
-            rpc::Transport::close(self, x);
+            rpc::Transport::close(self, x, locked);
             return Err(errno::ENOTCONN());
         }
         let xid = u32::from_be(rqst.xid_be());
@@ -90,11 +90,11 @@ impl RdmaXprt {
                 Ok(())
             }
             Err(e) if e == errno::ENOBUFS() => {
-                wait_for_space(x, &ep, epoch);
+                wait_for_space(x, ep, epoch);
                 Err(EAGAIN)
             }
             Err(_) => {
-                rpc::Transport::close(self, x);
+                rpc::Transport::close(self, x, locked);
                 Err(errno::ENOTCONN())
             }
         }
@@ -210,12 +210,12 @@ impl RdmaXprt {
     pub(super) fn bc_max_payload(&self) -> usize {
         // Backward calls and replies travel inline, in one page each side.
         let inline = self.settings.inline_read.min(self.settings.inline_write).min(PAGE_SIZE);
-        match self.ep.lock().as_ref() {
+        self.ep.with(|ep| match ep {
             Some(ep) => {
                 let (send, recv) = ep.shared().inline();
                 send.min(recv).min(PAGE_SIZE) as usize - v1::MIN_MSG_HEADER_LEN - 4
             }
             None => inline as usize - v1::MIN_MSG_HEADER_LEN - 4,
-        }
+        })
     }
 }

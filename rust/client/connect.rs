@@ -17,7 +17,7 @@ use crate::verbs::Connection;
 use crate::{
     kapi::{
         errno,
-        rpc::{Task, Xprt},
+        rpc::{SendLocked, Task, Xprt},
         time, trace,
         work::{self, DelayedWorkItem},
     },
@@ -35,8 +35,8 @@ use super::{
 pub(super) const RESOLVE_TIMEOUT_MS: u32 = 5000;
 
 impl RdmaXprt {
-    pub(super) fn disconnect(&self) {
-        let ep = self.ep.lock().take();
+    pub(super) fn disconnect(&self, locked: &mut SendLocked<'_>) {
+        let ep = self.ep.replace(locked, None).unwrap_or(None);
         if ep.is_some() {
             // Its late replies no longer move the window (RFC 8166
             // section 3.3.3: credits belong to a connection).
@@ -119,7 +119,11 @@ impl DelayedWorkItem for RdmaXprt {
     /// tells SUNRPC how it went.
     fn run(this: Arc<Self>) {
         let x = this.xprt;
-        this.disconnect();
+        // The send lock `connect` handed over, held until the end: without
+        // it, a run nobody asked for, with nothing to do.
+        let Some(mut lock) = this.connect_lock.lock().take() else { return };
+        let mut locked = lock.locked();
+        this.disconnect(&mut locked);
         this.tried.store(true, Ordering::Relaxed);
         let result = this.establish();
         *this.pending.lock() = None;
@@ -152,12 +156,17 @@ impl DelayedWorkItem for RdmaXprt {
                     this.slots.forget_cong(x);
                     x.reset_cwnd(credits::cwnd_from_credits(1));
                 }
-                *this.ep.lock() = Some(ep);
-                x.count_connect();
-                x.set_connected();
-                this.receives_seen.store(u64::MAX, Ordering::Relaxed);
-                RdmaXprt::schedule_liveness(&this);
-                Ok(())
+                // The old value is the None `disconnect` left.
+                if this.ep.replace(&mut locked, Some(ep)).is_ok() {
+                    x.count_connect();
+                    x.set_connected();
+                    this.receives_seen.store(u64::MAX, Ordering::Relaxed);
+                    RdmaXprt::schedule_liveness(&this);
+                    Ok(())
+                } else {
+                    // Not reached: the lock is this transport's.
+                    Err(EINVAL)
+                }
             }
             Err(e) => {
                 pr_info!("cannot connect to {} port {}: error {}\n", x.addr_str(), x.port(), e.to_errno());
@@ -172,8 +181,7 @@ impl DelayedWorkItem for RdmaXprt {
             }
         };
         trace::connect(|| x.addr_str(), status.as_ref().map_or_else(|e| e.to_errno(), |()| 0));
-        this.connecting.store(false, Ordering::Release);
-        x.connect_finished(status);
+        x.connect_finished(lock, status);
     }
 }
 
@@ -229,10 +237,15 @@ impl RdmaXprt {
         // connect lock is ours. Were it not, SUNRPC has already marked the
         // transport CONNECTING, and only the connect worker clears that:
         // it runs all the same, or the transport would never connect again.
-        if !x.lock_connect(task) {
+        let Some(lock) = x.lock_connect(task) else {
+            // SUNRPC calls `connect` with the task holding the lock: not
+            // reached. The connect worker cannot run without it.
             pr_warn!("{}: connect without the transport's send lock\n", x.addr_str());
-        }
-        this.connecting.store(true, Ordering::Release);
+            x.connect_not_started(EAGAIN);
+            return;
+        };
+        // Only one exists (the lock has one holder): nothing is replaced.
+        *this.connect_lock.lock() = Some(lock);
         let delay = if this.tried.load(Ordering::Relaxed) {
             x.reconnect_delay(time::ms_to_jiffies(INIT_REEST_S * 1000))
         } else {

@@ -5,13 +5,13 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use kernel::{prelude::*, sync::ArcBorrow};
+use kernel::prelude::*;
 
 use crate::verbs::{PagesInFlight, PostedRegistration, Registration, SendFailed};
 use crate::{
     kapi::{
         errno,
-        rpc::{Rqst, Transport, Which, Xprt},
+        rpc::{Lent, Rqst, SendLocked, Transport, Which, Xprt},
         trace, PAGE_SIZE,
     },
     proto::{
@@ -354,17 +354,19 @@ pub(super) fn pr_warn_once_marshal(stats: &Stats, e: &plan::PlanError, snd: &pla
 
 impl RdmaXprt {
     /// Sends a forward call, or a backchannel reply (SUNRPC's `send_request` op).
-    pub(super) fn send_call(this: ArcBorrow<'_, Self>, x: Xprt<'_>, rqst: &Rqst<'_>) -> Result {
+    pub(super) fn send_call(this: Lent<'_, Self>, x: Xprt<'_>, rqst: &Rqst<'_>, locked: &mut SendLocked<'_>) -> Result {
         if !x.connected() {
             return Err(errno::ENOTCONN());
         }
         if rqst.is_backchannel() {
-            return this.send_bc_reply(x, rqst);
+            return this.send_bc_reply(x, rqst, locked);
         }
         if !rqst.get_cong(x) {
             return Err(errno::EBADSLT());
         }
-        let Some(ep) = this.endpoint() else {
+        // The connection changes only under the send lock, which SUNRPC
+        // holds for us: borrowed, without a reference of our own.
+        let Some(ep) = this.ep.get(locked).and_then(Option::as_ref) else {
             return Err(errno::ENOTCONN());
         };
         // A retransmission on the same connection would spend a credit the
@@ -375,7 +377,7 @@ impl RdmaXprt {
             let xid = u64::from(u32::from_be(rqst.xid_be()));
             let again = ep.shared().resend_xid.compare_exchange(xid, NO_XID, Ordering::AcqRel, Ordering::Relaxed);
             if again.is_err() {
-                this.close(x);
+                this.close(x, locked);
                 return Err(errno::ENOTCONN());
             }
         }
@@ -399,7 +401,7 @@ impl RdmaXprt {
         }
         let epoch = ep.conn.release_epoch();
         rqst.stamp_xmit();
-        match this.marshal(&ep, rqst, &mut st) {
+        match this.marshal(ep, rqst, &mut st) {
             Ok(()) => {
                 let holds = st.holds_anything();
                 slot.set_holds(&mut st, holds);
@@ -411,12 +413,12 @@ impl RdmaXprt {
                     // Out of Send buffers or memory regions: wait for some
                     // (and have regions made, if that is what is missing).
                     this.stats.empty_sendctx_q.fetch_add(1, Ordering::Relaxed);
-                    wait_for_space(x, &ep, epoch);
-                    RdmaXprt::grow_mrs_later(this, &ep);
+                    wait_for_space(x, ep, epoch);
+                    RdmaXprt::grow_mrs_later(this.arc(), ep);
                     return Err(EAGAIN);
                 }
                 if e == errno::ENOTCONN() {
-                    this.close(x);
+                    this.close(x, locked);
                     return Err(e);
                 }
                 trace::marshal_failed(u32::from_be(rqst.xid_be()), e.to_errno());
@@ -428,7 +430,7 @@ impl RdmaXprt {
         rqst.sent(len);
         if !rqst.reply_expected() {
             // No reply means no credit back: start over with a fresh grant.
-            this.close(x);
+            this.close(x, locked);
             return Err(errno::ENOTCONN());
         }
         Ok(())

@@ -9,11 +9,11 @@ use kernel::{
     alloc::flags::GFP_KERNEL,
     new_spinlock,
     prelude::*,
-    sync::{Arc, ArcBorrow, SpinLock},
+    sync::{Arc, SpinLock},
 };
 
 use crate::kapi::{
-    rpc::{self, FreedBcRqst, FreedRqst, Rqst, StatsWriter, Task, Xprt},
+    rpc::{self, ConnectLock, FreedBcRqst, FreedRqst, Lent, Rqst, SendLocked, SendLockedCell, StatsWriter, Task, Xprt},
     work::{self, DelayedWork},
 };
 use crate::verbs::RecvCache;
@@ -53,10 +53,14 @@ pub(crate) struct RdmaXprt {
     /// The connection whose replies may change SUNRPC's congestion window
     /// (its generation; 0: none), shared with every connection.
     pub(super) window: Arc<SpinLock<u64>>,
+    /// The connection, changed only under the send lock: a call being sent
+    /// borrows it without a lock or a reference of its own.
     #[pin]
-    pub(super) ep: SpinLock<Option<Arc<Endpoint>>>,
-    /// The task holding the connect lock, as SUNRPC's cookie.
-    pub(super) connecting: AtomicBool,
+    pub(super) ep: SendLockedCell<Option<Arc<Endpoint>>>,
+    /// The send lock, from `connect` to the end of the connect worker's
+    /// run (see [`Xprt::lock_connect`]).
+    #[pin]
+    pub(super) connect_lock: SpinLock<Option<ConnectLock>>,
     /// Set once a connect attempt has been made (reconnects back off).
     pub(super) tried: AtomicBool,
     pub(super) slots: Arc<SlotTable>,
@@ -83,6 +87,7 @@ impl RdmaXprt {
         let bc = Arc::new(BcPool::new(BC_SLOTS)?, GFP_KERNEL)?;
         let recv_cache = Arc::pin_init(RecvCache::new(&COUNTERS.verbs), GFP_KERNEL)?;
         let window = Arc::pin_init(new_spinlock!(0, "rpcrdma_rs:window"), GFP_KERNEL)?;
+        let ep = SendLockedCell::new(xprt, None);
         Ok(try_pin_init!(RdmaXprt {
             connect_work <- DelayedWork::new(),
             liveness <- DelayedWork::new(),
@@ -93,8 +98,8 @@ impl RdmaXprt {
             settings,
             generation: AtomicU64::new(0),
             window,
-            ep <- new_spinlock!(None, "rpcrdma_rs:ep"),
-            connecting: AtomicBool::new(false),
+            ep <- ep,
+            connect_lock <- new_spinlock!(None, "rpcrdma_rs:connect_lock"),
             tried: AtomicBool::new(false),
             slots,
             bc,
@@ -105,9 +110,11 @@ impl RdmaXprt {
         }))
     }
 
+    /// A reference of the connection, for whoever does not hold the send
+    /// lock.
     #[inline]
     pub(super) fn endpoint(&self) -> Option<Arc<Endpoint>> {
-        self.ep.lock().clone()
+        self.ep.with(Clone::clone)
     }
 }
 
@@ -145,18 +152,18 @@ impl rpc::Transport for RdmaXprt {
         self.release_held(x, rqst)
     }
 
-    fn connect(this: ArcBorrow<'_, Self>, x: Xprt<'_>, task: &Task<'_>) {
-        RdmaXprt::start_connect(this, x, task)
+    fn connect(this: Lent<'_, Self>, x: Xprt<'_>, task: &Task<'_>) {
+        RdmaXprt::start_connect(this.arc(), x, task)
     }
 
-    fn close(&self, x: Xprt<'_>) {
-        self.disconnect();
+    fn close(&self, x: Xprt<'_>, locked: &mut SendLocked<'_>) {
+        self.disconnect(locked);
         x.disconnect_done();
     }
 
     #[inline]
-    fn send_request(this: ArcBorrow<'_, Self>, x: Xprt<'_>, rqst: &Rqst<'_>) -> Result {
-        RdmaXprt::send_call(this, x, rqst)
+    fn send_request(this: Lent<'_, Self>, x: Xprt<'_>, rqst: &Rqst<'_>, locked: &mut SendLocked<'_>) -> Result {
+        RdmaXprt::send_call(this, x, rqst, locked)
     }
 
     fn timer(&self, x: Xprt<'_>) {
@@ -175,7 +182,7 @@ impl rpc::Transport for RdmaXprt {
         self.write_mountstats(x, out)
     }
 
-    fn shutdown(&self, _x: Xprt<'_>) {
+    fn shutdown(&self, _x: Xprt<'_>, locked: &mut SendLocked<'_>) {
         // A connect in progress (say, to a server that went away) gives up
         // now rather than after its timeouts: the mount is gone.
         self.dying.store(true, Ordering::SeqCst);
@@ -187,7 +194,7 @@ impl rpc::Transport for RdmaXprt {
         // from queueing itself again.
         drop(work::cancel_sync::<_, LIVENESS>(self));
         drop(work::cancel_sync::<_, GROW_MRS>(self));
-        self.disconnect();
+        self.disconnect(locked);
     }
 }
 

@@ -2,9 +2,9 @@
 
 //! SUNRPC's objects as the transport sees them, one file each: the transport
 //! class ([`class`]), the `rpc_xprt` ([`xprt`]) and its operations
-//! ([`ops`]), tasks and requests ([`rqst`]), their buffers ([`xdr`]), the
-//! request memory the transport lends ([`storage`]) and backchannel
-//! requests ([`bc`]).
+//! ([`ops`]), its send lock ([`sendlock`]), tasks and requests ([`rqst`]),
+//! their buffers ([`xdr`]), the request memory the transport lends
+//! ([`storage`]) and backchannel requests ([`bc`]).
 //!
 //! RPC transports (`struct rpc_xprt`) and the operations SUNRPC calls on them.
 //!
@@ -19,6 +19,7 @@ mod bc;
 pub(crate) mod class;
 mod ops;
 mod rqst;
+mod sendlock;
 mod storage;
 mod xdr;
 mod xprt;
@@ -27,6 +28,7 @@ pub(crate) use bc::*;
 pub(crate) use class::*;
 pub(crate) use ops::*;
 pub(crate) use rqst::*;
+pub(crate) use sendlock::*;
 pub(crate) use storage::*;
 pub(crate) use xdr::*;
 pub(crate) use xprt::*;

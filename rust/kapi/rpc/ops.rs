@@ -12,7 +12,7 @@ use kernel::{
     sync::{Arc, ArcBorrow},
 };
 
-use super::{FreedBcRqst, FreedRqst, Rqst, Shell, StatsWriter, Task, Xprt};
+use super::{FreedBcRqst, FreedRqst, Rqst, SendLocked, Shell, StatsWriter, Task, Xprt};
 use crate::kapi::compat;
 use crate::sys;
 
@@ -34,14 +34,17 @@ pub(crate) trait Transport: Send + Sync + Sized {
     /// keeps for it ([`RqstStorage::provide_buffers`]); false if it has none
     /// large enough (SUNRPC's allocator is used instead).
     fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool;
-    /// Start (re)connecting; `task` waits on the pending queue.
-    fn connect(this: ArcBorrow<'_, Self>, xprt: Xprt<'_>, task: &Task<'_>);
-    /// Close the connection (SUNRPC holds the send lock).
-    fn close(&self, xprt: Xprt<'_>);
-    /// Send a marshalled request; errors are SUNRPC's (`ENOTCONN`, `EAGAIN`, ...).
-    fn send_request(this: ArcBorrow<'_, Self>, xprt: Xprt<'_>, rqst: &Rqst<'_>) -> Result;
-    /// Stop everything before the transport is freed (no more callbacks).
-    fn shutdown(&self, xprt: Xprt<'_>);
+    /// Start (re)connecting; `task` waits on the pending queue, holding
+    /// the send lock, which it may hand over ([`Xprt::lock_connect`]).
+    fn connect(this: Lent<'_, Self>, xprt: Xprt<'_>, task: &Task<'_>);
+    /// Close the connection (with the send lock).
+    fn close(&self, xprt: Xprt<'_>, locked: &mut SendLocked<'_>);
+    /// Send a marshalled request (with the send lock); errors are SUNRPC's
+    /// (`ENOTCONN`, `EAGAIN`, ...).
+    fn send_request(this: Lent<'_, Self>, xprt: Xprt<'_>, rqst: &Rqst<'_>, locked: &mut SendLocked<'_>) -> Result;
+    /// Stop everything before the transport is freed (no more callbacks;
+    /// with the send lock).
+    fn shutdown(&self, xprt: Xprt<'_>, locked: &mut SendLocked<'_>);
 
     /// A request timed out.
     fn timer(&self, _xprt: Xprt<'_>) {
@@ -69,6 +72,54 @@ pub(crate) trait Transport: Send + Sync + Sized {
     /// Backward requests the transport accepts at once.
     fn bc_num_slots(&self) -> u32 {
         kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+}
+
+/// The transport object as SUNRPC lends it to an operation: a reference,
+/// from which [`Lent::arc`] makes an [`ArcBorrow`] when the operation
+/// needs to keep the transport (to queue work, say). That costs a few
+/// instructions, which most calls never spend.
+///
+/// # Invariants
+///
+/// `t` is the `T` inside the `Arc` whose reference the transport's shell
+/// holds (from `Arc::into_raw` in `new_xprt`) until `destroy`, after every
+/// operation.
+pub(crate) struct Lent<'a, T> {
+    t: &'a T,
+}
+
+impl<T> Clone for Lent<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Lent<'_, T> {}
+
+impl<T> core::ops::Deref for Lent<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        self.t
+    }
+}
+
+impl<'a, T> Lent<'a, T> {
+    /// # Safety
+    ///
+    /// `t` is the transport object of a transport made by [`new_xprt`].
+    unsafe fn new(t: &'a T) -> Self {
+        // INVARIANT: per the contract.
+        Lent { t }
+    }
+
+    /// The transport as an [`ArcBorrow`], to take a reference of.
+    pub(crate) fn arc(self) -> ArcBorrow<'a, T> {
+        // SAFETY: `t` is inside an `Arc` that outlives every operation
+        // (type invariant), so `'a`.
+        unsafe { ArcBorrow::from_raw(core::ptr::from_ref(self.t)) }
     }
 }
 
@@ -126,10 +177,8 @@ unsafe extern "C" fn connect<T: Transport>(xprt: *mut sys::rpc_xprt, task: *mut 
     // SAFETY: see the contract above.
     let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
     let Some(raw) = NonNull::new(task) else { return };
-    // SAFETY: `t` is the transport the shell holds a reference of (from
-    // `Arc::into_raw`), which it keeps until `destroy`, after every
-    // operation.
-    let this = unsafe { ArcBorrow::from_raw(core::ptr::from_ref(t)) };
+    // SAFETY: `t` is the transport object of a transport of ours.
+    let this = unsafe { Lent::new(t) };
     T::connect(this, x, &Task { raw, _life: PhantomData });
 }
 
@@ -194,7 +243,12 @@ unsafe extern "C" fn buf_free<T: Transport>(task: *mut sys::rpc_task) {
 unsafe extern "C" fn close<T: Transport>(xprt: *mut sys::rpc_xprt) {
     // SAFETY: see `connect`.
     let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
-    t.close(x);
+    // SAFETY: SUNRPC's one caller, its autoclose work, holds the send lock
+    // for the call (it took it before queueing the work); this is the
+    // call's only proof of it. (The server's `svc_delete_xprt` closes a
+    // backchannel transport without it: not a class made here.)
+    let mut locked = unsafe { SendLocked::new(x.raw) };
+    t.close(x, &mut locked);
 }
 
 /// # Safety
@@ -203,7 +257,13 @@ unsafe extern "C" fn close<T: Transport>(xprt: *mut sys::rpc_xprt) {
 unsafe extern "C" fn destroy<T: Transport>(xprt: *mut sys::rpc_xprt) {
     // SAFETY: see `connect`.
     let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
-    t.shutdown(x);
+    {
+        // SAFETY: `xprt_destroy` took the send lock, and keeps it, before
+        // it had this called; this is the call's only proof of it, gone
+        // before the transport is.
+        let mut locked = unsafe { SendLocked::new(x.raw) };
+        t.shutdown(x, &mut locked);
+    }
     // SAFETY: `transport` came from `Arc::into_raw` in `new_xprt`: the
     // shell's reference, given up here.
     let t = unsafe { Arc::from_raw((*xprt.cast::<Shell>()).transport.cast::<T>()) };
@@ -232,8 +292,11 @@ unsafe extern "C" fn send_request<T: Transport>(rqst: *mut sys::rpc_rqst) -> c_i
     let (x, t) = unsafe { Xprt::transport::<T>((*rqst).rq_xprt) };
     let Some(raw) = NonNull::new(rqst) else { return -(sys::EINVAL as c_int) };
     // SAFETY: see `connect`.
-    let this = unsafe { ArcBorrow::from_raw(core::ptr::from_ref(t)) };
-    match T::send_request(this, x, &Rqst { raw, _life: PhantomData }) {
+    let this = unsafe { Lent::new(t) };
+    // SAFETY: SUNRPC sends with the send lock held by the sending task
+    // (`xprt_transmit`), for the call; this is the call's only proof of it.
+    let mut locked = unsafe { SendLocked::new(x.raw) };
+    match T::send_request(this, x, &Rqst { raw, _life: PhantomData }, &mut locked) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }

@@ -15,7 +15,7 @@ use kernel::{
     ThisModule,
 };
 
-use super::{CreateArgs, OpsTable, PinnedRqst, Task, Transport};
+use super::{connect_cookie, ConnectLock, CreateArgs, OpsTable, PinnedRqst, Task, Transport};
 use crate::kapi::{
     compat, errno,
     net::{Net, SockAddr},
@@ -397,19 +397,15 @@ impl<'a> Xprt<'a> {
         }
     }
 
-    /// Takes the connect lock for `task`; false if a connect is under way.
-    pub(crate) fn lock_connect(&self, task: &Task<'_>) -> bool {
+    /// Hands the send lock `task` holds (in `connect`) to the transport,
+    /// for its connect worker; `None` if `task` does not hold it.
+    pub(crate) fn lock_connect(&self, task: &Task<'_>) -> Option<ConnectLock> {
         // SAFETY: valid transport and task; the cookie is an identity SUNRPC
-        // only compares (see `connect_lock_cookie`).
-        unsafe { sys::xprt_lock_connect(self.raw.as_ptr(), task.as_ptr(), self.connect_lock_cookie()) }
-    }
-
-    /// What holds the connect lock between [`Xprt::lock_connect`] and
-    /// [`Xprt::connect_finished`]: SUNRPC stores it in place of the task
-    /// and only compares it. The transport's own address: unique to it, and
-    /// the same on both sides of the connect.
-    fn connect_lock_cookie(&self) -> *mut c_void {
-        self.raw.as_ptr().cast()
+        // only compares.
+        let taken = unsafe { sys::xprt_lock_connect(self.raw.as_ptr(), task.as_ptr(), connect_cookie(self.raw)) };
+        // SAFETY: SUNRPC now holds the lock for the cookie; it moves from
+        // the task to the cookie once, so this is the only `ConnectLock`.
+        taken.then(|| unsafe { ConnectLock::new(self.raw) })
     }
 
     /// Asks to be woken (via [`Xprt::write_space`]) when Send buffers free up.
@@ -442,19 +438,28 @@ impl<'a> Xprt<'a> {
         unsafe { sys::rpcrdma_rs_xprt_pending_len(self.raw.as_ptr()) }
     }
 
-    /// Ends a connect attempt: clears CONNECTING, releases the connect lock
-    /// taken by [`Transport::connect`] and wakes waiting tasks with `status`.
-    pub(crate) fn connect_finished(&self, status: Result) {
+    /// Ends a connect attempt: clears CONNECTING, gives the send lock
+    /// back (`lock`, from [`Xprt::lock_connect`]) and wakes waiting tasks
+    /// with `status`.
+    pub(crate) fn connect_finished(&self, lock: ConnectLock, status: Result) {
         let status = match status {
             Ok(()) => -(sys::EAGAIN as c_int),
             Err(e) => e.to_errno(),
         };
-        // SAFETY: valid transport; the cookie is the one the lock was taken
-        // with.
+        // SAFETY: valid transport.
+        unsafe { sys::rpcrdma_rs_xprt_clear_connecting(self.raw.as_ptr()) };
+        drop(lock);
+        // SAFETY: valid transport.
+        unsafe { sys::xprt_wake_pending_tasks(self.raw.as_ptr(), status) };
+    }
+
+    /// Ends a connect that could not start (no [`ConnectLock`]): clears
+    /// CONNECTING and wakes waiting tasks with `status`.
+    pub(crate) fn connect_not_started(&self, status: Error) {
+        // SAFETY: valid transport.
         unsafe {
             sys::rpcrdma_rs_xprt_clear_connecting(self.raw.as_ptr());
-            sys::xprt_unlock_connect(self.raw.as_ptr(), self.connect_lock_cookie());
-            sys::xprt_wake_pending_tasks(self.raw.as_ptr(), status);
+            sys::xprt_wake_pending_tasks(self.raw.as_ptr(), status.to_errno());
         }
     }
 
