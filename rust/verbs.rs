@@ -35,6 +35,7 @@ pub(crate) use crate::kapi::ib::{
 };
 pub(crate) use endpoint::{Connection, Live};
 pub(crate) use freelist::FreeList;
+pub(crate) use frwr::KeptMr;
 pub(crate) use recv::RecvCache;
 
 /// The transport logic riding on a [`Connection`].

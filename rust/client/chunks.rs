@@ -5,7 +5,7 @@
 
 use kernel::prelude::*;
 
-use crate::verbs::{self, Registration, SgWriter};
+use crate::verbs::{self, KeptMr, Registration, SgWriter};
 use crate::{
     kapi::{
         page::PageRef,
@@ -134,18 +134,20 @@ pub(super) fn register_reply_chunk(
 
 /// Registers `ext`, one MR of a chunk in `rqst`'s buffer `which` (the
 /// call's data for a Read chunk, the reply's room for a Write or Reply
-/// chunk), into `reg` for the call `xid`; returns its segment.
+/// chunk), into `reg` for the call `xid`, with the region the request
+/// `kept` if it has one; returns its segment.
 #[inline]
 pub(super) fn register_one(
     ep: &Endpoint,
     rqst: &Rqst<'_>,
     reg: &mut Registration,
-    which: Which,
+    (which, kept): (Which, Option<&KeptMr>),
     xid: u32,
     ext: &plan::MrExtent,
 ) -> Result<v1::Segment> {
     // The server reads a call's pieces and writes a reply's.
-    Ok(segment(ep.conn.register(reg, which == Which::Call, xid, |w| fill_sg(rqst.buf(which), ext, w))?))
+    let to_device = which == Which::Call;
+    Ok(segment(ep.conn.register_kept(reg, kept, to_device, xid, |w| fill_sg(rqst.buf(which), ext, w))?))
 }
 
 /// Registers the pieces of the chunk the plan `p` asks for in `rqst`'s
@@ -165,7 +167,7 @@ fn register_extents(
     mut put: impl FnMut(usize, v1::Segment),
 ) -> Result<usize> {
     if let Some(ext) = one {
-        put(0, register_one(ep, rqst, reg, which, p.shape.xid, &ext)?);
+        put(0, register_one(ep, rqst, reg, (which, None), p.shape.xid, &ext)?);
         return Ok(1);
     }
     let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
@@ -177,7 +179,7 @@ fn register_extents(
     let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)
         .map_err(|_| EIO)?;
     for (i, ext) in exts.iter().enumerate().take(n) {
-        put(i, register_one(ep, rqst, reg, which, p.shape.xid, ext)?);
+        put(i, register_one(ep, rqst, reg, (which, None), p.shape.xid, ext)?);
     }
     Ok(n)
 }

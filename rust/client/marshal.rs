@@ -7,7 +7,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use crate::verbs::{PagesInFlight, PostedRegistration, Registration, SendFailed};
+use crate::verbs::{KeptMr, PagesInFlight, PostedRegistration, Registration, SendFailed};
 use crate::{
     kapi::{
         errno,
@@ -60,9 +60,9 @@ impl RdmaXprt {
     /// and sends the call. Records in `st` the regions posted, the pages
     /// the Send may still be reading and how the reply will arrive. On
     /// failure every region registered for the call is given back.
-    pub(super) fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, st: &mut ReqState) -> Result {
+    pub(super) fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, st: &mut ReqState, kept: &KeptMr) -> Result {
         let mut reg = Registration::empty();
-        let sent = self.register_and_send(ep, rqst, st, &mut reg);
+        let sent = self.register_and_send(ep, rqst, (st, kept), &mut reg);
         if sent.is_err() {
             let _ = ep.conn.release_unposted(reg);
         }
@@ -72,7 +72,13 @@ impl RdmaXprt {
     /// See [`RdmaXprt::marshal`]: regions are registered into `reg`; if the
     /// Send is posted, `reg` is left empty and `st` holds what was posted,
     /// else `reg` holds every region registered for the call.
-    fn register_and_send(&self, ep: &Endpoint, rqst: &Rqst<'_>, st: &mut ReqState, reg: &mut Registration) -> Result {
+    fn register_and_send(
+        &self,
+        ep: &Endpoint,
+        rqst: &Rqst<'_>,
+        (st, kept): (&mut ReqState, &KeptMr),
+        reg: &mut Registration,
+    ) -> Result {
         let ReqState { reg: posted, sent, reply, segs, offered } = st;
         *reply = ReplyShape::Inline;
         *offered = 0;
@@ -109,13 +115,13 @@ impl RdmaXprt {
             let ddp = rqst.ddp_allowed();
             if let Some((call, rp, ext)) = plan::plan_one_mr(&snd, &rcv, ddp, thresholds, PULLUP_THRESHOLD, g) {
                 if let Some(position) = call.read_position() {
-                    let segment = register_one(ep, rqst, reg, Which::Call, xid, &ext)?;
+                    let segment = register_one(ep, rqst, reg, (Which::Call, Some(kept)), xid, &ext)?;
                     read_one = [v1::ReadSegment { position, segment }];
                     let lists = v1::ChunkLists { reads: &read_one, writes: &[], reply: None };
                     break 'plan (call, rp, lists, ReplyShape::Inline, 0);
                 }
                 let [first, ..] = segs;
-                *first = register_one(ep, rqst, reg, Which::Reply, xid, &ext)?;
+                *first = register_one(ep, rqst, reg, (Which::Reply, Some(kept)), xid, &ext)?;
                 write_list = [core::slice::from_ref(first)];
                 let lists = v1::ChunkLists { reads: &[], writes: &write_list, reply: None };
                 break 'plan (call, rp, lists, ReplyShape::WriteChunk, 1);
@@ -401,7 +407,7 @@ impl RdmaXprt {
         }
         let epoch = ep.conn.release_epoch();
         rqst.stamp_xmit();
-        match this.marshal(ep, rqst, &mut st) {
+        match this.marshal(ep, rqst, &mut st, slot.kept()) {
             Ok(()) => {
                 let holds = st.holds_anything();
                 slot.set_holds(&mut st, holds);

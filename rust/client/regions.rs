@@ -5,6 +5,9 @@
 //! waits for buffer space, and a worker makes more, up to two per request:
 //! a mount that never moves chunks, or only a few at a time, keeps a few
 //! regions instead of hundreds (each with its page list in the device).
+//! A request keeps one region between its calls ([`KeptMr`](crate::verbs::KeptMr)); when no
+//! more can be made, the worker takes the kept ones back for the calls
+//! that wait.
 //! Regions are made in process context, never in the send path (which
 //! holds the slot's spinlock); once made they stay until the connection
 //! goes, so the per-RPC path never allocates.
@@ -28,9 +31,10 @@ use super::{conn::Endpoint, credits::MRS_AT_CONNECT, xprt::RdmaXprt};
 pub(super) const GROW_MRS: u64 = 2;
 
 impl RdmaXprt {
-    /// Has more regions made if a call failed for want of one.
+    /// Has more regions made (or the kept ones reclaimed) if a call
+    /// failed for want of one.
     pub(super) fn grow_mrs_later(this: ArcBorrow<'_, Self>, ep: &Endpoint) {
-        if ep.conn.mrs_exhausted() && !this.dying.load(Ordering::SeqCst) {
+        if ep.conn.mr_pool_empty() && !this.dying.load(Ordering::SeqCst) {
             // Already queued: that one does the job.
             drop(work::enqueue::<_, GROW_MRS>(this.into(), 0));
         }
@@ -46,7 +50,19 @@ impl DelayedWorkItem<GROW_MRS> for RdmaXprt {
         // Half as many again as there are (a busy mount reaches its need
         // in a few steps, an idle one stays small).
         let n = (ep.conn.mrs_made() / 2).max(MRS_AT_CONNECT);
-        match ep.conn.grow_mrs(n) {
+        let grown = if ep.conn.mrs_made() < ep.conn.max_mrs() { ep.conn.grow_mrs(n) } else { Ok(0) };
+        if !matches!(grown, Ok(1..)) {
+            // No more can be made: the regions idle requests keep go to
+            // the calls that wait.
+            let back = this.slots.reclaim_kept(&ep);
+            if back > 0 {
+                trace::mrs_refresh(|| this.xprt.addr_str(), 0, ep.conn.mrs_made() as u32);
+                this.xprt.write_space();
+                return;
+            }
+        }
+        match grown {
+            Ok(0) => {}
             Ok(made) => {
                 this.stats.mrs_allocated.fetch_add(made as u64, Ordering::Relaxed);
                 trace::mrs_refresh(|| this.xprt.addr_str(), made as u32, ep.conn.mrs_made() as u32);

@@ -124,7 +124,7 @@ impl EpShared {
         invalidated: Option<u32>,
     ) -> Option<(ReleasedRqst, Verdict)> {
         let rqst = self.xprt.lookup(xid.to_be())?;
-        let (reg, sent, verdict) = match self.slots.slot_of_pinned(&rqst) {
+        let (reg, sent, verdict, kept) = match self.slots.slot_of_pinned(&rqst) {
             Some(slot) => {
                 let mut st = slot.state().lock();
                 if !conn.owns(&st.reg, &st.sent) {
@@ -136,15 +136,16 @@ impl EpShared {
                 let verdict = st.judge(kind);
                 let (reg, sent) = st.take();
                 slot.set_holds(&mut st, false);
-                (reg, sent, verdict)
+                (reg, sent, verdict, Some(slot.kept()))
             }
-            None => (PostedRegistration::none(), PagesInFlight::none(), ReqState::default().judge(kind)),
+            None => (PostedRegistration::none(), PagesInFlight::none(), ReqState::default().judge(kind), None),
         };
         let registered = reg.len();
         // Most calls registered nothing: no call down to the connection.
         let (inv, local) = match reg.nothing_held() {
             Ok(inv) => (inv, 0),
-            Err(reg) => conn.invalidate(reg, invalidated),
+            // The request keeps a region for its next call.
+            Err(reg) => conn.invalidate(reg, invalidated, kept),
         };
         count_invalidations(&self.stats, registered, local);
         if registered > 0 {

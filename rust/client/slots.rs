@@ -10,7 +10,7 @@ use core::{
 
 use kernel::{new_spinlock, prelude::*, sync::SpinLock};
 
-use crate::verbs::{FreeList, PagesInFlight, PostedRegistration};
+use crate::verbs::{FreeList, KeptMr, PagesInFlight, PostedRegistration};
 use crate::{
     kapi::rpc::{FreedRqst, PinnedRqst, PinnedSlice, Rqst, RqstStorage, Task, Xprt},
     proto::v1,
@@ -18,6 +18,7 @@ use crate::{
 
 use super::{
     chunks::{ReplyShape, MAX_CHUNK_SEGMENTS},
+    conn::Endpoint,
     stats::count_invalidations,
     xprt::RdmaXprt,
 };
@@ -78,10 +79,18 @@ pub(super) struct Slot {
     /// transport must give back, cleared when it has all been taken: a
     /// clear flag lets the usual release skip the lock. See [`Slot::holds`].
     holds: AtomicBool,
+    /// The memory region the request keeps for its next call (outside the
+    /// lock: the reply takes the call's regions back after unlocking).
+    kept: KeptMr,
     index: usize,
 }
 
 impl Slot {
+    /// The memory region the request keeps between calls.
+    pub(super) fn kept(&self) -> &KeptMr {
+        &self.kept
+    }
+
     /// The transport's state for this request.
     pub(super) fn state(&self) -> &SpinLock<ReqState> {
         &self.state
@@ -124,6 +133,7 @@ impl SlotTable {
                 storage,
                 state <- new_spinlock!(ReqState::default(), "rpcrdma_rs:slot"),
                 holds: AtomicBool::new(false),
+                kept: KeptMr::new(),
                 index,
             }))
         })?;
@@ -172,6 +182,12 @@ impl SlotTable {
     #[inline]
     pub(super) fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
         self.slot_of(rqst).is_some_and(|slot| slot.storage.provide_buffers(rqst))
+    }
+
+    /// Gives the regions the requests keep for `ep`'s connection back to
+    /// its pool; returns how many.
+    pub(super) fn reclaim_kept(&self, ep: &Endpoint) -> usize {
+        self.slots.iter().filter(|slot| ep.conn.reclaim_kept(&slot.kept)).count()
     }
 
     /// See [`RqstStorage::forget_cong`].

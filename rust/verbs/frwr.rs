@@ -4,6 +4,8 @@
 //! chunk's pages and invalidating them after the reply (RFC 8166 section
 //! 3.4; the regions themselves are [`kapi::ib::mr`](crate::kapi::ib::mr)).
 
+use core::sync::atomic::{AtomicU64, Ordering};
+
 use kernel::error::Result;
 
 use super::{
@@ -12,19 +14,81 @@ use super::{
 };
 use crate::kapi::{errno, ib::Conn};
 
+/// Bits of a [`KeptMr`] word that hold the region's index.
+const KEPT_INDEX_BITS: u32 = 16;
+
+/// A memory region one request keeps from its call for its next one, so
+/// that the usual call (one region) takes and gives back its region
+/// without the pool's lock (the C client keeps idle regions per request
+/// the same way). The region is idle while kept. It belongs to one
+/// connection, by generation: one of another connection is forgotten
+/// (that connection's regions go with it). Taking it, here or through
+/// [`Connection::reclaim_kept`], is one atomic exchange, so an idle region
+/// is in one place only: kept, or in the pool.
+///
+/// A request keeps one at most, so the requests' regions cannot starve
+/// the pool for long: once no more can be made, the reclaim gives them
+/// back.
+pub(crate) struct KeptMr(AtomicU64);
+
+impl KeptMr {
+    /// Keeps nothing.
+    pub(crate) const fn new() -> Self {
+        KeptMr(AtomicU64::new(0))
+    }
+
+    /// Takes the region kept for the connection `generation`, if any.
+    #[inline]
+    fn take(&self, generation: u64) -> Option<usize> {
+        if self.0.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let v = self.0.swap(0, Ordering::AcqRel);
+        (v != 0 && v >> KEPT_INDEX_BITS == generation).then_some((v & 0xffff) as usize)
+    }
+
+    /// Keeps region `index` of the connection `generation` (never 0);
+    /// returns what the pool is to have back: a region of the same
+    /// connection kept before, or `index` if it cannot be kept.
+    #[inline]
+    fn keep(&self, generation: u64, index: usize) -> Option<usize> {
+        let Ok(i) = u16::try_from(index) else { return Some(index) };
+        if generation == 0 || generation >> (64 - KEPT_INDEX_BITS) != 0 {
+            return Some(index);
+        }
+        let old = self.0.swap(generation << KEPT_INDEX_BITS | u64::from(i), Ordering::AcqRel);
+        (old != 0 && old >> KEPT_INDEX_BITS == generation).then_some((old & 0xffff) as usize)
+    }
+}
+
 impl<T: ConnHandler> EpState<T> {
-    /// See [`Connection::invalidate`].
+    /// Puts region `index` back in the pool.
+    #[inline]
+    fn pool_mr(&self, index: usize) {
+        self.free_mrs.lock().push(index);
+        self.note_release();
+    }
+
+    /// See [`Connection::invalidate`]; the first region taken back is kept
+    /// in `kept`, if given.
     #[inline(always)]
     fn invalidate(
         &self,
         conn: &Conn<Self>,
         reg: PostedRegistration,
         remotely_invalidated: Option<u32>,
+        kept: Option<&KeptMr>,
     ) -> (Invalidated, usize) {
         let fail = || self.handler.inject_local_inv_failure();
+        let generation = conn.generation();
         let (proof, how) = conn.invalidate(reg, remotely_invalidated, fail, |i| {
-            self.free_mrs.lock().push(i);
-            self.note_release();
+            let back = match kept {
+                Some(k) => k.keep(generation, i),
+                None => Some(i),
+            };
+            if let Some(i) = back {
+                self.pool_mr(i);
+            }
         });
         if how.post_failed {
             self.handler.invalidate_failed();
@@ -48,9 +112,52 @@ impl<T: ConnHandler> Connection<T> {
         xid: u32,
         fill: impl FnOnce(&mut SgWriter<'_>) -> Result,
     ) -> Result<Registered> {
+        self.register_kept(reg, None, to_device, xid, fill)
+    }
+
+    /// [`Connection::register`], with the region `kept` holds for this
+    /// connection if there is one, else one from the pool.
+    #[inline(always)]
+    pub(crate) fn register_kept(
+        &self,
+        reg: &mut Registration,
+        kept: Option<&KeptMr>,
+        to_device: bool,
+        xid: u32,
+        fill: impl FnOnce(&mut SgWriter<'_>) -> Result,
+    ) -> Result<Registered> {
         let st = self.conn.events();
-        let index = st.free_mrs.lock().pop().ok_or_else(errno::ENOBUFS)?;
-        self.conn.register(reg, index, to_device, xid, fill).inspect_err(|_| st.free_mrs.lock().push(index))
+        let index = match kept.and_then(|k| k.take(self.conn.generation())) {
+            Some(i) => i,
+            None => st.free_mrs.lock().pop().ok_or_else(errno::ENOBUFS)?,
+        };
+        self.conn.register(reg, index, to_device, xid, fill).inspect_err(|_| st.pool_mr(index))
+    }
+
+    /// Gives the region `kept` holds for this connection back to the pool
+    /// (for calls waiting for one, when no more can be made); true if
+    /// there was one.
+    pub(crate) fn reclaim_kept(&self, kept: &KeptMr) -> bool {
+        match kept.take(self.conn.generation()) {
+            Some(i) => {
+                self.conn.events().pool_mr(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// True if no region is idle in the pool: a call that failed with
+    /// `ENOBUFS` for want of one should have regions made
+    /// ([`Connection::grow_mrs`]) or, when no more may be made, the kept
+    /// ones reclaimed ([`Connection::reclaim_kept`]), from process context.
+    pub(crate) fn mr_pool_empty(&self) -> bool {
+        self.conn.events().free_mrs.lock().len() == 0
+    }
+
+    /// Most regions the connection may have.
+    pub(crate) fn max_mrs(&self) -> usize {
+        self.conn.max_mrs()
     }
 
     /// Regions made so far on this connection.
@@ -86,10 +193,7 @@ impl<T: ConnHandler> Connection<T> {
     /// posted (the call was not sent).
     pub(crate) fn release_unposted(&self, reg: Registration) -> Invalidated {
         let st = self.conn.events();
-        self.conn.release_unposted(reg, |i| {
-            st.free_mrs.lock().push(i);
-            st.note_release();
-        })
+        self.conn.release_unposted(reg, |i| st.pool_mr(i))
     }
 
     /// Invalidates the regions of `reg` and takes them back; see
@@ -99,7 +203,7 @@ impl<T: ConnHandler> Connection<T> {
         reg: PostedRegistration,
         remotely_invalidated: Option<u32>,
     ) -> (Invalidated, usize) {
-        self.conn.events().invalidate(&self.conn, reg, remotely_invalidated)
+        self.conn.events().invalidate(&self.conn, reg, remotely_invalidated, None)
     }
 }
 
@@ -113,7 +217,8 @@ impl<T: ConnHandler> Live<'_, T> {
         &self,
         reg: PostedRegistration,
         remotely_invalidated: Option<u32>,
+        kept: Option<&KeptMr>,
     ) -> (Invalidated, usize) {
-        self.0.events().invalidate(self.0, reg, remotely_invalidated)
+        self.0.events().invalidate(self.0, reg, remotely_invalidated, kept)
     }
 }

@@ -703,6 +703,13 @@ impl<V: Events> Conn<V> {
         unsafe { p.as_ref() }
     }
 
+    /// The connection's generation (numbering connections, for tokens
+    /// that must not outlive theirs).
+    #[inline]
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// Regions made so far.
     pub(crate) fn mrs_made(&self) -> usize {
         self.mrs_made.load(Ordering::Relaxed)
