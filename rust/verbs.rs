@@ -8,8 +8,8 @@
 //!   setting it up, connecting, the release epoch, teardown.
 //! - [`send`]: sending, and when a Send asks for a completion (every few
 //!   Sends, and always for one that maps pages).
-//! - [`recv`]: Receive buffers kept across reconnects ([`RecvCache`]) and
-//!   batched reposting.
+//! - [`recv`]: Receive buffers kept across reconnects ([`RecvCache`]) (the
+//!   batched reposting is the connection's, in kapi).
 //! - [`frwr`]: the pool of memory regions, registration and invalidation.
 //! - [`probe`]: the liveness probe.
 //! - [`freelist`]: the allocation-free index stack the pools use.
@@ -93,10 +93,6 @@ pub(crate) struct QpConfig {
     /// A Send is signalled at least once every this many Sends; the ones
     /// in between are reclaimed by the next signalled completion.
     pub(crate) signal_interval: u32,
-    /// Completed Receives are reposted together, in one chained post, once
-    /// this many have gathered; `sizes.recv_bufs` must include that many
-    /// spares.
-    pub(crate) recv_batch: usize,
 }
 
 /// What the connections and Receive caches count. The owner of the one

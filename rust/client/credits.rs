@@ -122,6 +122,7 @@ impl RdmaXprt {
                 send_buf_size: inline_send as usize,
                 send_sges,
                 recv_bufs: max_requests + BC_RECEIVES + recv_batch,
+                recv_batch,
                 recv_buf_size: inline_recv as usize,
                 // Enough for any one call; more are made as calls need
                 // them (`regions.rs`), up to two per request.
@@ -131,7 +132,6 @@ impl RdmaXprt {
                 send_wrs: 2 * (2 * max_requests + BC_SLOTS),
             },
             signal_interval: credits::default_signal_interval(max_requests as u32),
-            recv_batch,
         };
         Ok(QueueSizes { max_requests, mr_pages, send_sges, qp })
     }

@@ -15,9 +15,8 @@ use kernel::{
 };
 
 use super::{
-    freelist::FreeList,
-    recv::{RecvCache, Repost},
-    CmEvent, Completion, ConnHandler, DeviceCaps, HeldRecv, QpConfig, Received, RwDir, VerbsCounters,
+    freelist::FreeList, recv::RecvCache, CmEvent, Completion, ConnHandler, DeviceCaps, HeldRecv, QpConfig, Received,
+    RwDir, VerbsCounters,
 };
 use crate::{
     kapi::{
@@ -44,9 +43,6 @@ pub(crate) struct EpState<T: ConnHandler> {
     pub(super) handler: Arc<T>,
     /// `handler.counters()`, looked up once.
     pub(super) counters: &'static VerbsCounters,
-    /// Receives consumed and waiting to be reposted in one batch.
-    #[pin]
-    pub(super) repost: SpinLock<Repost>,
     /// Memory regions free for registration.
     #[pin]
     pub(super) free_mrs: SpinLock<FreeList>,
@@ -61,12 +57,11 @@ pub(crate) struct EpState<T: ConnHandler> {
 }
 
 impl<T: ConnHandler> EpState<T> {
-    fn new(handler: Arc<T>, cache: Arc<RecvCache>, repost: Repost, free_mrs: FreeList) -> impl PinInit<Self> {
+    fn new(handler: Arc<T>, cache: Arc<RecvCache>, free_mrs: FreeList) -> impl PinInit<Self> {
         let counters = handler.counters();
         pin_init!(EpState {
             handler,
             counters,
-            repost <- new_spinlock!(repost, "rpcrdma_rs:repost"),
             free_mrs <- new_spinlock!(free_mrs, "rpcrdma_rs:free_mrs"),
             recv_cache: cache,
             released: AtomicU64::new(0),
@@ -74,22 +69,19 @@ impl<T: ConnHandler> EpState<T> {
         })
     }
 
-    /// The queue sizes, Send policy, repost batch and region pool `cfg`
-    /// asks for.
-    fn sizes(cfg: &QpConfig) -> Result<(QpSizes, SendSignals, Repost, FreeList)> {
-        let sizes = cfg.sizes;
-        let recv_batch = cfg.recv_batch.clamp(1, sizes.recv_bufs.max(1));
-        let repost = Repost::new(sizes.recv_bufs, recv_batch)?;
+    /// The queue sizes, Send policy and region pool `cfg` asks for.
+    fn sizes(cfg: &QpConfig) -> Result<(QpSizes, SendSignals, FreeList)> {
+        let mut sizes = cfg.sizes;
+        sizes.recv_batch = sizes.recv_batch.clamp(1, sizes.recv_bufs.max(1));
         let free_mrs = FreeList::first(sizes.mrs, sizes.max_mrs)?;
         let buffers = u32::try_from(sizes.send_bufs).map_err(|_| EINVAL)?;
         let policy = SendSignals::new(buffers, cfg.signal_interval);
-        Ok((sizes, policy, repost, free_mrs))
+        Ok((sizes, policy, free_mrs))
     }
 
     /// Sets up the pools for `cfg`; returns what the queue pair needs.
     fn prepare(&self, cfg: &QpConfig) -> Result<(QpSizes, SendSignals)> {
-        let (sizes, policy, repost, free_mrs) = Self::sizes(cfg)?;
-        *self.repost.lock() = repost;
+        let (sizes, policy, free_mrs) = Self::sizes(cfg)?;
         *self.free_mrs.lock() = free_mrs;
         Ok((sizes, policy))
     }
@@ -114,11 +106,6 @@ impl<T: ConnHandler> Events for EpState<T> {
         // This handler never runs twice at once (one CQ): no locked add.
         self.receives.store(self.receives.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
         self.handler.received(Live(conn), msg);
-    }
-
-    #[inline(always)]
-    fn recv_idle(&self, conn: &Conn<Self>, index: usize) {
-        self.repost_later(conn, index);
     }
 
     fn work_failed(&self, status: u32) {
@@ -156,7 +143,7 @@ impl<T: ConnHandler> Connection<T> {
     /// reference on the namespace); events go to `handler`, Receive
     /// buffers come from and go back to `cache`.
     pub(crate) fn new(net: &Net, handler: Arc<T>, cache: &Arc<RecvCache>) -> Result<Self> {
-        let state = EpState::new(handler, cache.clone(), Repost::none(), FreeList::new());
+        let state = EpState::new(handler, cache.clone(), FreeList::new());
         let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
         Ok(Connection { conn: ConnBox::<EpState<T>>::new(net, state, generation, no_sends())? })
     }
@@ -209,8 +196,8 @@ impl<T: ConnHandler> Connection<T> {
         initiator_depth: u8,
     ) -> Result<Self> {
         // The pools are in place before the first Receive can complete.
-        let (sizes, policy, repost, free_mrs) = EpState::<T>::sizes(&cfg)?;
-        let state = EpState::new(handler, cache.clone(), repost, free_mrs);
+        let (sizes, policy, free_mrs) = EpState::<T>::sizes(&cfg)?;
+        let state = EpState::new(handler, cache.clone(), free_mrs);
         let param = ConnParam {
             private_data,
             responder_resources: 0,

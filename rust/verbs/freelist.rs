@@ -35,11 +35,6 @@ impl FreeList {
         Ok(FreeList { slots, top: n })
     }
 
-    /// An empty stack with room for `n` indices.
-    pub(crate) fn empty(n: usize) -> Result<Self> {
-        Ok(FreeList { slots: KVec::from_elem(0usize, n, GFP_KERNEL)?, top: 0 })
-    }
-
     /// Takes the index pushed last.
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<usize> {

@@ -9,7 +9,8 @@
 //! size grew) is replaced.
 //!
 //! A consumed Receive is not reposted at once: once `recv_batch` have
-//! gathered they go back in one chained post (one doorbell). The spares
+//! gathered they go back in one chained post (one doorbell), kept by the
+//! Receive CQ's handler in the connection (`kapi::ib::Conn`). The spares
 //! posted at connect time cover those held back.
 
 use core::sync::atomic::Ordering;
@@ -22,8 +23,7 @@ use kernel::{
     sync::Mutex,
 };
 
-use super::{endpoint::EpState, freelist::FreeList, ConnHandler, VerbsCounters};
-use crate::kapi::ib::Conn;
+use super::VerbsCounters;
 
 /// A transport's Receive buffers while no connection has them mapped.
 #[pin_data]
@@ -86,42 +86,6 @@ impl RecvCache {
                 continue;
             }
             c.n += 1;
-        }
-    }
-}
-
-/// Consumed Receives waiting to be reposted together.
-pub(crate) struct Repost {
-    pending: FreeList,
-    batch: usize,
-}
-
-impl Repost {
-    /// Nothing to repost (before the queue pair exists).
-    pub(super) const fn none() -> Self {
-        Repost { pending: FreeList::new(), batch: 1 }
-    }
-
-    /// Room for all `n` Receives, reposted `batch` at a time.
-    pub(super) fn new(n: usize, batch: usize) -> Result<Self> {
-        Ok(Repost { pending: FreeList::empty(n)?, batch })
-    }
-}
-
-impl<T: ConnHandler> EpState<T> {
-    /// Receive buffer `index` was consumed: repost it with the others once
-    /// a batch has gathered.
-    #[inline(always)]
-    pub(super) fn repost_later(&self, conn: &Conn<Self>, index: usize) {
-        let mut r = self.repost.lock();
-        r.pending.push(index);
-        if r.pending.len() < r.batch {
-            return;
-        }
-        let posted = conn.post_recvs(|| r.pending.pop());
-        drop(r);
-        if posted.is_err() {
-            self.handler.receive_failed(u32::MAX);
         }
     }
 }

@@ -221,6 +221,7 @@ fn config(recv_bufs: usize) -> QpConfig {
             send_buf_size: 256,
             send_sges: 2,
             recv_bufs,
+            recv_batch: 1,
             recv_buf_size: 256,
             mrs: 1,
             max_mrs: 2,
@@ -228,7 +229,6 @@ fn config(recv_bufs: usize) -> QpConfig {
             send_wrs: 16,
         },
         signal_interval: 1,
-        recv_batch: 1,
     }
 }
 

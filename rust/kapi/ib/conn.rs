@@ -13,11 +13,13 @@
 //! be freed while the HCA may still touch it.
 //!
 //! This is mechanism only (Send buffers are used round a ring, in the
-//! order they are posted: see `SendRing`). What to do with an event,
-//! which region to use next, when to ask for a Send completion and when to
-//! repost Receives are the caller's: it implements [`Events`] (its state
-//! lives inside the connection, pinned, so completions reach it) and
-//! [`SendPolicy`] (kept under the lock that orders Sends).
+//! order they are posted: see `SendRing`; consumed Receives are reposted
+//! in batches of the size the caller gives, by the Receive CQ's handler
+//! with no lock: see `RecvPending`). What to do with an event, which
+//! region to use next and when to ask for a Send completion are the
+//! caller's: it implements [`Events`] (its state lives inside the
+//! connection, pinned, so completions reach it) and [`SendPolicy`] (kept
+//! under the lock that orders Sends).
 
 use core::{
     cell::Cell,
@@ -74,6 +76,10 @@ pub(crate) struct QpSizes {
     pub(crate) send_sges: usize,
     /// Receive buffers.
     pub(crate) recv_bufs: usize,
+    /// Consumed Receives are reposted together, in one chained post, once
+    /// this many have gathered (at least one); `recv_bufs` must include
+    /// that many spares.
+    pub(crate) recv_batch: usize,
     /// Bytes in each Receive buffer.
     pub(crate) recv_buf_size: usize,
     /// Memory regions for chunks made with the queue pair.
@@ -155,11 +161,6 @@ pub(crate) trait Events: Send + Sync + Sized {
     /// A Receive completed successfully; its buffer is held over the call.
     /// Runs in process context and may sleep.
     fn received(&self, conn: &Conn<Self>, msg: Received<'_>);
-
-    /// Receive buffer `index` is idle again (after [`Events::received`]):
-    /// repost it with [`Conn::post_recvs`], now or later. Not called once
-    /// the connection is being torn down.
-    fn recv_idle(&self, conn: &Conn<Self>, index: usize);
 
     /// A Receive, REG_MR or LOCAL_INV failed (not flushed): the
     /// connection must be dropped.
@@ -480,6 +481,8 @@ pub(crate) struct Conn<V: Events> {
     #[pin]
     inv_wait: CondVar,
     generation: u64,
+    /// Consumed Receives waiting to be reposted together.
+    recv_pending: RecvPending,
     /// Set before draining: completions must not repost.
     dying: AtomicBool,
     /// The liveness probe's work request (a zero-length RDMA Write), away
@@ -487,6 +490,75 @@ pub(crate) struct Conn<V: Events> {
     probe: LeaseCell<ProbeWr>,
     /// Written once; ib_core reads it when the probe completes.
     probe_cqe: sys::ib_cqe,
+}
+
+/// The indices of consumed Receive buffers waiting to be reposted in one
+/// chained post once `batch` have gathered: kept by the Receive CQ's
+/// handler, with no lock.
+///
+/// # Invariants
+///
+/// `pending` is reached only through `&mut` of the connection (before its
+/// CQs exist or after they are freed) and by [`recv_done`], which ib_core
+/// runs for the connection's one Receive CQ one call at a time (the CQ's
+/// work item); its `n` is at most its list's length.
+struct RecvPending {
+    pending: core::cell::UnsafeCell<Pending>,
+    batch: usize,
+}
+
+struct Pending {
+    list: KVec<usize>,
+    n: usize,
+}
+
+// SAFETY: `pending` is reached by one thread at a time (type invariant).
+unsafe impl Sync for RecvPending {}
+
+impl RecvPending {
+    const fn none() -> Self {
+        RecvPending { pending: core::cell::UnsafeCell::new(Pending { list: KVec::new(), n: 0 }), batch: 1 }
+    }
+
+    /// Room for `n` indices, reposted `batch` at a time.
+    fn new(n: usize, batch: usize) -> Result<Self> {
+        let list = KVec::from_elem(0usize, n, GFP_KERNEL)?;
+        Ok(RecvPending { pending: core::cell::UnsafeCell::new(Pending { list, n: 0 }), batch: batch.max(1) })
+    }
+
+    /// Adds `index`; true once a batch has gathered (or if there is no
+    /// room, which only a bug elsewhere causes: the caller posts at once).
+    ///
+    /// # Safety
+    ///
+    /// Called by the Receive CQ's handler (type invariant).
+    #[inline]
+    unsafe fn push(&self, index: usize) -> bool {
+        // SAFETY: the handler alone reaches `pending`, one call at a time
+        // (type invariant); no other reference to it is alive.
+        let p = unsafe { &mut *self.pending.get() };
+        match p.list.get_mut(p.n) {
+            Some(slot) => {
+                *slot = index;
+                p.n += 1;
+                p.n >= self.batch
+            }
+            None => true,
+        }
+    }
+
+    /// Takes an index back.
+    ///
+    /// # Safety
+    ///
+    /// See [`RecvPending::push`].
+    #[inline]
+    unsafe fn pop(&self) -> Option<usize> {
+        // SAFETY: see `push`.
+        let p = unsafe { &mut *self.pending.get() };
+        p.n = p.n.checked_sub(1)?;
+        p.list.get(p.n).copied()
+    }
 }
 
 /// Owns a [`Conn`]; tears it down on drop. The `Conn` is written in place
@@ -523,6 +595,7 @@ impl<V: Events> ConnBox<V> {
             inv_lock <- new_spinlock!((), "rpcrdma_rs:inv_lock"),
             inv_wait <- new_condvar!("rpcrdma_rs:inv_wait"),
             generation,
+            recv_pending: RecvPending::none(),
             dying: AtomicBool::new(false),
             probe: LeaseCell::new(ProbeWr(sys::ib_rdma_wr::default())),
             probe_cqe: sys::ib_cqe { done: Some(probe_done::<V>) },
@@ -608,7 +681,7 @@ impl<V: Events> ConnBox<V> {
         // alive, and no completion handler runs before the Receives are
         // posted at the end (the CQs do not even exist yet). The CM handler
         // reaches only `events`, which is not borrowed here.
-        let (id, objs, sends, recvs, mrs, mr_pages, send_sges) = unsafe {
+        let (id, objs, sends, recvs, mrs, mr_pages, send_sges, recv_pending) = unsafe {
             (
                 &(*raw).id,
                 &mut (*raw).objs,
@@ -617,6 +690,7 @@ impl<V: Events> ConnBox<V> {
                 &mut (*raw).mrs,
                 &mut (*raw).mr_pages,
                 &mut (*raw).send_sges,
+                &mut (*raw).recv_pending,
             )
         };
         let id = id.as_ref().ok_or(EINVAL)?;
@@ -673,6 +747,7 @@ impl<V: Events> ConnBox<V> {
             mrs.push(AtomicPtr::new(ptr::null_mut()), GFP_KERNEL)?;
         }
         *mr_pages = sizes.mr_pages;
+        *recv_pending = RecvPending::new(sizes.recv_bufs, sizes.recv_batch)?;
         if self.add_mrs(sizes.mrs)?.len() < sizes.mrs {
             return Err(ENOMEM);
         }
@@ -1268,12 +1343,14 @@ impl<V: Events> Conn<V> {
         Some(r)
     }
 
-    /// Gives a held Receive back: it is reposted like any consumed one.
+    /// Gives a held Receive back: it is reposted at once (the batch of
+    /// consumed ones belongs to the Receive CQ's handler).
     pub(crate) fn release_held(&self, h: HeldRecv) {
         let Some((buf, b)) = self.take_held(&h) else { return };
         drop(b);
-        if !self.dying.load(Ordering::Acquire) {
-            self.events.recv_idle(self, buf.index);
+        let mut one = Some(buf.index);
+        if !self.dying.load(Ordering::Acquire) && self.post_recvs(|| one.take()).is_err() {
+            self.events.work_failed(u32::MAX);
         }
     }
 
@@ -1486,8 +1563,15 @@ unsafe extern "C" fn recv_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_
         return;
     }
     drop(b);
-    if !conn.dying.load(Ordering::Acquire) {
-        conn.events.recv_idle(conn, buf.index);
+    if conn.dying.load(Ordering::Acquire) {
+        return;
+    }
+    // SAFETY: this is the Receive CQ's handler.
+    if unsafe { conn.recv_pending.push(buf.index) } {
+        // SAFETY: as above; `post_recvs` does not reach the list otherwise.
+        if conn.post_recvs(|| unsafe { conn.recv_pending.pop() }).is_err() {
+            conn.events.work_failed(u32::MAX);
+        }
     }
 }
 
