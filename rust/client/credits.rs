@@ -18,6 +18,7 @@ use super::{
     backchannel::{BC_RECEIVES, BC_SLOTS},
     class::MAX_PAYLOAD,
     conn::EpShared,
+    stats::COUNTERS,
     xprt::RdmaXprt,
 };
 
@@ -116,6 +117,10 @@ impl RdmaXprt {
             );
             return Err(errno::EPROTONOSUPPORT());
         }
+        // Two regions per request, or fewer where a test says so (debugfs
+        // `max_mrs`, as a device with few would have it).
+        let cap = usize::try_from(COUNTERS.max_mrs.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
+        let max_mrs = if cap == 0 { max_requests * 2 } else { (max_requests * 2).min(cap) };
         let qp = QpConfig {
             sizes: QpSizes {
                 send_bufs: 2 * max_requests + BC_SLOTS,
@@ -126,8 +131,8 @@ impl RdmaXprt {
                 recv_buf_size: inline_recv as usize,
                 // Enough for any one call; more are made as calls need
                 // them (`regions.rs`), up to two per request.
-                mrs: MRS_AT_CONNECT.min(max_requests * 2),
-                max_mrs: max_requests * 2,
+                mrs: MRS_AT_CONNECT.min(max_mrs),
+                max_mrs,
                 mr_pages,
                 send_wrs: 2 * (2 * max_requests + BC_SLOTS),
             },

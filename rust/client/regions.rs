@@ -25,7 +25,7 @@ use crate::kapi::{
     work::{self, DelayedWorkItem},
 };
 
-use super::{conn::Endpoint, credits::MRS_AT_CONNECT, xprt::RdmaXprt};
+use super::{conn::Endpoint, credits::MRS_AT_CONNECT, stats::COUNTERS, xprt::RdmaXprt};
 
 /// The work ID of [`RdmaXprt`]'s region maker (see [`super::liveness`]).
 pub(super) const GROW_MRS: u64 = 2;
@@ -56,6 +56,7 @@ impl DelayedWorkItem<GROW_MRS> for RdmaXprt {
             // the calls that wait.
             let back = this.slots.reclaim_kept(&ep);
             if back > 0 {
+                COUNTERS.mrs_reclaimed.fetch_add(back as u64, Ordering::Relaxed);
                 trace::mrs_refresh(|| this.xprt.addr_str(), 0, ep.conn.mrs_made() as u32);
                 this.xprt.write_space();
                 return;

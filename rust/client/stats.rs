@@ -63,9 +63,16 @@ pub(crate) struct ModuleCounters {
     pub(crate) flushed_connections: AtomicU64,
     /// What the connections count: Sends, Receive buffers, probes.
     pub(crate) verbs: VerbsCounters,
+    /// Memory regions given back to the pool by the requests that kept
+    /// them, for calls that found none (every region made).
+    pub(crate) mrs_reclaimed: AtomicU64,
     /// A test hook (debugfs `fail_local_inv`, writable): the next N
     /// LOCAL_INV posts fail as if the device had refused them.
     pub(crate) fail_local_inv: AtomicU64,
+    /// A test hook (debugfs `max_mrs`, writable): the most memory regions
+    /// a new connection may make, as a device with few would allow (0:
+    /// two per request, the default).
+    pub(crate) max_mrs: AtomicU64,
 }
 
 /// The counters of every transport of the module.
@@ -90,12 +97,14 @@ impl ModuleCounters {
             invalidate_failures: AtomicU64::new(0),
             flushed_connections: AtomicU64::new(0),
             verbs: VerbsCounters::new(),
+            mrs_reclaimed: AtomicU64::new(0),
             fail_local_inv: AtomicU64::new(0),
+            max_mrs: AtomicU64::new(0),
         }
     }
 
     /// The read-only debugfs files: name and counter.
-    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 20] {
+    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 21] {
         [
             (c_str!("mrs_registered"), &self.mrs_registered),
             (c_str!("remote_invalidations"), &self.remote_invalidations),
@@ -117,12 +126,13 @@ impl ModuleCounters {
             (c_str!("err_vers_sent"), &self.err_vers_sent),
             (c_str!("backward_replies_unsendable"), &self.backward_replies_unsendable),
             (c_str!("invalidate_failures"), &self.invalidate_failures),
+            (c_str!("mrs_reclaimed"), &self.mrs_reclaimed),
         ]
     }
 
     /// The writable debugfs files (test hooks): name and value.
-    pub(crate) fn debugfs_knobs(&'static self) -> [(&'static CStr, &'static AtomicU64); 1] {
-        [(c_str!("fail_local_inv"), &self.fail_local_inv)]
+    pub(crate) fn debugfs_knobs(&'static self) -> [(&'static CStr, &'static AtomicU64); 2] {
+        [(c_str!("fail_local_inv"), &self.fail_local_inv), (c_str!("max_mrs"), &self.max_mrs)]
     }
 
     /// Takes one injected LOCAL_INV failure, if any is left.
