@@ -141,7 +141,8 @@ pub(super) fn register_one(
     ep: &Endpoint,
     rqst: &Rqst<'_>,
     reg: &mut Registration,
-    (which, kept): (Which, Option<&KeptMr>),
+    which: Which,
+    kept: Option<&KeptMr>,
     xid: u32,
     ext: &plan::MrExtent,
 ) -> Result<v1::Segment> {
@@ -167,7 +168,7 @@ fn register_extents(
     mut put: impl FnMut(usize, v1::Segment),
 ) -> Result<usize> {
     if let Some(ext) = one {
-        put(0, register_one(ep, rqst, reg, (which, None), p.shape.xid, &ext)?);
+        put(0, register_one(ep, rqst, reg, which, None, p.shape.xid, &ext)?);
         return Ok(1);
     }
     let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
@@ -179,7 +180,7 @@ fn register_extents(
     let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)
         .map_err(|_| EIO)?;
     for (i, ext) in exts.iter().enumerate().take(n) {
-        put(i, register_one(ep, rqst, reg, (which, None), p.shape.xid, ext)?);
+        put(i, register_one(ep, rqst, reg, which, None, p.shape.xid, ext)?);
     }
     Ok(n)
 }

@@ -233,13 +233,11 @@ impl EpShared {
 impl RdmaXprt {
     /// Queues the connect worker (SUNRPC's `connect` op).
     pub(super) fn start_connect(this: ArcBorrow<'_, Self>, x: Xprt<'_>, task: &Task<'_>) {
-        // SUNRPC calls this with the task holding the send lock, so the
-        // connect lock is ours. Were it not, SUNRPC has already marked the
-        // transport CONNECTING, and only the connect worker clears that:
-        // it runs all the same, or the transport would never connect again.
+        // SUNRPC calls this with the task holding the send lock, which it
+        // hands to the connect worker. Were it not held, the worker could
+        // not run; SUNRPC has already marked the transport CONNECTING, so
+        // that is cleared here and the task tries again.
         let Some(lock) = x.lock_connect(task) else {
-            // SUNRPC calls `connect` with the task holding the lock: not
-            // reached. The connect worker cannot run without it.
             pr_warn!("{}: connect without the transport's send lock\n", x.addr_str());
             x.connect_not_started(EAGAIN);
             return;

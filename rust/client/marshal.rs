@@ -62,7 +62,7 @@ impl RdmaXprt {
     /// failure every region registered for the call is given back.
     pub(super) fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, st: &mut ReqState, kept: &KeptMr) -> Result {
         let mut reg = Registration::empty();
-        let sent = self.register_and_send(ep, rqst, (st, kept), &mut reg);
+        let sent = self.register_and_send(ep, rqst, st, kept, &mut reg);
         if sent.is_err() {
             let _ = ep.conn.release_unposted(reg);
         }
@@ -76,7 +76,8 @@ impl RdmaXprt {
         &self,
         ep: &Endpoint,
         rqst: &Rqst<'_>,
-        (st, kept): (&mut ReqState, &KeptMr),
+        st: &mut ReqState,
+        kept: &KeptMr,
         reg: &mut Registration,
     ) -> Result {
         let ReqState { reg: posted, sent, reply, segs, offered } = st;
@@ -115,13 +116,13 @@ impl RdmaXprt {
             let ddp = rqst.ddp_allowed();
             if let Some((call, rp, ext)) = plan::plan_one_mr(&snd, &rcv, ddp, thresholds, PULLUP_THRESHOLD, g) {
                 if let Some(position) = call.read_position() {
-                    let segment = register_one(ep, rqst, reg, (Which::Call, Some(kept)), xid, &ext)?;
+                    let segment = register_one(ep, rqst, reg, Which::Call, Some(kept), xid, &ext)?;
                     read_one = [v1::ReadSegment { position, segment }];
                     let lists = v1::ChunkLists { reads: &read_one, writes: &[], reply: None };
                     break 'plan (call, rp, lists, ReplyShape::Inline, 0);
                 }
                 let [first, ..] = segs;
-                *first = register_one(ep, rqst, reg, (Which::Reply, Some(kept)), xid, &ext)?;
+                *first = register_one(ep, rqst, reg, Which::Reply, Some(kept), xid, &ext)?;
                 write_list = [core::slice::from_ref(first)];
                 let lists = v1::ChunkLists { reads: &[], writes: &write_list, reply: None };
                 break 'plan (call, rp, lists, ReplyShape::WriteChunk, 1);

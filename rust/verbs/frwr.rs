@@ -165,12 +165,10 @@ impl<T: ConnHandler> Connection<T> {
         self.conn.mrs_made()
     }
 
-    /// True if every region made is in use and more may be made: a
-    /// caller that failed with `ENOBUFS` for want of one should have
-    /// [`Connection::grow_mrs`] called (from process context).
+    /// True if the pool is empty and more regions may be made (see
+    /// [`Connection::mr_pool_empty`]).
     pub(crate) fn mrs_exhausted(&self) -> bool {
-        let c = &self.conn;
-        c.mrs_made() < c.max_mrs() && c.events().free_mrs.lock().len() == 0
+        self.mrs_made() < self.max_mrs() && self.mr_pool_empty()
     }
 
     /// Makes up to `n` more regions and puts them on the free list;

@@ -526,8 +526,10 @@ impl RecvPending {
         Ok(RecvPending { pending: core::cell::UnsafeCell::new(Pending { list, n: 0 }), batch: batch.max(1) })
     }
 
-    /// Adds `index`; true once a batch has gathered (or if there is no
-    /// room, which only a bug elsewhere causes: the caller posts at once).
+    /// Adds `index`; true once a batch has gathered. With no room, which
+    /// only a bug elsewhere causes (the list holds every Receive buffer,
+    /// and a buffer is pending at most once), `index` is dropped and true
+    /// returned: the caller posts those gathered.
     ///
     /// # Safety
     ///

@@ -446,21 +446,23 @@ impl<'a> Xprt<'a> {
             Ok(()) => -(sys::EAGAIN as c_int),
             Err(e) => e.to_errno(),
         };
-        // SAFETY: valid transport.
-        unsafe { sys::rpcrdma_rs_xprt_clear_connecting(self.raw.as_ptr()) };
-        drop(lock);
-        // SAFETY: valid transport.
-        unsafe { sys::xprt_wake_pending_tasks(self.raw.as_ptr(), status) };
+        self.end_connect(Some(lock), status);
     }
 
     /// Ends a connect that could not start (no [`ConnectLock`]): clears
     /// CONNECTING and wakes waiting tasks with `status`.
     pub(crate) fn connect_not_started(&self, status: Error) {
+        self.end_connect(None, status.to_errno());
+    }
+
+    /// Clears CONNECTING, gives the send lock back if `lock` holds it, and
+    /// wakes waiting tasks with `status` (an errno).
+    fn end_connect(&self, lock: Option<ConnectLock>, status: c_int) {
         // SAFETY: valid transport.
-        unsafe {
-            sys::rpcrdma_rs_xprt_clear_connecting(self.raw.as_ptr());
-            sys::xprt_wake_pending_tasks(self.raw.as_ptr(), status.to_errno());
-        }
+        unsafe { sys::rpcrdma_rs_xprt_clear_connecting(self.raw.as_ptr()) };
+        drop(lock);
+        // SAFETY: valid transport.
+        unsafe { sys::xprt_wake_pending_tasks(self.raw.as_ptr(), status) };
     }
 
     /// Records a successful connection in the transport's statistics.
