@@ -225,6 +225,13 @@ force_disconnect() {
 # module is not loaded, or for the C baseline).
 rs_counter() { cat "/sys/kernel/debug/rpcrdma_rs/$1" 2>/dev/null || echo 0; }
 
+# rs_load_hook NAME: loads rpcrdma_rs and fails the test unless its
+# writable debugfs test hook NAME is there.
+rs_load_hook() {
+  modprobe rpcrdma_rs || fail "cannot load rpcrdma_rs"
+  [ -w "/sys/kernel/debug/rpcrdma_rs/$1" ] || fail "no $1 hook in debugfs"
+}
+
 # host_cmd CMD [SECONDS]: asks the host running the testbed for a fault only
 # QEMU can make ("link server|client on|off", see scripts/testbed.sh) and
 # prints its answer, which ends with "rc=N"; gives up after SECONDS (30).

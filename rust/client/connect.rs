@@ -27,7 +27,9 @@ use crate::{
 use super::{
     class::INIT_REEST_S,
     conn::{Endpoint, EpConfig, EpShared},
-    params, version,
+    params,
+    stats::COUNTERS,
+    version,
     xprt::RdmaXprt,
 };
 
@@ -95,7 +97,12 @@ impl RdmaXprt {
         // RFC 8797: our inline sizes, and that we handle Send With Invalidate.
         let ours = cm::PrivateData::new(inline_send, inline_recv, true);
         let pdata = ours.to_bytes();
-        conn.connect(&pdata, caps.max_qp_rd_atom.min(255) as u8)?;
+        if COUNTERS.take_stale_rejection() {
+            // A test hook: the attempt ends as a stale rejection would.
+            shared.rejected(cm::REJ_STALE_CONN, 0);
+        } else {
+            conn.connect(&pdata, caps.max_qp_rd_atom.min(255) as u8)?;
+        }
         let connect_ms = params::connect_timeout_ms();
         shared.wait(CmState::Established, connect_ms)?;
         Ok(Arc::new(Endpoint { conn }, GFP_KERNEL)?)

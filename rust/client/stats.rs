@@ -66,6 +66,10 @@ pub(crate) struct ModuleCounters {
     /// Memory regions given back to the pool by the requests that kept
     /// them, for calls that found none (every region made).
     pub(crate) mrs_reclaimed: AtomicU64,
+    /// Connection attempts the server rejected as stale (it still held an
+    /// older connection from the same queue pair number): retried, not
+    /// failed.
+    pub(crate) stale_rejections: AtomicU64,
     /// A test hook (debugfs `fail_local_inv`, writable): the next N
     /// LOCAL_INV posts fail as if the device had refused them.
     pub(crate) fail_local_inv: AtomicU64,
@@ -73,6 +77,10 @@ pub(crate) struct ModuleCounters {
     /// a new connection may make, as a device with few would allow (0:
     /// two per request, the default).
     pub(crate) max_mrs: AtomicU64,
+    /// A test hook (debugfs `reject_stale`, writable): the next N
+    /// connection attempts end, instead of connecting, as if the server
+    /// had rejected them as stale.
+    pub(crate) reject_stale: AtomicU64,
 }
 
 /// The counters of every transport of the module.
@@ -98,13 +106,15 @@ impl ModuleCounters {
             flushed_connections: AtomicU64::new(0),
             verbs: VerbsCounters::new(),
             mrs_reclaimed: AtomicU64::new(0),
+            stale_rejections: AtomicU64::new(0),
             fail_local_inv: AtomicU64::new(0),
             max_mrs: AtomicU64::new(0),
+            reject_stale: AtomicU64::new(0),
         }
     }
 
     /// The read-only debugfs files: name and counter.
-    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 21] {
+    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 22] {
         [
             (c_str!("mrs_registered"), &self.mrs_registered),
             (c_str!("remote_invalidations"), &self.remote_invalidations),
@@ -127,20 +137,34 @@ impl ModuleCounters {
             (c_str!("backward_replies_unsendable"), &self.backward_replies_unsendable),
             (c_str!("invalidate_failures"), &self.invalidate_failures),
             (c_str!("mrs_reclaimed"), &self.mrs_reclaimed),
+            (c_str!("stale_rejections"), &self.stale_rejections),
         ]
     }
 
     /// The writable debugfs files (test hooks): name and value.
-    pub(crate) fn debugfs_knobs(&'static self) -> [(&'static CStr, &'static AtomicU64); 2] {
-        [(c_str!("fail_local_inv"), &self.fail_local_inv), (c_str!("max_mrs"), &self.max_mrs)]
+    pub(crate) fn debugfs_knobs(&'static self) -> [(&'static CStr, &'static AtomicU64); 3] {
+        [
+            (c_str!("fail_local_inv"), &self.fail_local_inv),
+            (c_str!("max_mrs"), &self.max_mrs),
+            (c_str!("reject_stale"), &self.reject_stale),
+        ]
     }
 
     /// Takes one injected LOCAL_INV failure, if any is left.
     pub(super) fn take_local_inv_failure(&self) -> bool {
-        let hook = &self.fail_local_inv;
-        hook.load(Ordering::Relaxed) != 0
-            && hook.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
+        take_one(&self.fail_local_inv)
     }
+
+    /// Takes one injected stale rejection, if any is left.
+    pub(super) fn take_stale_rejection(&self) -> bool {
+        take_one(&self.reject_stale)
+    }
+}
+
+/// Takes one from the count a test hook holds; false if it holds none.
+fn take_one(hook: &AtomicU64) -> bool {
+    hook.load(Ordering::Relaxed) != 0
+        && hook.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
 }
 
 /// Transport statistics (the RDMA-specific part of the mountstats line).

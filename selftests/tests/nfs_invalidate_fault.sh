@@ -14,8 +14,7 @@ only_ours
 unload_all
 dmesg_mark
 F=/sys/kernel/debug/rpcrdma_rs
-modprobe rpcrdma_rs || fail "cannot load rpcrdma_rs"
-[ -w $F/fail_local_inv ] || fail "no fail_local_inv hook in debugfs"
+rs_load_hook fail_local_inv
 mount_rs || fail "mount failed"
 head -c $((2 << 20)) /dev/urandom > /tmp/inv.src
 want=$(md5sum < /tmp/inv.src | cut -d' ' -f1)

@@ -13,8 +13,7 @@ unload_all
 command -v fio > /dev/null || skip "fio not installed"
 dmesg_mark
 F=/sys/kernel/debug/rpcrdma_rs
-modprobe rpcrdma_rs || fail "cannot load rpcrdma_rs"
-[ -w $F/max_mrs ] || fail "no max_mrs hook in debugfs"
+rs_load_hook max_mrs
 echo 4 > $F/max_mrs
 mount_rs || fail "mount failed"
 f=$MNT/kept.dat

@@ -204,12 +204,51 @@ pub fn negotiate(local_send: u32, local_recv: u32, local_remote_invalidate: bool
     }
 }
 
+/// The InfiniBand CM's reject reason "stale connection" (IBTA reason 10,
+/// `IB_CM_REJ_STALE_CONN`): the peer still holds a connection from the
+/// requester's queue pair number (its side of an earlier connection has
+/// not yet timed out, or a new queue pair got an old one's number).
+pub const REJ_STALE_CONN: i32 = 10;
+
+/// What a rejected connection request means to the requester.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// The peer refuses: no listener, or it turned the request down.
+    Refused,
+    /// The peer still holds an older connection of ours: a condition that
+    /// passes (the next attempt comes from a new queue pair), so a reason
+    /// to try again, not a refusal.
+    Stale,
+}
+
+/// Classifies a connection rejection by the status rdma_cm reports with
+/// it (for InfiniBand and RoCE the CM's reject reason; iWARP reports a
+/// negative errno, never a stale connection).
+pub fn rejection(status: i32) -> Rejection {
+    if status == REJ_STALE_CONN {
+        Rejection::Stale
+    } else {
+        Rejection::Refused
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
     use super::super::testutil::Rng;
     use super::*;
     use std::vec::Vec;
+
+    #[test]
+    fn stale_connection_is_not_a_refusal() {
+        assert_eq!(rejection(REJ_STALE_CONN), Rejection::Stale);
+        assert_eq!(rejection(10), Rejection::Stale);
+        // Consumer-defined reject (28), invalid service ID (8), timeout
+        // (1), and iWARP's -ECONNREFUSED: refusals.
+        for s in [28, 8, 1, 0, -111, i32::MIN, i32::MAX] {
+            assert_eq!(rejection(s), Rejection::Refused, "status {s}");
+        }
+    }
 
     /// R set, send size 8 KiB (code 7), receive size 16 KiB (code 15).
     const MSG_R: [u8; 8] = [0xf6, 0xab, 0x0e, 0x18, 0x01, 0x01, 0x07, 0x0f];
