@@ -154,33 +154,6 @@ impl EpShared {
     }
 }
 
-impl EpShared {
-    /// The server rejected the connection with `status` (and `pdata_len`
-    /// bytes of private data). A stale connection (the server still holds
-    /// an older one from our queue pair's number) passes: the attempt
-    /// fails with `ENOTCONN`, which SUNRPC retries after a delay, from a
-    /// new queue pair, even for a mount's first call. Anything else is a
-    /// refusal (`ECONNREFUSED`), as the C client has it.
-    pub(super) fn rejected(&self, status: i32, pdata_len: usize) {
-        trace::reject(|| self.xprt.addr_str(), status);
-        let errno = match cm::rejection(status) {
-            cm::Rejection::Stale => {
-                COUNTERS.stale_rejections.fetch_add(1, Ordering::Relaxed);
-                pr_info!(
-                    "{}: connection rejected as stale (the server still holds an older one): trying again\n",
-                    self.xprt.addr_str()
-                );
-                errno::ENOTCONN()
-            }
-            cm::Rejection::Refused => {
-                pr_info!("connection rejected (rdma_cm status {}, {} bytes of private data)\n", status, pdata_len);
-                errno::ECONNREFUSED()
-            }
-        };
-        self.set(CmState::Failed(errno.to_errno()));
-    }
-}
-
 impl ConnHandler for EpShared {
     fn cm_event(&self, event: CmEvent<'_>) {
         match event {
