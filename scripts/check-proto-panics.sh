@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prove that the compiled protocol core (rust/proto) contains no panic call site.
+# Prove that the compiled protocol core (rust/proto), and the client's per-RPC
+# path, contain no panic call site.
 #
 #   scripts/check-proto-panics.sh             build rust/proto for the host the
 #                                             way the kernel compiles Rust, check
@@ -7,6 +8,20 @@
 #   scripts/check-proto-panics.sh module.o    check an already-built kernel object
 #                                             (e.g. rpcrdma_rs.o), only the
 #                                             functions of rpcrdma::proto
+#   scripts/check-proto-panics.sh --per-rpc module.o
+#                                             check every function of the object
+#                                             that the client's per-RPC entry
+#                                             points reach by direct calls: the
+#                                             SUNRPC callbacks of a request
+#                                             (alloc_slot, buf_alloc,
+#                                             send_request, buf_free,
+#                                             free_slot, bc_free_rqst) and the
+#                                             completion handlers of its
+#                                             connection (recv_done, send_done,
+#                                             reg_done, inv_done). The Receive
+#                                             handler runs on what the peer
+#                                             sent: a panic reachable from it
+#                                             is a peer's way to crash us.
 #
 # A panic call site is a call (or tail jump, or any relocation) to one of core's
 # panic entry points: core::panicking::* (panic, panic_fmt, panic_bounds_check,
@@ -46,7 +61,14 @@ elif command -v c++filt > /dev/null; then demangle=c++filt
 else demangle=cat; fi
 
 tmp=$(mktemp -d /tmp/check-proto-panics.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
+
+per_rpc=
+if [ "${1:-}" = --per-rpc ]; then
+  per_rpc=1
+  shift
+  [ $# = 1 ] || die "usage: $0 --per-rpc kernel-object.o"
+fi
 
 case $# in
 0)
@@ -63,11 +85,12 @@ case $# in
   ;;
 1)
   obj=$1
-  scope=proto
+  scope=${per_rpc:+rpc}
+  scope=${scope:-proto}
   [ -f "$obj" ] || die "no such object: $obj"
   ;;
 *)
-  echo "usage: $0 [kernel-object.o]" >&2
+  echo "usage: $0 [--per-rpc] [kernel-object.o]" >&2
   exit 2
   ;;
 esac
@@ -101,7 +124,33 @@ awk '
     pend = t
   }
   END { flush() }
-' "$tmp/dis" | sort -u > "$tmp/refs"
+' "$tmp/dis" | sort -u > "$tmp/refs.raw"
+
+# Functions the compiler merged (identical code, e.g. one generic's
+# instances for the client and for the verbs selftest) are one body with
+# several symbols, and objdump labels the body with only one of them: a call
+# through another names a function that seems not to exist. Each symbol is
+# mapped to the label of its address, so that such calls are followed.
+# (Addresses are per section: the key is both.)
+"$objdump" -t "$obj" > "$tmp/symtab" || die "$objdump -t failed on $obj"
+awk '
+  FILENAME == ARGV[1] {
+    if ($0 ~ /^Disassembly of section /) { sec = $4; sub(/:$/, "", sec) }
+    else if ($0 ~ /^[0-9a-f]+ <[^>]+>:$/) { l = $2; sub(/^</, "", l); sub(/>:$/, "", l); label[sec, $1] = l }
+    next
+  }
+  # address, flags, section, size, name: functions only
+  $0 ~ / F / {
+    a = $1; n = $NF; sec = $0; sub(/^.* F /, "", sec); sub(/[ \t].*$/, "", sec)
+    if (((sec, a) in label) && label[sec, a] != n) print n "\t" label[sec, a]
+  }
+' "$tmp/dis" "$tmp/symtab" > "$tmp/aliases"
+awk -F '\t' -v OFS='\t' '
+  FILENAME == ARGV[1] { alias[$1] = $2; next }
+  $1 == "E" && ($3 in alias) { $3 = alias[$3] }
+  $1 == "E" && $3 == $2 { next }
+  { print }
+' "$tmp/aliases" "$tmp/refs.raw" | sort -u > "$tmp/refs"
 
 cut -f2- "$tmp/refs" | tr '\t' '\n' | sort -u > "$tmp/syms"
 "$demangle" < "$tmp/syms" > "$tmp/demangled"
@@ -114,7 +163,10 @@ awk -F '\t' -v scope="$scope" '
     sub(/::<.*>$/, "", n)          # drop generic arguments
     sub(/^.*::/, "", n)            # last path component
     if (d ~ /^core::panicking::/) return 1
-    if (n ~ /^panic/ || n ~ /_fail(ed)?$/) return 1
+    if (n ~ /^panic/) return 1
+    # The slice index, unwrap and assert failures of core and alloc (not
+    # the *_failed handlers and trace events of the module).
+    if (d ~ /^(core|alloc)(\[[0-9a-f]+\])?::/ && n ~ /_fail(ed)?$/) return 1
     if (n == "rust_begin_unwind" || n == "rust_panic" || n == "__rust_start_panic") return 1
     return 0
   }
@@ -123,13 +175,45 @@ awk -F '\t' -v scope="$scope" '
     has[g, s] = 1; reach[g, ++nreach[g]] = s
     return 1
   }
-  function in_scope(f) {
-    return scope == "all" || f ~ /(^|[^0-9])5proto/
+  function in_scope(f,   d) {
+    if (scope == "rpc") return (f in per_rpc)
+    if (scope == "all") return 1
+    # A function of rpcrdma::proto (an inherent or trait method of one of
+    # its types, or a free function), not one merely instantiated with a
+    # proto type.
+    # (Not demangled: any symbol that names proto.)
+    d = (f in dem) ? dem[f] : f
+    if (d == f) return f ~ /(^|[^0-9])5proto/
+    return d ~ /^<?rpcrdma(\[[0-9a-f]+\])?::proto::/
+  }
+  # The per-RPC entry points, by demangled name (with or without the crate
+  # hashes c++filt prints): the instances for the client.
+  function rpc_root(d) {
+    if (d ~ /::kapi::rpc::ops::(alloc_slot|free_slot|buf_alloc|buf_free|send_request|bc_free_rqst)::<.*::client::/) return 1
+    return d ~ /::kapi::ib::conn::(recv_done|send_done|reg_done|inv_done)::<.*::client::conn::EpShared>/
   }
   FILENAME == ARGV[1] { dem[$1] = $2; next }
   $1 == "F" { defined[$2] = 1; order[++nf] = $2; next }
   $1 == "E" { nedge[$2]++; edge[$2, nedge[$2]] = $3; next }
   END {
+    # The per-RPC set: every local function the entry points reach by
+    # direct calls and jumps (the indirect calls go out to SUNRPC, ib_core).
+    if (scope == "rpc") {
+      nroots = 0; qt = 0; qh = 0
+      for (i = 1; i <= nf; i++) {
+        f = order[i]
+        if (!rpc_root((f in dem) ? dem[f] : f)) continue
+        nroots++; per_rpc[f] = 1; q[++qt] = f
+      }
+      if (nroots != 10) { print "check-proto-panics: " nroots " per-RPC entry points found, not 10 (renamed?)" > "/dev/stderr"; exit 2 }
+      while (qh < qt) {
+        f = q[++qh]
+        for (k = 1; k <= nedge[f]; k++) {
+          t = edge[f, k]
+          if (defined[t] && !(t in per_rpc)) { per_rpc[t] = 1; q[++qt] = t }
+        }
+      }
+    }
     # reach[g]: the panic symbols that a local out-of-scope function g can
     # reach through other local out-of-scope functions (a fixpoint).
     do {
@@ -168,8 +252,9 @@ awk -F '\t' -v scope="$scope" '
       name = (f in dem) ? dem[f] : f
       print name ": " out
     }
-    if (checked == 0) { print "check-proto-panics: no proto functions found in the object" > "/dev/stderr"; exit 2 }
-    if (bad > 0) { print "proto: " bad " of " checked " functions have panic call sites"; exit 1 }
-    print "proto: no panic call sites in " checked " functions"
+    what = (scope == "rpc") ? "per-RPC path" : "proto"
+    if (checked == 0) { print "check-proto-panics: no " what " functions found in the object" > "/dev/stderr"; exit 2 }
+    if (bad > 0) { print what ": " bad " of " checked " functions have panic call sites"; exit 1 }
+    print what ": no panic call sites in " checked " functions"
   }
 ' "$tmp/names" "$tmp/refs"

@@ -79,6 +79,14 @@ if bash scripts/check-proto-panics.sh rpcrdma_rs.o > "$logdir/panics.log" 2>&1; 
 else
   cat "$logdir/panics.log"; result fail "protocol core in rpcrdma_rs.o has no panic call sites"
 fi
+# Nor may the client's per-RPC path: everything a request's SUNRPC callbacks
+# and its connection's completion handlers reach, the Receive handler (which
+# runs on what the peer sent) among them.
+if bash scripts/check-proto-panics.sh --per-rpc rpcrdma_rs.o > "$logdir/panics-rpc.log" 2>&1; then
+  result pass "per-RPC path in rpcrdma_rs.o has no panic call sites ($(grep -o '[0-9]* functions' "$logdir/panics-rpc.log"))"
+else
+  cat "$logdir/panics-rpc.log"; result fail "per-RPC path in rpcrdma_rs.o has no panic call sites"
+fi
 
 # clippy over the whole module (the kernel's lint set, its MSRV included).
 # Touch the crate root so that clippy sees it even when nothing changed.
@@ -204,6 +212,14 @@ if [ "${RDMARS_KERNEL:-regular}" != debug ]; then
       result fail "rpcrdma_rs.ko builds for Debian's stock $stock_rel without warnings"
     else
       result pass "rpcrdma_rs.ko builds for Debian's stock $stock_rel with its own toolchain, without warnings"
+    fi
+    # Debian's compiler (another rustc, -O2) proves other overflows
+    # impossible than the testbed's: the same two checks on what it built.
+    if bash scripts/check-proto-panics.sh "$stock_ko" > "$logdir/stock-panics.log" 2>&1 &&
+      bash scripts/check-proto-panics.sh --per-rpc "$stock_ko" >> "$logdir/stock-panics.log" 2>&1; then
+      result pass "protocol core and per-RPC path of the $stock_rel build have no panic call sites"
+    else
+      cat "$logdir/stock-panics.log"; result fail "protocol core and per-RPC path of the $stock_rel build have no panic call sites"
     fi
     if bash scripts/stock-kernel.sh dkms > "$logdir/stock-dkms.log" 2>&1; then
       result pass "dkms builds rpcrdma_rs.ko for $stock_rel (dkms.conf)"

@@ -57,7 +57,7 @@ impl RdmaXprt {
         let len = rqst.send_len();
         let threshold = ep.shared().inline().0 as usize;
         let version = if ep.shared().is_v2() { Version::V2 } else { Version::V1 };
-        if v1::MIN_MSG_HEADER_LEN + 4 + len > threshold {
+        if len > threshold.saturating_sub(v1::MIN_MSG_HEADER_LEN + 4) {
             // A reply we cannot send ends the connection (RFC 8166 section
             // 4.5.4): the server learns at once that its call failed.
             pr_warn!("backchannel reply of {} bytes does not fit inline: closing the connection\n", len);
@@ -78,8 +78,9 @@ impl RdmaXprt {
                     v2::Direction::Reply,
                     v1::ChunkLists::NONE,
                 )?;
-                rqst.copy_call_at(0, buf.get_mut(hdr..hdr + len).ok_or(EINVAL)?)?;
-                Ok(hdr + len)
+                rqst.copy_call_at(0, buf.get_mut(hdr..).and_then(|b| b.get_mut(..len)).ok_or(EINVAL)?)?;
+                // Both lie within `buf`.
+                Ok(hdr.wrapping_add(len))
             })
         });
         match sent {

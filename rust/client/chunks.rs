@@ -229,11 +229,13 @@ pub(super) fn for_each_page<'a>(b: XdrBuf<'a>, mut f: impl FnMut(PageRef<'a>, u3
     let mut idx = page_base / PAGE_SIZE;
     let mut off = page_base % PAGE_SIZE;
     while left > 0 {
-        let len = (PAGE_SIZE - off).min(left);
+        // `off < PAGE_SIZE` and `len <= left`: nothing wraps, and the page
+        // index stays below the page count SUNRPC's lengths allow.
+        let len = PAGE_SIZE.wrapping_sub(off).min(left);
         f(b.page(idx).ok_or(EINVAL)?, off, len)?;
-        left -= len;
+        left = left.wrapping_sub(len);
         off = 0;
-        idx += 1;
+        idx = idx.wrapping_add(1);
     }
     Ok(())
 }

@@ -234,23 +234,28 @@ impl RdmaXprt {
         let nomsg = matches!(call, plan::CallPlan::LongCall { .. });
         let credits = ep.shared().max_requests.load(Ordering::Relaxed);
         ep.conn.send(reg, |out| {
-            // The transport header and what is copied right after it.
+            // The transport header and what is copied right after it. The
+            // offsets are sums of the call's lengths (a `u32`): should one
+            // wrap, the copy would refuse the range it names.
             let (copied, rest) = match call {
                 plan::CallPlan::Inline { pullup: true } => (snd.len, None),
                 // Head copied, page list mapped in place, tail copied.
                 plan::CallPlan::Inline { pullup: false } => {
-                    (snd.head.len, Some((snd.head.len + snd.page_len, snd.tail.len)))
+                    (snd.head.len, Some((snd.head.len.wrapping_add(snd.page_len), snd.tail.len)))
                 }
                 plan::CallPlan::ReadChunk { tail_skip, tail_len, .. } => {
-                    (snd.head.len, Some((snd.head.len + snd.page_len + tail_skip, tail_len)))
+                    let from = snd.head.len.wrapping_add(snd.page_len).wrapping_add(tail_skip);
+                    (snd.head.len, Some((from, tail_len)))
                 }
                 plan::CallPlan::LongCall { .. } => (0, None),
             };
             out.copy(|buf| {
                 let hdr = encode_header(buf, version, xid, credits, nomsg, v2::Direction::Call, lists)?;
                 let len = copied as usize;
-                rqst.copy_call_at(0, buf.get_mut(hdr..hdr + len).ok_or(EINVAL)?)?;
-                Ok(hdr + len)
+                let body = buf.get_mut(hdr..).and_then(|b| b.get_mut(..len)).ok_or(EINVAL)?;
+                rqst.copy_call_at(0, body)?;
+                // Both lie within `buf`.
+                Ok(hdr.wrapping_add(len))
             })?;
             if matches!(call, plan::CallPlan::Inline { pullup: false }) {
                 for_each_page(rqst.buf(Which::Call), |page, off, len| out.map_page(page, off, len))?;
@@ -309,7 +314,7 @@ fn marshalled(p: &CallShape) -> trace::Marshalled {
     let (r, w, rc) = (p.call.read_segments(), p.reply.write_chunk_segments(), p.reply.reply_chunk_segments());
     trace::Marshalled {
         version: p.version.number(),
-        hdrlen: plan::call_header_len(r, w, rc) + p.version.extra_header_len(),
+        hdrlen: plan::call_header_len(r, w, rc).saturating_add(p.version.extra_header_len()),
         xdr: (s.head.len, s.page_len, s.tail.len),
         rtype,
         wtype,

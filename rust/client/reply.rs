@@ -209,15 +209,21 @@ fn complete_write_chunk(mut rqst: ReleasedRqst, inline: &[u8], written: u32) {
     // The reply's fields before the data may be shorter than the head
     // buffer: trim it so that decoding finds the data right after them.
     let head = head_len.min(u32::try_from(inline.len()).unwrap_or(u32::MAX));
+    let (Some(before), Some(after), Some(data_end)) =
+        (inline.get(..head as usize), inline.get(head as usize..), head.checked_add(padded))
+    else {
+        return rqst.fail(EIO);
+    };
     rqst.trim_head(head);
-    let (before, after) = inline.split_at(head as usize);
-    let data_end = head + padded;
     let placed = rqst.write_at(0, before).and_then(|()| {
         if after.is_empty() {
             return Ok(());
         }
+        // `written <= padded <= written + 3`, and `head + padded` did not
+        // overflow.
         let pad = [0u8; 3];
-        rqst.write_at(head + written, &pad[..(padded - written) as usize])?;
+        let pad = pad.get(..padded.wrapping_sub(written) as usize).ok_or(EINVAL)?;
+        rqst.write_at(head.wrapping_add(written), pad)?;
         rqst.write_at(data_end, after)
     });
     match placed {

@@ -110,7 +110,9 @@ impl EpShared {
                 let Ok(n) = xchar::respond_to_request(&want, decide, &mut done, &mut rej, &mut pend) else {
                     return err(v2::ErrorBody::BadHeader);
                 };
-                let (d, r, p) = (&done[..n], &rej[..n], &pend[..n]);
+                let (Some(d), Some(r), Some(p)) = (done.get(..n), rej.get(..n), pend.get(..n)) else {
+                    return err(v2::ErrorBody::BadHeader);
+                };
                 let resp = XchOp::RespXch {
                     done: XcharSubset::from_words(d),
                     rej: XcharSubset::from_words(r),

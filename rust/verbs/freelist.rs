@@ -50,7 +50,8 @@ impl FreeList {
     pub(crate) fn push(&mut self, index: usize) {
         if let Some(slot) = self.slots.get_mut(self.top) {
             *slot = index;
-            self.top += 1;
+            // Below the list's length: the entry exists.
+            self.top = self.top.wrapping_add(1);
         }
     }
 

@@ -34,17 +34,20 @@ pub(crate) struct RecvCache {
     counters: &'static VerbsCounters,
 }
 
-/// Entries `0..n` of `bufs` hold buffers; the rest are empty.
+/// Entries `0..n` of `bufs` hold buffers; the rest are empty. `bufs` has
+/// an entry for every buffer handed out (`out` of them), so that giving
+/// them back, at a connection's teardown, never grows it.
 struct Cached {
     bufs: KVec<KVec<u8>>,
     n: usize,
+    out: usize,
 }
 
 impl RecvCache {
     /// An empty cache; buffers it allocates are counted in `counters`.
     pub(crate) fn new(counters: &'static VerbsCounters) -> impl PinInit<Self> {
         pin_init!(RecvCache {
-            bufs <- new_mutex!(Cached { bufs: KVec::new(), n: 0 }, "rpcrdma_rs:recv_cache"),
+            bufs <- new_mutex!(Cached { bufs: KVec::new(), n: 0, out: 0 }, "rpcrdma_rs:recv_cache"),
             counters,
         })
     }
@@ -54,6 +57,13 @@ impl RecvCache {
     pub(super) fn take(&self, size: usize) -> Result<KVec<u8>> {
         let cached = {
             let mut c = self.bufs.lock();
+            // Room for this buffer to come back (an empty `KVec` allocates
+            // nothing).
+            let out = c.out.checked_add(1).ok_or(ENOMEM)?;
+            while c.bufs.len() < c.n.saturating_add(out) {
+                c.bufs.push(KVec::new(), GFP_KERNEL)?;
+            }
+            c.out = out;
             match c.n.checked_sub(1) {
                 Some(last) => {
                     c.n = last;
@@ -71,21 +81,23 @@ impl RecvCache {
         }
     }
 
-    /// Takes (unmapped) buffers back. Sleeps.
+    /// Takes (unmapped) buffers back. Sleeps, but allocates nothing: it
+    /// runs where a connection goes away, which may be a request's release.
     pub(super) fn give_back(&self, bufs: impl Iterator<Item = KVec<u8>>) {
         let mut c = self.bufs.lock();
         for data in bufs {
+            c.out = c.out.saturating_sub(1);
             if data.is_empty() {
                 continue;
             }
             let n = c.n;
+            // There is an entry for it (see `Cached`); a buffer that was
+            // never handed out finds none and is freed.
             if let Some(slot) = c.bufs.get_mut(n) {
                 *slot = data;
-            } else if c.bufs.push(data, GFP_KERNEL).is_err() {
-                // The buffer is freed; the next connection allocates one.
-                continue;
+                // Below `bufs.len()`: the entry exists.
+                c.n = n.wrapping_add(1);
             }
-            c.n += 1;
         }
     }
 }

@@ -349,10 +349,12 @@ impl<P> SendRing<P> {
     /// The buffer after `i`, round the ring.
     #[inline(always)]
     fn after(&self, i: usize) -> usize {
-        if i + 1 >= self.bufs.len() {
+        // `i` is an index, far below `usize::MAX`.
+        let j = i.wrapping_add(1);
+        if j >= self.bufs.len() {
             0
         } else {
-            i + 1
+            j
         }
     }
 
@@ -361,7 +363,10 @@ impl<P> SendRing<P> {
     fn oldest(&self) -> usize {
         match self.next.checked_sub(self.outstanding) {
             Some(i) => i,
-            None => self.next + self.bufs.len() - self.outstanding,
+            // Round the ring: `outstanding <= bufs.len()` and `next <
+            // bufs.len()` (type invariant), so this neither wraps nor
+            // exceeds the ring.
+            None => self.next.wrapping_add(self.bufs.len()).wrapping_sub(self.outstanding),
         }
     }
 
@@ -372,7 +377,9 @@ impl<P> SendRing<P> {
         let oldest = self.oldest();
         let d = match index.checked_sub(oldest) {
             Some(d) => d,
-            None => index + self.bufs.len() - oldest,
+            // Round the ring; an `index` past the ring gives a `d` past
+            // `outstanding`, whatever it wrapped to.
+            None => index.wrapping_add(self.bufs.len()).wrapping_sub(oldest),
         };
         (d < self.outstanding).then_some(d)
     }
@@ -381,7 +388,7 @@ impl<P> SendRing<P> {
     /// itself), if one is idle and the send queue has room.
     #[inline(always)]
     fn next_idle(&self, need: usize) -> Option<usize> {
-        if self.outstanding >= self.bufs.len() || self.in_sq() + need > self.budget {
+        if self.outstanding >= self.bufs.len() || self.in_sq().saturating_add(need) > self.budget {
             return None;
         }
         Some(self.next)
@@ -394,9 +401,11 @@ impl<P> SendRing<P> {
     #[inline(always)]
     fn push_posted(&mut self, index: usize, need: usize, mapped: bool) -> u64 {
         self.next = self.after(index);
-        self.outstanding += 1;
+        // Neither count exceeds the ring's length: `next_idle` found a
+        // buffer that was not outstanding.
+        self.outstanding = self.outstanding.wrapping_add(1);
         self.sent_wrs = self.sent_wrs.wrapping_add(need);
-        self.mapped_outstanding += usize::from(mapped);
+        self.mapped_outstanding = self.mapped_outstanding.wrapping_add(usize::from(mapped));
         let sent_wrs = self.sent_wrs;
         match self.bufs.get_mut(index) {
             Some(b) => {
@@ -412,10 +421,11 @@ impl<P> SendRing<P> {
     /// Takes `n` send queue slots for work requests of no Send buffer
     /// (an RDMA Read or Write), if there is room.
     fn reserve(&mut self, n: usize) -> bool {
-        if self.in_sq() + n > self.budget {
+        if self.in_sq().saturating_add(n) > self.budget {
             return false;
         }
-        self.reserved_wrs += n;
+        // At most `budget` now.
+        self.reserved_wrs = self.reserved_wrs.wrapping_add(n);
         true
     }
 
@@ -542,7 +552,8 @@ impl RecvPending {
         match p.list.get_mut(p.n) {
             Some(slot) => {
                 *slot = index;
-                p.n += 1;
+                // Below the list's length: the entry exists.
+                p.n = p.n.wrapping_add(1);
                 p.n >= self.batch
             }
             None => true,
@@ -972,7 +983,8 @@ impl<V: Events> Conn<V> {
         if reg.0.n > 0 && reg.0.generation != self.generation {
             return Err(EINVAL);
         }
-        let need = reg.0.n + 1;
+        // At most `MAX_MRS` registrations, and the Send.
+        let need = reg.0.n.wrapping_add(1);
         // Taking the next buffer, filling it and posting it happen under
         // one hold of the lock, so the ring has the queue pair's order (see
         // `SendRing`). A Send that is not posted leaves the ring as it was.
@@ -1093,7 +1105,9 @@ impl<V: Events> Conn<V> {
         // Already reclaimed by a later signalled completion, if not
         // outstanding (a flushed unsignalled Send reports itself too).
         let Some(before) = r.outstanding_at(index) else { return 0 };
-        let n = before + 1;
+        // `before < outstanding <= bufs.len()`: neither this nor the
+        // counts taken back below can wrap.
+        let n = before.wrapping_add(1);
         // Only Sends that mapped pages have anything to give back here; the
         // others' buffers are taken back when they are used next.
         let mut mapped = false;
@@ -1102,7 +1116,7 @@ impl<V: Events> Conn<V> {
             for _ in 0..n {
                 if let Some(s) = r.bufs.get_mut(i).filter(|s| s.mapped) {
                     s.mapped = false;
-                    r.mapped_outstanding -= 1;
+                    r.mapped_outstanding = r.mapped_outstanding.wrapping_sub(1);
                     if let Some(buf) = self.sends.get(i) {
                         // SAFETY: a completion of `index` proves every Send
                         // posted before it done too (the queue pair
@@ -1118,7 +1132,7 @@ impl<V: Events> Conn<V> {
         // The slots of every Send through `index`'s come back at once.
         r.reclaimed_wrs = r.bufs.get(index).map_or(r.sent_wrs, |b| b.wrs_end);
         // INVARIANT: the `n` oldest outstanding buffers are idle again.
-        r.outstanding -= n;
+        r.outstanding = r.outstanding.wrapping_sub(n);
         drop(r);
         if mapped {
             self.send_wait.notify_all();
@@ -1166,7 +1180,8 @@ impl<V: Events> Conn<V> {
             return Err(errno::ENOTCONN());
         }
         let held = &mut reg.0;
-        if held.n >= MAX_MRS || (held.n > 0 && held.generation != self.generation) {
+        let at = held.n;
+        if at >= MAX_MRS || (at > 0 && held.generation != self.generation) {
             return Err(EINVAL);
         }
         let mr = self.mr(index).ok_or(EINVAL)?;
@@ -1180,11 +1195,12 @@ impl<V: Events> Conn<V> {
         trace::mr_map(xid, mr.index.into(), n as i32, seg.handle, seg.length, seg.offset, u32::from(!to_device));
         // The region now belongs to `reg`, until invalidated or released.
         m.hand_off();
-        if held.n == 0 {
+        if at == 0 {
             held.generation = self.generation;
         }
-        held.mrs[held.n] = mr.index;
-        held.n += 1;
+        // `at` is below `MAX_MRS`, checked above.
+        held.mrs[at] = mr.index;
+        held.n = at.wrapping_add(1);
         Ok(seg)
     }
 
@@ -1255,7 +1271,7 @@ impl<V: Events> Conn<V> {
         }
         let mut chain: *mut sys::ib_send_wr = ptr::null_mut();
         let mut last: Option<&FrMr> = None;
-        let mut local = 0;
+        let mut local: usize = 0;
         let mut remote_seen = false;
         for &i in held.held().iter().rev() {
             let Some((mr, mut m)) = self.take_back_mr(i) else { continue };
@@ -1279,7 +1295,8 @@ impl<V: Events> Conn<V> {
             if last.is_none() {
                 last = Some(mr);
             }
-            local += 1;
+            // One per region `reg` holds: at most `MAX_MRS`.
+            local = local.wrapping_add(1);
         }
         let mut broken = false;
         let mut post_failed = false;

@@ -282,11 +282,14 @@ impl SendWriter<'_> {
         if len == 0 {
             return Ok(());
         }
-        let addr = self.dma + self.used as u64;
-        self.used += len;
+        // None of these wraps: `used + len` is at most the buffer's length
+        // (a `u32`, the Send's size), and the buffer is mapped whole at
+        // `dma`.
+        let addr = self.dma.wrapping_add(self.used as u64);
+        self.used = self.used.wrapping_add(len);
         if self.last_copied {
             if let Some(prev) = self.n.checked_sub(1).and_then(|i| self.sges.get_mut(i)) {
-                prev.length += len as u32;
+                prev.length = prev.length.wrapping_add(len as u32);
                 return Ok(());
             }
         }
@@ -305,7 +308,8 @@ impl SendWriter<'_> {
         if !in_page(offset, len) {
             return Err(EINVAL);
         }
-        if self.n >= self.max_sge || self.pages.n >= MAX_SEND_SGES {
+        let i = self.pages.n;
+        if self.n >= self.max_sge || i >= MAX_SEND_SGES {
             return Err(EINVAL);
         }
         let device = self.device.as_ptr();
@@ -320,10 +324,11 @@ impl SendWriter<'_> {
         if unsafe { sys::rpcrdma_rs_dma_mapping_error(device, dma) } != 0 {
             return Err(EIO);
         }
-        let i = self.pages.n;
+        // `i` is below `MAX_SEND_SGES`, checked above: no index fails, no
+        // count wraps.
         self.pages.dma[i] = dma;
         self.pages.len[i] = len;
-        self.pages.n += 1;
+        self.pages.n = i.wrapping_add(1);
         self.push(sys::ib_sge { addr: dma, length: len, lkey: self.lkey })?;
         self.last_copied = false;
         Ok(())
@@ -334,7 +339,8 @@ impl SendWriter<'_> {
             return Err(EINVAL);
         }
         *self.sges.get_mut(self.n).ok_or(EINVAL)? = sge;
-        self.n += 1;
+        // Below `MAX_SEND_SGES`: the entry exists.
+        self.n = self.n.wrapping_add(1);
         Ok(())
     }
 }

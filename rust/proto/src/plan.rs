@@ -346,7 +346,8 @@ impl Regions {
         }
         if let Some(slot) = self.items.get_mut(self.count) {
             *slot = r;
-            self.count += 1;
+            // Below the array's length: the entry exists.
+            self.count = self.count.wrapping_add(1);
         }
     }
 

@@ -169,7 +169,9 @@ impl MarshalCounts {
             ReplyPlan::Inline => {}
             ReplyPlan::WriteChunk { len, pad_segment, .. } => {
                 c.write_segments = u64::from(reply.write_chunk_segments().unwrap_or(0));
-                c.rdma_request_bytes = u64::from(len) + if pad_segment { u64::from(WRITE_PAD_LEN) } else { 0 };
+                // Two `u32`s: their sum cannot wrap a `u64`.
+                let pad = if pad_segment { u64::from(WRITE_PAD_LEN) } else { 0 };
+                c.rdma_request_bytes = u64::from(len).wrapping_add(pad);
             }
             ReplyPlan::ReplyChunk { len, segments } => {
                 c.reply_segments = u64::from(segments);
@@ -216,7 +218,8 @@ impl MarshalCounts {
     /// [`MarshalCounts::pullup_bytes`]).
     #[inline]
     pub fn pulled_up(snd: &XdrBufDesc) -> u64 {
-        u64::from(snd.page_len) + u64::from(snd.tail.len)
+        // Two `u32`s: their sum cannot wrap a `u64`.
+        u64::from(snd.page_len).wrapping_add(u64::from(snd.tail.len))
     }
 }
 
