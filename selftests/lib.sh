@@ -115,6 +115,17 @@ dump_stuck() {
   sleep 1
   diag "blocked tasks:"
   dmesg | tail -n +"$((m + 1))" | grep -vE '^\[ *[0-9.]+\] *(\?|R[A-Z0-9]+:)' | head -120 | sed 's/^/#   /'
+  # sysrq-w shows only uninterruptible sleepers: a worker waiting
+  # interruptibly inside SUNRPC or a transport (an rpciod task stuck in a
+  # send) shows here instead.
+  diag "tasks sleeping in SUNRPC or RDMA code:"
+  local p st
+  for p in /proc/[0-9]*; do
+    st=$(cat "$p/stack" 2>/dev/null) || continue
+    grep -qE 'rpcrdma|sunrpc|rpc_|xprt_|ib_|rdma_' <<< "$st" || continue
+    echo "$(cat "$p/comm" 2>/dev/null) (${p#/proc/}):"
+    head -12 <<< "$st"
+  done 2>/dev/null | head -120 | sed 's/^/#   /'
   diag "the server's side:"
   server_cmd server-state 30 2>&1 | head -160 | sed 's/^/#   /'
 }
