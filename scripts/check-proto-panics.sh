@@ -180,8 +180,7 @@ awk -F '\t' -v scope="$scope" '
     if (scope == "all") return 1
     # A function of rpcrdma::proto (an inherent or trait method of one of
     # its types, or a free function), not one merely instantiated with a
-    # proto type.
-    # (Not demangled: any symbol that names proto.)
+    # proto type. (Not demangled: any symbol that names proto.)
     d = (f in dem) ? dem[f] : f
     if (d == f) return f ~ /(^|[^0-9])5proto/
     return d ~ /^<?rpcrdma(\[[0-9a-f]+\])?::proto::/

@@ -23,7 +23,7 @@ use crate::{
 
 use super::{
     conn::EpShared,
-    marshal::{encode_header, wait_for_space},
+    marshal::{copy_call_after, encode_header, wait_for_space},
     stats::COUNTERS,
     xprt::RdmaXprt,
 };
@@ -78,9 +78,7 @@ impl RdmaXprt {
                     v2::Direction::Reply,
                     v1::ChunkLists::NONE,
                 )?;
-                rqst.copy_call_at(0, buf.get_mut(hdr..).and_then(|b| b.get_mut(..len)).ok_or(EINVAL)?)?;
-                // Both lie within `buf`.
-                Ok(hdr.wrapping_add(len))
+                copy_call_after(rqst, buf, hdr, len)
             })
         });
         match sent {

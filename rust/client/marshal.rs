@@ -251,11 +251,7 @@ impl RdmaXprt {
             };
             out.copy(|buf| {
                 let hdr = encode_header(buf, version, xid, credits, nomsg, v2::Direction::Call, lists)?;
-                let len = copied as usize;
-                let body = buf.get_mut(hdr..).and_then(|b| b.get_mut(..len)).ok_or(EINVAL)?;
-                rqst.copy_call_at(0, body)?;
-                // Both lie within `buf`.
-                Ok(hdr.wrapping_add(len))
+                copy_call_after(rqst, buf, hdr, copied as usize)
             })?;
             if matches!(call, plan::CallPlan::Inline { pullup: false }) {
                 for_each_page(rqst.buf(Which::Call), |page, off, len| out.map_page(page, off, len))?;
@@ -346,6 +342,17 @@ pub(super) fn encode_header(
             v2::Header { xid, credit: credits, body }.encode(buf).map_err(|_| EINVAL)
         }
     }
+}
+
+/// Copies the first `len` bytes of `rqst`'s call into `buf` after the
+/// `hdr` bytes of transport header already there; returns the bytes of
+/// `buf` now used. Inlined into each Send's fill.
+#[inline(always)]
+pub(super) fn copy_call_after(rqst: &Rqst<'_>, buf: &mut [u8], hdr: usize, len: usize) -> Result<usize> {
+    let body = buf.get_mut(hdr..).and_then(|b| b.get_mut(..len)).ok_or(EINVAL)?;
+    rqst.copy_call_at(0, body)?;
+    // Both lie within `buf`.
+    Ok(hdr.wrapping_add(len))
 }
 
 /// Makes the task wait for Send buffers or memory regions after a send
