@@ -33,7 +33,7 @@ pub(crate) use crate::kapi::ib::{
     PostedRegistration, Received, Registered, Registration, RwDir, SendDone, SendWriter, SgWriter, MAX_MRS,
     MAX_SEND_SGES,
 };
-pub(crate) use endpoint::{Connection, Live};
+pub(crate) use endpoint::{Connection, Live, ReleaseEpoch};
 pub(crate) use freelist::FreeList;
 pub(crate) use frwr::KeptMr;
 pub(crate) use recv::RecvCache;

@@ -89,7 +89,7 @@ impl RdmaXprt {
                 Ok(())
             }
             Err(e) if e == errno::ENOBUFS() => {
-                wait_for_space(x, ep, epoch);
+                wait_for_space(x, ep, &epoch);
                 Err(EAGAIN)
             }
             Err(_) => {

@@ -75,12 +75,19 @@ impl RdmaXprt {
         // device allows (an unaligned one takes two). Its scatterlist is
         // then exactly 8 KiB: one more page would put every region's list
         // in a 16 KiB allocation.
-        let mr_pages = caps.max_fast_reg_pages.min(MAX_PAYLOAD / PAGE_SIZE);
+        // Fewer where a test says so (debugfs `mr_pages`, as a device with
+        // short page lists would have it).
+        let device_pages = match u32::try_from(COUNTERS.mr_pages.load(Ordering::Relaxed)) {
+            Ok(0) => caps.max_fast_reg_pages,
+            Ok(cap) => caps.max_fast_reg_pages.min(cap),
+            Err(_) => caps.max_fast_reg_pages,
+        };
+        let mr_pages = device_pages.min(MAX_PAYLOAD / PAGE_SIZE);
         if (MAX_PAYLOAD / PAGE_SIZE).div_ceil(mr_pages) as usize > verbs::MAX_MRS - 2 {
             pr_err!(
                 "device {} registers at most {} pages at once: too few to carry 1 MiB I/O\n",
                 conn.device_name().unwrap_or(c_str!("?")),
-                caps.max_fast_reg_pages
+                device_pages
             );
             return Err(ENOMEM);
         }

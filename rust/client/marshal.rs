@@ -7,7 +7,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use crate::verbs::{KeptMr, PagesInFlight, PostedRegistration, Registration, SendFailed};
+use crate::verbs::{KeptMr, PagesInFlight, PostedRegistration, Registration, ReleaseEpoch, SendFailed};
 use crate::{
     kapi::{
         errno,
@@ -59,12 +59,20 @@ impl RdmaXprt {
     /// Builds the transport header (registering chunks as the plan says)
     /// and sends the call. Records in `st` the regions posted, the pages
     /// the Send may still be reading and how the reply will arrive. On
-    /// failure every region registered for the call is given back.
-    pub(super) fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, st: &mut ReqState, kept: &KeptMr) -> Result {
+    /// failure every region registered for the call is given back, as
+    /// releases of the caller's own in `epoch` (its reading from before).
+    pub(super) fn marshal(
+        &self,
+        ep: &Endpoint,
+        rqst: &Rqst<'_>,
+        st: &mut ReqState,
+        kept: &KeptMr,
+        epoch: &mut ReleaseEpoch,
+    ) -> Result {
         let mut reg = Registration::empty();
         let sent = self.register_and_send(ep, rqst, st, kept, &mut reg);
         if sent.is_err() {
-            let _ = ep.conn.release_unposted(reg);
+            let _ = ep.conn.release_unposted(reg, epoch);
         }
         sent
     }
@@ -358,9 +366,11 @@ pub(super) fn copy_call_after(rqst: &Rqst<'_>, buf: &mut [u8], hdr: usize, len: 
 /// Makes the task wait for Send buffers or memory regions after a send
 /// failed for want of them, without losing a release that raced with the
 /// failure (see [`Connection::release_epoch`]).
-pub(super) fn wait_for_space(x: Xprt<'_>, ep: &Endpoint, epoch: u64) {
+///
+/// [`Connection::release_epoch`]: crate::verbs::Connection::release_epoch
+pub(super) fn wait_for_space(x: Xprt<'_>, ep: &Endpoint, epoch: &ReleaseEpoch) {
     x.wait_for_buffer_space();
-    if ep.conn.release_epoch() != epoch {
+    if ep.conn.released_since(epoch) {
         x.write_space();
     }
 }
@@ -418,9 +428,9 @@ impl RdmaXprt {
             let _ = ep.conn.wait_sent(sent);
             st = slot.state().lock();
         }
-        let epoch = ep.conn.release_epoch();
+        let mut epoch = ep.conn.release_epoch();
         rqst.stamp_xmit();
-        match this.marshal(ep, rqst, &mut st, slot.kept()) {
+        match this.marshal(ep, rqst, &mut st, slot.kept(), &mut epoch) {
             Ok(()) => {
                 let holds = st.holds_anything();
                 slot.set_holds(&mut st, holds);
@@ -432,7 +442,7 @@ impl RdmaXprt {
                     // Out of Send buffers or memory regions: wait for some
                     // (and have regions made, if that is what is missing).
                     this.stats.empty_sendctx_q.fetch_add(1, Ordering::Relaxed);
-                    wait_for_space(x, ep, epoch);
+                    wait_for_space(x, ep, &epoch);
                     RdmaXprt::grow_mrs_later(this.arc(), ep);
                     return Err(EAGAIN);
                 }

@@ -34,7 +34,7 @@ impl RdmaXprt {
     /// Has more regions made (or the kept ones reclaimed) if a call
     /// failed for want of one.
     pub(super) fn grow_mrs_later(this: ArcBorrow<'_, Self>, ep: &Endpoint) {
-        if ep.conn.mr_pool_empty() && !this.dying.load(Ordering::SeqCst) {
+        if !this.dying.load(Ordering::SeqCst) && ep.conn.take_mrs_wanted() {
             // Already queued: that one does the job.
             drop(work::enqueue::<_, GROW_MRS>(this.into(), 0));
         }

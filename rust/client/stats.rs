@@ -77,6 +77,11 @@ pub(crate) struct ModuleCounters {
     /// a new connection may make, as a device with few would allow (0:
     /// two per request, the default).
     pub(crate) max_mrs: AtomicU64,
+    /// A test hook (debugfs `mr_pages`, writable): the most pages one
+    /// memory region of a new connection covers, as a device with short
+    /// page lists would allow (0: as many as the device allows, up to a
+    /// whole payload). Connecting fails below what 1 MiB I/O needs.
+    pub(crate) mr_pages: AtomicU64,
     /// A test hook (debugfs `reject_stale`, writable): the next N
     /// connection attempts end, instead of connecting, as if the server
     /// had rejected them as stale.
@@ -109,6 +114,7 @@ impl ModuleCounters {
             stale_rejections: AtomicU64::new(0),
             fail_local_inv: AtomicU64::new(0),
             max_mrs: AtomicU64::new(0),
+            mr_pages: AtomicU64::new(0),
             reject_stale: AtomicU64::new(0),
         }
     }
@@ -142,10 +148,11 @@ impl ModuleCounters {
     }
 
     /// The writable debugfs files (test hooks): name and value.
-    pub(crate) fn debugfs_knobs(&'static self) -> [(&'static CStr, &'static AtomicU64); 3] {
+    pub(crate) fn debugfs_knobs(&'static self) -> [(&'static CStr, &'static AtomicU64); 4] {
         [
             (c_str!("fail_local_inv"), &self.fail_local_inv),
             (c_str!("max_mrs"), &self.max_mrs),
+            (c_str!("mr_pages"), &self.mr_pages),
             (c_str!("reject_stale"), &self.reject_stale),
         ]
     }

@@ -4,7 +4,7 @@
 //! up, connecting, and what its events do before they reach the
 //! [`ConnHandler`].
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use kernel::{
     error::Result,
@@ -51,6 +51,9 @@ pub(crate) struct EpState<T: ConnHandler> {
     /// Bumped whenever Send buffers or memory regions are given back; see
     /// [`Connection::release_epoch`].
     released: AtomicU64,
+    /// A registration found no region idle since this was last taken
+    /// ([`Connection::take_mrs_wanted`]).
+    pub(super) mrs_wanted: AtomicBool,
     /// Receives completed successfully; written only by the receive CQ's
     /// handler, which never runs twice at once.
     receives: AtomicU64,
@@ -65,6 +68,7 @@ impl<T: ConnHandler> EpState<T> {
             free_mrs <- new_spinlock!(free_mrs, "rpcrdma_rs:free_mrs"),
             recv_cache: cache,
             released: AtomicU64::new(0),
+            mrs_wanted: AtomicBool::new(false),
             receives: AtomicU64::new(0),
         })
     }
@@ -129,6 +133,20 @@ impl<T: ConnHandler> Events for EpState<T> {
 
     fn recv_buffers_freed(&self, bufs: impl Iterator<Item = KVec<u8>>) {
         self.recv_cache.give_back(bufs);
+    }
+}
+
+/// A reading of a connection's release count
+/// ([`Connection::release_epoch`]). Each release on the connection adds
+/// one to its count; a reading is the count when it was taken plus the
+/// releases its holder made since, so that the holder's own releases
+/// never look like somebody else's.
+pub(crate) struct ReleaseEpoch(u64);
+
+impl ReleaseEpoch {
+    /// Counts `n` releases the holder made itself.
+    pub(super) fn own(&mut self, n: u64) {
+        self.0 = self.0.wrapping_add(n);
     }
 }
 
@@ -248,17 +266,27 @@ impl<T: ConnHandler> Connection<T> {
         self.conn.events().receives.load(Ordering::Relaxed)
     }
 
-    /// A count of resource releases (Send buffers, memory regions).
+    /// A reading of the count of resource releases (Send buffers, memory
+    /// regions), taken before trying to send.
     ///
     /// Closes the lost-wakeup window of "no buffer, wait for space": read
     /// it before trying to send; after a failure with `ENOBUFS`, mark the
-    /// transport as waiting (`xprt_wait_for_buffer_space`), then read it
-    /// again. If it moved, something was released after the attempt and
-    /// its wake-up may have found no waiter: retry at once. If it did not,
-    /// every later release sees the waiting mark and wakes the task.
-    pub(crate) fn release_epoch(&self) -> u64 {
+    /// transport as waiting (`xprt_wait_for_buffer_space`), then ask
+    /// [`Connection::released_since`]. If something was released after
+    /// the reading, its wake-up may have found no waiter: retry at once.
+    /// If not, every later release sees the waiting mark and wakes the
+    /// task. What the attempt itself gave back
+    /// ([`Connection::release_unposted`]) moves the reading with it: a
+    /// caller retrying for its own releases would retry for ever.
+    pub(crate) fn release_epoch(&self) -> ReleaseEpoch {
         core::sync::atomic::fence(Ordering::SeqCst);
-        self.conn.events().released.load(Ordering::Relaxed)
+        ReleaseEpoch(self.conn.events().released.load(Ordering::Relaxed))
+    }
+
+    /// True if resources were released on this connection since `epoch`
+    /// was read, other than by the reader itself.
+    pub(crate) fn released_since(&self, epoch: &ReleaseEpoch) -> bool {
+        self.release_epoch().0 != epoch.0
     }
 }
 

@@ -9,7 +9,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::error::Result;
 
 use super::{
-    endpoint::{Connection, EpState, Live},
+    endpoint::{Connection, EpState, Live, ReleaseEpoch},
     ConnHandler, Invalidated, PostedRegistration, Registered, Registration, SgWriter,
 };
 use crate::kapi::{errno, ib::Conn};
@@ -129,7 +129,13 @@ impl<T: ConnHandler> Connection<T> {
         let st = self.conn.events();
         let index = match kept.and_then(|k| k.take(self.conn.generation())) {
             Some(i) => i,
-            None => st.free_mrs.lock().pop().ok_or_else(errno::ENOBUFS)?,
+            None => match st.free_mrs.lock().pop() {
+                Some(i) => i,
+                None => {
+                    st.mrs_wanted.store(true, Ordering::Relaxed);
+                    return Err(errno::ENOBUFS());
+                }
+            },
         };
         self.conn.register(reg, index, to_device, xid, fill).inspect_err(|_| st.pool_mr(index))
     }
@@ -147,10 +153,18 @@ impl<T: ConnHandler> Connection<T> {
         }
     }
 
-    /// True if no region is idle in the pool: a call that failed with
-    /// `ENOBUFS` for want of one should have regions made
-    /// ([`Connection::grow_mrs`]) or, when no more may be made, the kept
-    /// ones reclaimed ([`Connection::reclaim_kept`]), from process context.
+    /// True if a registration found no region idle since the last call:
+    /// regions are to be made ([`Connection::grow_mrs`]) or, when no more
+    /// may be made, the kept ones reclaimed ([`Connection::reclaim_kept`]),
+    /// from process context. Asking the pool itself after the failed call
+    /// gave back what it had registered would not do: a call of two
+    /// regions that got one finds one idle again, and waits for ever.
+    pub(crate) fn take_mrs_wanted(&self) -> bool {
+        let wanted = &self.conn.events().mrs_wanted;
+        wanted.load(Ordering::Relaxed) && wanted.swap(false, Ordering::Relaxed)
+    }
+
+    /// True if no region is idle in the pool.
     pub(crate) fn mr_pool_empty(&self) -> bool {
         self.conn.events().free_mrs.lock().len() == 0
     }
@@ -188,10 +202,14 @@ impl<T: ConnHandler> Connection<T> {
     }
 
     /// Gives back the regions of a token whose REG_MR requests were never
-    /// posted (the call was not sent).
-    pub(crate) fn release_unposted(&self, reg: Registration) -> Invalidated {
+    /// posted (the call was not sent); `epoch`, the caller's reading from
+    /// before it registered them, counts them as its own releases.
+    pub(crate) fn release_unposted(&self, reg: Registration, epoch: &mut ReleaseEpoch) -> Invalidated {
         let st = self.conn.events();
-        self.conn.release_unposted(reg, |i| st.pool_mr(i))
+        self.conn.release_unposted(reg, |i| {
+            st.pool_mr(i);
+            epoch.own(1);
+        })
     }
 
     /// Invalidates the regions of `reg` and takes them back; see

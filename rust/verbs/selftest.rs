@@ -7,7 +7,10 @@
 //! 1. a listener accepts a connection from an active endpoint on the same
 //!    address ([`Listener`], [`Connection::accept`]);
 //! 2. the active side registers two pages (one the peer may write, one it
-//!    may read) and sends their segments;
+//!    may read) and sends their segments; the second registration finds
+//!    no region idle and asks for more ([`Connection::take_mrs_wanted`]),
+//!    and a region registered and given back unposted is the caller's own
+//!    release, which does not make it retry ([`Connection::released_since`]);
 //! 3. the passive side holds that Receive ([`Received::hold`]), reads the
 //!    segments from it, RDMA-Writes a pattern into the first page and
 //!    RDMA-Reads the second ([`Connection::rdma_rw`]), releases the held
@@ -301,6 +304,10 @@ fn second_region(cli: &Connection<Side>, reg: &mut Registration, page: &OwnedPag
         Err(e) if e == errno::ENOBUFS() => {}
         _ => return Err(EIO),
     }
+    // The failure asks for regions, once.
+    if !cli.take_mrs_wanted() || cli.take_mrs_wanted() {
+        return Err(EIO);
+    }
     if !cli.mrs_exhausted() || cli.grow_mrs(4)? != 1 || cli.mrs_exhausted() {
         return Err(EIO);
     }
@@ -321,19 +328,28 @@ fn exchange(
     let wpage = OwnedPage::new()?;
     let rpage = OwnedPage::new()?;
     rpage.write(0, &pattern(0xa5))?;
+    // A region registered and given back unposted: the caller's own
+    // release, which its reading of the release count takes in.
+    let mut epoch = cli.release_epoch();
+    let mut reg = Registration::empty();
+    cli.register(&mut reg, false, 1, |sg| sg.push(wpage.page_ref(), LEN as u32, 0))?;
+    let _ = cli.release_unposted(reg, &mut epoch);
+    if cli.released_since(&epoch) {
+        return step_ok("own releases", Err(EIO));
+    }
     let mut reg = Registration::empty();
     let w = cli.register(&mut reg, false, 1, |sg| sg.push(wpage.page_ref(), LEN as u32, 0))?;
     let r = match second_region(cli, &mut reg, &rpage) {
         Ok(r) => r,
         Err(e) => {
-            let _ = cli.release_unposted(reg);
+            let _ = cli.release_unposted(reg, &mut epoch);
             return step_ok("make a region on demand", Err(e));
         }
     };
     let (posted, sent) = match cli.send(reg, |out| out.copy(|buf| encode(buf, [&w, &r]))) {
         Ok(p) => p,
         Err(f) => {
-            let _ = cli.release_unposted(f.reg);
+            let _ = cli.release_unposted(f.reg, &mut epoch);
             return step_ok("send segments", Err(f.err));
         }
     };
