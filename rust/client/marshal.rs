@@ -114,10 +114,23 @@ impl RdmaXprt {
         let read_one;
         let mut read_segs;
         let write_list: [&[v1::Segment]; 1];
+        if let Some((call, rp)) = plan::plan_small(&snd, reply_len, inline_send, inline_recv, PULLUP_THRESHOLD) {
+            // The call copied whole after an RDMA_MSG header without chunk
+            // lists: no registration token to carry or record (`posted`
+            // holds nothing, see `send_call`).
+            let credits = shared.max_requests.load(Ordering::Relaxed);
+            *sent = ep.conn.send_unregistered(|out| {
+                out.copy(|buf| {
+                    let lists = v1::ChunkLists::NONE;
+                    let hdr = encode_header(buf, version, xid, credits, false, v2::Direction::Call, lists)?;
+                    copy_call_after(rqst, buf, hdr, snd.len as usize)
+                })
+            })?;
+            self.count_call(&call, &rp, &snd, 0);
+            trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd, call, reply: rp }));
+            return Ok(());
+        }
         let (call, rp, lists, reply_shape, nw) = 'plan: {
-            if let Some((call, rp)) = plan::plan_small(&snd, reply_len, inline_send, inline_recv, PULLUP_THRESHOLD) {
-                break 'plan (call, rp, v1::ChunkLists::NONE, ReplyShape::Inline, 0);
-            }
             let rcv = desc(rqst.buf(Which::Reply), Which::Reply);
             let thresholds = (inline_send, inline_recv);
             let g = plan::Geometry { page_size: PAGE_SIZE, max_pages: shared.mr_pages.load(Ordering::Relaxed) };
@@ -275,7 +288,9 @@ impl RdmaXprt {
     }
 
     /// Accounts a call planned as `call` and `reply` (its buffer `snd`)
-    /// that went out with `registered` regions.
+    /// that went out with `registered` regions. Inlined into each of its
+    /// two callers, where the plans are mostly known.
+    #[inline(always)]
     fn count_call(&self, call: &plan::CallPlan, reply: &plan::ReplyPlan, snd: &plan::XdrBufDesc, registered: usize) {
         // A counter moves only when there is something to add: an atomic
         // add of zero still costs a locked instruction per RPC.
