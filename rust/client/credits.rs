@@ -77,11 +77,8 @@ impl RdmaXprt {
         // in a 16 KiB allocation.
         // Fewer where a test says so (debugfs `mr_pages`, as a device with
         // short page lists would have it).
-        let device_pages = match u32::try_from(COUNTERS.mr_pages.load(Ordering::Relaxed)) {
-            Ok(0) => caps.max_fast_reg_pages,
-            Ok(cap) => caps.max_fast_reg_pages.min(cap),
-            Err(_) => caps.max_fast_reg_pages,
-        };
+        let cap = u32::try_from(COUNTERS.mr_pages.load(Ordering::Relaxed)).unwrap_or(u32::MAX);
+        let device_pages = if cap == 0 { caps.max_fast_reg_pages } else { caps.max_fast_reg_pages.min(cap) };
         let mr_pages = device_pages.min(MAX_PAYLOAD / PAGE_SIZE);
         if (MAX_PAYLOAD / PAGE_SIZE).div_ceil(mr_pages) as usize > verbs::MAX_MRS - 2 {
             pr_err!(

@@ -117,7 +117,9 @@ impl RdmaXprt {
         if let Some((call, rp)) = plan::plan_small(&snd, reply_len, inline_send, inline_recv, PULLUP_THRESHOLD) {
             // The call copied whole after an RDMA_MSG header without chunk
             // lists: no registration token to carry or record (`posted`
-            // holds nothing, see `send_call`).
+            // holds nothing, see `send_call`). The fill is this path's own,
+            // not `post`'s: one closure used from both would take
+            // `SendWriter::copy` out of line (benchmarks.rst).
             let credits = shared.max_requests.load(Ordering::Relaxed);
             *sent = ep.conn.send_unregistered(|out| {
                 out.copy(|buf| {
