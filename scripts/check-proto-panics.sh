@@ -22,6 +22,26 @@
 #                                             handler runs on what the peer
 #                                             sent: a panic reachable from it
 #                                             is a peer's way to crash us.
+#   scripts/check-proto-panics.sh --objtool module.o
+#                                             check every function of the object:
+#                                             each panic entry point it calls or
+#                                             jumps to must be one that objtool
+#                                             (6.12 and 7.x) knows never returns.
+#                                             objtool matches Rust's noreturn
+#                                             functions by name, from a list
+#                                             (is_rust_noreturn in
+#                                             tools/objtool/check.c); a call to
+#                                             one it does not know, such as
+#                                             core's panic_const_div_by_zero,
+#                                             is fine in the middle of a
+#                                             function but makes objtool warn
+#                                             "falls through to next function"
+#                                             where the compiler places it
+#                                             last. Whether it does depends on
+#                                             the compiler's layout, so one
+#                                             toolchain's build can warn while
+#                                             another's does not: this mode
+#                                             finds such calls in any build.
 #
 # A panic call site is a call (or tail jump, or any relocation) to one of core's
 # panic entry points: core::panicking::* (panic, panic_fmt, panic_bounds_check,
@@ -64,11 +84,19 @@ tmp=$(mktemp -d /tmp/check-proto-panics.XXXXXX)
 trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 
 per_rpc=
-if [ "${1:-}" = --per-rpc ]; then
+objtool=
+case ${1:-} in
+--per-rpc)
   per_rpc=1
   shift
   [ $# = 1 ] || die "usage: $0 --per-rpc kernel-object.o"
-fi
+  ;;
+--objtool)
+  objtool=1
+  shift
+  [ $# = 1 ] || die "usage: $0 --objtool kernel-object.o"
+  ;;
+esac
 
 case $# in
 0)
@@ -86,11 +114,12 @@ case $# in
 1)
   obj=$1
   scope=${per_rpc:+rpc}
+  scope=${scope:-${objtool:+objtool}}
   scope=${scope:-proto}
   [ -f "$obj" ] || die "no such object: $obj"
   ;;
 *)
-  echo "usage: $0 [--per-rpc] [kernel-object.o]" >&2
+  echo "usage: $0 [--per-rpc | --objtool] [kernel-object.o]" >&2
   exit 2
   ;;
 esac
@@ -170,6 +199,23 @@ awk -F '\t' -v scope="$scope" '
     if (n == "rust_begin_unwind" || n == "rust_panic" || n == "__rust_start_panic") return 1
     return 0
   }
+  # Whether objtool takes the Rust function of mangled name r for one that
+  # never returns: the heuristics of is_rust_noreturn in 6.12 (the 7.x list
+  # has these and more), by mangled name.
+  function objtool_knows(r,   k) {
+    if (r !~ /^_R/) return 0
+    k = "_4core3num22from_ascii_radix_panic$|_4core5sliceSp15copy_from_slice17len_mismatch_fail$"
+    k = k "|_4core6option13expect_failed$|_4core6option13unwrap_failed$|_4core6result13unwrap_failed$"
+    k = k "|_4core6result13unwrap_failed19unwrap_failed_inner$|_4core9panicking5panic$"
+    k = k "|_4core9panicking9panic_fmt$|_4core9panicking14panic_explicit$|_4core9panicking14panic_nounwind$"
+    k = k "|_4core9panicking18panic_bounds_check$|_4core9panicking18panic_nounwind_fmt$"
+    k = k "|_4core9panicking19assert_failed_inner$|_4core9panicking30panic_null_pointer_dereference$"
+    k = k "|_4core9panicking32panic_null_reference_constructed$"
+    k = k "|_4core9panicking36panic_misaligned_pointer_dereference$|_7___rustc17rust_begin_unwind$"
+    k = k "|_4core9panicking13assert_failed|_4core9panicking11panic_const24panic_const_"
+    if (r ~ k) return 1
+    return r ~ /_4core5slice5index/ && r ~ /slice_/ && r ~ /_fail$/
+  }
   function reaches(g, s) {
     if ((g, s) in has) return 0
     has[g, s] = 1; reach[g, ++nreach[g]] = s
@@ -195,6 +241,26 @@ awk -F '\t' -v scope="$scope" '
   $1 == "F" { defined[$2] = 1; order[++nf] = $2; next }
   $1 == "E" { nedge[$2]++; edge[$2, nedge[$2]] = $3; next }
   END {
+    # objtool: direct calls only (a local function that cannot return is
+    # one objtool finds out about by itself).
+    if (scope == "objtool") {
+      checked = 0; bad = 0
+      for (i = 1; i <= nf; i++) {
+        f = order[i]; checked++
+        out = ""
+        for (k = 1; k <= nedge[f]; k++) {
+          t = edge[f, k]
+          if (is_panic(dem[t]) && !objtool_knows(t)) out = out (out == "" ? "" : ", ") dem[t]
+        }
+        if (out == "") continue
+        bad++
+        print ((f in dem) ? dem[f] : f) ": " out
+      }
+      if (checked == 0) { print "check-proto-panics: no functions found in the object" > "/dev/stderr"; exit 2 }
+      if (bad > 0) { print "objtool: " bad " of " checked " functions call panic entry points objtool does not know"; exit 1 }
+      print "objtool: every panic entry point called in " checked " functions is one objtool knows"
+      exit 0
+    }
     # The per-RPC set: every local function the entry points reach by
     # direct calls and jumps (the indirect calls go out to SUNRPC, ib_core).
     if (scope == "rpc") {

@@ -80,7 +80,12 @@ impl RdmaXprt {
         let cap = u32::try_from(COUNTERS.mr_pages.load(Ordering::Relaxed)).unwrap_or(u32::MAX);
         let device_pages = if cap == 0 { caps.max_fast_reg_pages } else { caps.max_fast_reg_pages.min(cap) };
         let mr_pages = device_pages.min(MAX_PAYLOAD / PAGE_SIZE);
-        if (MAX_PAYLOAD / PAGE_SIZE).div_ceil(mr_pages) as usize > verbs::MAX_MRS - 2 {
+        // No pages at all is too few as well. connect() refuses such a
+        // device before it gets here, but the division below must not
+        // depend on that: a division the compiler cannot prove safe is a
+        // panic call site, and one that ends a function is one objtool
+        // cannot follow (panic_const_div_by_zero is not in its list).
+        if mr_pages == 0 || (MAX_PAYLOAD / PAGE_SIZE).div_ceil(mr_pages) as usize > verbs::MAX_MRS - 2 {
             pr_err!(
                 "device {} registers at most {} pages at once: too few to carry 1 MiB I/O\n",
                 conn.device_name().unwrap_or(c_str!("?")),
