@@ -1240,6 +1240,11 @@ impl<V: Events> Conn<V> {
     /// is posted: true makes the post fail as if the device had refused it
     /// (a test hook). A token from an earlier
     /// connection holds nothing and is simply emptied.
+    ///
+    /// The usual read's case (one region, which the peer's Send With
+    /// Invalidate already invalidated: nothing to post or wait for) is
+    /// inlined into the caller; the rest is [`Conn::invalidate_posting`].
+    #[inline(always)]
     pub(crate) fn invalidate(
         &self,
         reg: PostedRegistration,
@@ -1247,16 +1252,12 @@ impl<V: Events> Conn<V> {
         fail: impl FnOnce() -> bool,
         mut reuse: impl FnMut(usize),
     ) -> (Invalidated, Invalidation) {
-        let held = reg.0;
         let none = Invalidation { local: 0, post_failed: false };
         // Most calls registered nothing: that is told before anything else.
-        if held.n == 0 || held.generation != self.generation {
+        if reg.0.n == 0 || reg.0.generation != self.generation {
             return (Invalidated(()), none);
         }
-        let Ok(qp) = self.qp() else { return (Invalidated(()), none) };
-        // The usual read: one region, which the peer's Send With Invalidate
-        // already invalidated. Nothing to post or wait for.
-        if let ([i], Some(remote)) = (held.held(), remotely_invalidated) {
+        if let ([i], Some(remote)) = (reg.0.held(), remotely_invalidated) {
             if let Some((mr, mut m)) = self.take_back_mr(*i) {
                 if FrMr::rkey(&m) == remote {
                     trace::mr_reminv((*i).into(), remote);
@@ -1265,10 +1266,29 @@ impl<V: Events> Conn<V> {
                     reuse(usize::from(*i));
                     return (Invalidated(()), none);
                 }
-                // Not the one: the loops below take it back again.
+                // Not the one: the loops of `invalidate_posting` take it
+                // back again.
                 m.hand_off();
             }
         }
+        self.invalidate_posting(reg, remotely_invalidated, fail, reuse)
+    }
+
+    /// [`Conn::invalidate`] of a token that holds regions of this
+    /// connection, other than the one region the peer already
+    /// invalidated: a LOCAL_INV for each region the peer did not
+    /// invalidate, posted and waited for.
+    #[inline(never)]
+    fn invalidate_posting(
+        &self,
+        reg: PostedRegistration,
+        remotely_invalidated: Option<u32>,
+        fail: impl FnOnce() -> bool,
+        mut reuse: impl FnMut(usize),
+    ) -> (Invalidated, Invalidation) {
+        let held = reg.0;
+        let none = Invalidation { local: 0, post_failed: false };
+        let Ok(qp) = self.qp() else { return (Invalidated(()), none) };
         let mut chain: *mut sys::ib_send_wr = ptr::null_mut();
         let mut last: Option<&FrMr> = None;
         let mut local: usize = 0;
