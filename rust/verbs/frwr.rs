@@ -228,9 +228,9 @@ impl<T: ConnHandler> Live<'_, T> {
     /// whose rkey the server already invalidated (Send With Invalidate) is
     /// skipped. Sleeps until the LOCAL_INV work requests complete. Returns
     /// how many regions needed a LOCAL_INV. A token from an earlier
-    /// connection holds nothing and is simply emptied. Inlined into the
-    /// Receive handler, with the usual read's case (see
-    /// `Conn::invalidate`).
+    /// connection holds nothing and is simply emptied. The usual case (the
+    /// one region the peer invalidated) is inlined here, the rest is a
+    /// call (see `Conn::invalidate`).
     #[inline]
     pub(crate) fn invalidate(
         &self,

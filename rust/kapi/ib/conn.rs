@@ -1241,9 +1241,10 @@ impl<V: Events> Conn<V> {
     /// (a test hook). A token from an earlier
     /// connection holds nothing and is simply emptied.
     ///
-    /// The usual read's case (one region, which the peer's Send With
-    /// Invalidate already invalidated: nothing to post or wait for) is
-    /// inlined into the caller; the rest is [`Conn::invalidate_posting`].
+    /// The usual case (one region, which the peer's Send With Invalidate
+    /// already invalidated: a read's Write chunk or a write's Read chunk;
+    /// nothing to post or wait for) is inlined into the caller; the rest
+    /// is [`Conn::invalidate_posting`].
     #[inline(always)]
     pub(crate) fn invalidate(
         &self,
