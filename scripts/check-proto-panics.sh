@@ -83,18 +83,13 @@ else demangle=cat; fi
 tmp=$(mktemp -d /tmp/check-proto-panics.XXXXXX)
 trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 
-per_rpc=
-objtool=
+# What a kernel object is checked for: proto (the default), rpc or objtool.
+mode=proto
 case ${1:-} in
---per-rpc)
-  per_rpc=1
+--per-rpc | --objtool)
+  [ "$1" = --per-rpc ] && mode=rpc || mode=objtool
+  [ $# = 2 ] || die "usage: $0 $1 kernel-object.o"
   shift
-  [ $# = 1 ] || die "usage: $0 --per-rpc kernel-object.o"
-  ;;
---objtool)
-  objtool=1
-  shift
-  [ $# = 1 ] || die "usage: $0 --objtool kernel-object.o"
   ;;
 esac
 
@@ -113,9 +108,7 @@ case $# in
   ;;
 1)
   obj=$1
-  scope=${per_rpc:+rpc}
-  scope=${scope:-${objtool:+objtool}}
-  scope=${scope:-proto}
+  scope=$mode
   [ -f "$obj" ] || die "no such object: $obj"
   ;;
 *)
