@@ -214,6 +214,11 @@ pub(crate) struct Invalidation {
     pub(crate) post_failed: bool,
 }
 
+impl Invalidation {
+    /// Nothing posted: no region needed a LOCAL_INV.
+    const NONE: Self = Invalidation { local: 0, post_failed: false };
+}
+
 /// The liveness probe's work request; see [`Conn::probe`].
 ///
 /// # Invariants
@@ -1253,10 +1258,9 @@ impl<V: Events> Conn<V> {
         fail: impl FnOnce() -> bool,
         mut reuse: impl FnMut(usize),
     ) -> (Invalidated, Invalidation) {
-        let none = Invalidation { local: 0, post_failed: false };
         // Most calls registered nothing: that is told before anything else.
         if reg.0.n == 0 || reg.0.generation != self.generation {
-            return (Invalidated(()), none);
+            return (Invalidated(()), Invalidation::NONE);
         }
         if let ([i], Some(remote)) = (reg.0.held(), remotely_invalidated) {
             if let Some((mr, mut m)) = self.take_back_mr(*i) {
@@ -1265,7 +1269,7 @@ impl<V: Events> Conn<V> {
                     mr.unmap(&mut m);
                     drop(m);
                     reuse(usize::from(*i));
-                    return (Invalidated(()), none);
+                    return (Invalidated(()), Invalidation::NONE);
                 }
                 // Not the one: the loops of `invalidate_posting` take it
                 // back again.
@@ -1288,8 +1292,7 @@ impl<V: Events> Conn<V> {
         mut reuse: impl FnMut(usize),
     ) -> (Invalidated, Invalidation) {
         let held = reg.0;
-        let none = Invalidation { local: 0, post_failed: false };
-        let Ok(qp) = self.qp() else { return (Invalidated(()), none) };
+        let Ok(qp) = self.qp() else { return (Invalidated(()), Invalidation::NONE) };
         let mut chain: *mut sys::ib_send_wr = ptr::null_mut();
         let mut last: Option<&FrMr> = None;
         let mut local: usize = 0;
