@@ -279,7 +279,9 @@ impl RdmaXprt {
             if matches!(call, plan::CallPlan::Inline { pullup: false }) {
                 for_each_page(rqst.buf(Which::Call), |page, off, len| out.map_page(page, off, len))?;
             }
-            if let Some((from, len)) = rest {
+            // Most calls have nothing after their page list (a 4 KiB
+            // WRITE's tail is empty): no second copy then.
+            if let Some((from, len)) = rest.filter(|&(_, len)| len > 0) {
                 out.copy(|buf| {
                     rqst.copy_call_at(from, buf.get_mut(..len as usize).ok_or(EINVAL)?)?;
                     Ok(len as usize)
