@@ -8,9 +8,11 @@ Usage: profile_report.py [--calls KODIR] [--lines KO [--inside NAME
 modules and kernel image the run used, copied to KODIR (ours.ko, c.ko,
 old.ko, vmlinux): the own code with the calls a transport could as well
 do inline (XDR helpers, memory routines, locks, Rust support code) added,
-for both transports alike. With --lines, the
-transport's own instructions per RPC are also given by source line and
-by the function inlined there, mapped through KO, a build of the
+for both transports alike. With instruction counts, the transports' own
+code is also given by path (sending, registering, receiving...), C's
+beside the SUNRPC XDR calls that code its transport header. With
+--lines, the transport's own instructions per RPC are also given by
+source line and by the function inlined there, mapped through KO, a build of the
 profiled module's code with line tables. With --inside, only the
 function(s) whose symbol contains NAME, by the function each instruction
 was inlined from, one level below NAME's own code and at its innermost;
@@ -333,6 +335,75 @@ def calls_report(runs, kodir):
                   f" (own code alone {totals[v][0] / totals['c'][0]:.2f})")
 
 
+# The transports' own code by the part of an RPC's life it serves, for
+# comparing like with like. rpcrdma_rs by substrings of its symbols (the
+# first that matches), the C client by function name. C codes its
+# transport header with SUNRPC's XDR helpers, which its own count leaves
+# out: SUNRPC's own use of them (the RPC message) is the same with either
+# transport, so the difference between the two runs' totals is C's header
+# work, shown beside its send (encoding) and receive (decoding) paths.
+PATHS = ("send", "register", "receive", "invalidate", "send completion", "slots")
+OURS_PATHS = (
+    ("send_call", "send"), ("send_request", "send"), ("post_send", "send"), ("sync_for_device", "send"),
+    ("register_one", "register"), ("dma_map_sg", "register"),
+    ("5reply", "receive"), ("recv_done", "receive"), ("lookup_and_pin", "receive"),
+    ("complete_and_unpin", "receive"), ("sync_for_cpu", "receive"), ("take_request", "receive"),
+    ("9work_done", "receive"),
+    ("invalidate", "invalidate"), ("FrMr5unmap", "invalidate"), ("dma_unmap_sg", "invalidate"),
+    ("send_done", "send completion"), ("SendDone", "send completion"),
+    ("alloc_slot", "slots"), ("free_slot", "slots"), ("buf_alloc", "slots"), ("buf_free", "slots"),
+)
+C_PATHS = {
+    "send": ("rpcrdma_marshal_req", "rpcrdma_prepare_send_sges", "frwr_send", "xprt_rdma_send_request",
+             "rpcrdma_prepare_head_iov", "rpcrdma_sendctx_get_locked", "trace_xprtrdma_marshal",
+             "__rpcrdma_regbuf_dma_map"),
+    "register": ("frwr_map", "rpcrdma_mr_prepare", "rpcrdma_convert_iovs", "encode_rdma_segment", "rpcrdma_mr_get"),
+    "receive": ("rpcrdma_wc_receive", "rpcrdma_reply_handler", "rpcrdma_complete_rqst", "decode_write_list",
+                "decode_write_chunk", "decode_reply_chunk", "decode_read_list", "rpcrdma_rep_resize",
+                "rpcrdma_post_recvs", "trace_xprtrdma_post_recv", "rpcrdma_inline_fixup"),
+    "invalidate": ("frwr_reminv", "frwr_mr_unmap", "frwr_unmap_async", "frwr_unmap_sync"),
+    "send completion": ("rpcrdma_wc_send", "rpcrdma_sendctx_unmap", "rpcrdma_sendctx_dma_unmap"),
+    "slots": ("xprt_rdma_alloc_slot", "rpcrdma_buffer_get", "xprt_rdma_allocate", "xprt_rdma_free",
+              "xprt_rdma_free_slot", "rpcrdma_req_put", "rpcrdma_buffer_put", "rpcrdma_reply_put"),
+}
+C_XDR = {"send": ("xdr_reserve_space", "xdr_init_encode"), "receive": ("xdr_inline_decode", "xdr_init_decode")}
+
+
+def paths_report(runs):
+    """The transports' own instructions per RPC by path (PATHS), C's with
+    and without its header's XDR calls."""
+    if "c" not in runs:
+        return
+    def per_path(rs, path_of):
+        rpcs = sum(r["rpcs"] for r in rs)
+        out = collections.Counter()
+        for r in rs:
+            for s, n in r.get("transport_insns", {}).items():
+                out[path_of(s)] += n / rpcs
+        return out
+    def ours_path(s):
+        return next((p for sub, p in OURS_PATHS if sub in s), "other")
+    def c_path(s):
+        return next((p for p, names in C_PATHS.items() if s in names), "other")
+    def kernel(rs, fn):
+        return sum(r.get("kernel_insns", {}).get(fn, 0) for r in rs) / sum(r["rpcs"] for r in rs)
+    c = per_path(runs["c"], c_path)
+    for v in (x for x in runs if x != "c" and any(r.get("transport_insns") for r in runs[x])):
+        o = per_path(runs[v], ours_path)
+        xdr = {p: sum(kernel(runs["c"], f) - kernel(runs[v], f) for f in fns) for p, fns in C_XDR.items()}
+        print(f"\n{v} against c: own instructions per RPC by path (c's XDR: the SUNRPC helper calls"
+              " coding c's transport header)")
+        print(f"  {'':16s}{v:>8s}{'c':>8s}{'c XDR':>8s}{'c+XDR':>8s}{v + '-(c+XDR)':>16s}")
+        tot = [0.0] * 3
+        for p in PATHS + ("other",):
+            a, b, x = o.get(p, 0), c.get(p, 0), xdr.get(p, 0)
+            if a or b:
+                tot = [tot[0] + a, tot[1] + b, tot[2] + x]
+                print(f"  {p:16s}{a:8.0f}{b:8.0f}{x:8.0f}{b + x:8.0f}{a - b - x:+16.0f}")
+        print(f"  {'all':16s}{tot[0]:8.0f}{tot[1]:8.0f}{tot[2]:8.0f}{tot[1] + tot[2]:8.0f}"
+              f"{tot[0] - tot[1] - tot[2]:+16.0f}  ({tot[0] / (tot[1] + tot[2]):.2f} x c+XDR)")
+
+
 def main(path, lines_ko=None, inside=None, under=None, kodir=None):
     runs = collections.defaultdict(list)
     for line in open(path, errors="replace"):
@@ -454,6 +525,7 @@ def main(path, lines_ko=None, inside=None, under=None, kodir=None):
         print(f"\nkernel functions that differ most ({others[0]} - c, samples per 1000 RPCs)")
         for s in sorted(set(a) | set(b), key=lambda s: -abs(a.get(s, 0) - b.get(s, 0)))[:12]:
             print(f"  {a.get(s, 0) - b.get(s, 0):+7.3f}  {s} ({a.get(s, 0):.3f} vs {b.get(s, 0):.3f})")
+    paths_report(runs)
     if kodir:
         calls_report(runs, kodir)
     if lines_ko and "ours" in runs:
