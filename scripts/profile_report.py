@@ -12,8 +12,8 @@ for both transports alike. With instruction counts, the transports' own
 code is also given by path (sending, registering, receiving...), C's
 beside the SUNRPC XDR calls that code its transport header. With
 --lines, the transport's own instructions per RPC are also given by
-source line and by the function inlined there, mapped through KO, a build of the
-profiled module's code with line tables. With --inside, only the
+source line and by the function inlined there, mapped through KO, a
+build of the profiled module's code with line tables. With --inside, only the
 function(s) whose symbol contains NAME, by the function each instruction
 was inlined from, one level below NAME's own code and at its innermost;
 with --under, only what was inlined from CALLEE into NAME, one level
@@ -350,7 +350,7 @@ OURS_PATHS = (
     ("complete_and_unpin", "receive"), ("sync_for_cpu", "receive"), ("take_request", "receive"),
     ("9work_done", "receive"),
     ("invalidate", "invalidate"), ("FrMr5unmap", "invalidate"), ("dma_unmap_sg", "invalidate"),
-    ("send_done", "send completion"), ("SendDone", "send completion"),
+    ("send_done", "send completion"),
     ("alloc_slot", "slots"), ("free_slot", "slots"), ("buf_alloc", "slots"), ("buf_free", "slots"),
 )
 C_PATHS = {
