@@ -83,11 +83,13 @@ else demangle=cat; fi
 tmp=$(mktemp -d /tmp/check-proto-panics.XXXXXX)
 trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 
-# What a kernel object is checked for: proto (the default), rpc or objtool.
-mode=proto
+# What is checked: a kernel object's protocol core (proto, the default),
+# its per-RPC path (rpc) or its panic calls against objtool's list; the
+# host build of the protocol core whole (all).
+scope=proto
 case ${1:-} in
 --per-rpc | --objtool)
-  [ "$1" = --per-rpc ] && mode=rpc || mode=objtool
+  [ "$1" = --per-rpc ] && scope=rpc || scope=objtool
   [ $# = 2 ] || die "usage: $0 $1 kernel-object.o"
   shift
   ;;
@@ -108,7 +110,6 @@ case $# in
   ;;
 1)
   obj=$1
-  scope=$mode
   [ -f "$obj" ] || die "no such object: $obj"
   ;;
 *)
