@@ -48,30 +48,73 @@ pub(super) enum Verdict {
     Bad,
 }
 
-impl ReqState {
-    /// Judges a reply of `kind` against what the call offered. Inlined
-    /// into the Receive handler, which then reads the decoded lists where
-    /// they are instead of building `kind` in memory for a call.
+/// What a reply's chunk lists return, told from its decoded header before
+/// the call it answers is looked up: all that judging it against the call's
+/// offer needs, a tag and one segment array, where the decoded header is
+/// three lists (kept across the lookup, it would be stored and read back).
+#[derive(Clone, Copy)]
+pub(super) enum Returned<'a> {
+    /// RDMA_MSG without chunks: all of the reply inline.
+    Inline,
+    /// RDMA_MSG with one Write chunk and no other chunk.
+    WriteChunk(v1::SegmentArray<'a>),
+    /// RDMA_NOMSG with a Reply chunk and no other chunk.
+    ReplyChunk(v1::SegmentArray<'a>),
+    /// Any other RDMA_MSG or RDMA_NOMSG: chunks no reply carries.
+    Bad,
+    /// RDMA_ERROR.
+    Error,
+    /// RDMA_MSGP or RDMA_DONE (retired by RFC 8166), or RDMA2_OPTIONAL:
+    /// no reply proper.
+    Other,
+}
+
+impl<'a> Returned<'a> {
+    /// What the header of `kind` returns.
     #[inline(always)]
-    pub(super) fn judge(&self, kind: &Kind<'_>) -> Verdict {
+    pub(super) fn of(kind: &Kind<'a>) -> Self {
+        match kind {
+            Kind::Msg(c, _) if c.is_none() => Returned::Inline,
+            Kind::Msg(c, _) if c.reads.is_empty() && c.reply.is_none() => {
+                c.writes.single().map_or(Returned::Bad, Returned::WriteChunk)
+            }
+            Kind::NoMsg(c, _) if c.reads.is_empty() && c.writes.is_empty() => {
+                c.reply.map_or(Returned::Bad, Returned::ReplyChunk)
+            }
+            Kind::Msg(..) | Kind::NoMsg(..) => Returned::Bad,
+            Kind::Error => Returned::Error,
+            Kind::Optional(_) | Kind::Retired => Returned::Other,
+        }
+    }
+
+    /// True for a reply proper (RDMA_MSG or RDMA_NOMSG), whose credit
+    /// field grants credits: not an RDMA_ERROR (Version Two's answer to a
+    /// refused probe says nothing of the server's Receives), nor the
+    /// retired RDMA_MSGP and RDMA_DONE, whose direction we cannot tell
+    /// (RFC 8167 section 4.1).
+    #[inline]
+    pub(super) fn grants(&self) -> bool {
+        !matches!(self, Returned::Error | Returned::Other)
+    }
+}
+
+impl ReqState {
+    /// Judges a reply that returns `returned` against what the call
+    /// offered. Inlined into the Receive handler.
+    #[inline(always)]
+    pub(super) fn judge(&self, returned: Returned<'_>) -> Verdict {
         let offered = self.segs.get(..self.offered).unwrap_or(&[]);
-        match (kind, self.reply) {
-            (Kind::Msg(c, _), _) if c.is_none() => Verdict::Inline,
-            (Kind::Msg(c, _), ReplyShape::WriteChunk) if c.reads.is_empty() && c.reply.is_none() => {
-                let Some(returned) = c.writes.single() else { return Verdict::Bad };
-                match v1::check_returned_chunk(offered, &returned) {
-                    Ok(n) => Verdict::Written(n),
-                    Err(e) => Verdict::Foreign(e),
-                }
-            }
-            (Kind::NoMsg(c, _), ReplyShape::ReplyChunk) if c.reads.is_empty() && c.writes.is_empty() => {
-                let Some(reply) = c.reply.as_ref() else { return Verdict::Bad };
-                match v1::check_returned_chunk(offered, reply) {
-                    Ok(n) => Verdict::ReplyWritten(n),
-                    Err(e) => Verdict::Foreign(e),
-                }
-            }
-            (Kind::Error, _) => Verdict::Error,
+        match (returned, self.reply) {
+            (Returned::Inline, _) => Verdict::Inline,
+            (Returned::WriteChunk(r), ReplyShape::WriteChunk) => match v1::check_returned_chunk(offered, &r) {
+                Ok(n) => Verdict::Written(n),
+                Err(e) => Verdict::Foreign(e),
+            },
+            (Returned::ReplyChunk(r), ReplyShape::ReplyChunk) => match v1::check_returned_chunk(offered, &r) {
+                Ok(n) => Verdict::ReplyWritten(n),
+                Err(e) => Verdict::Foreign(e),
+            },
+            (Returned::Error, _) => Verdict::Error,
             _ => Verdict::Bad,
         }
     }

@@ -19,7 +19,7 @@ use crate::{
 
 use super::{
     backchannel::is_backward_call,
-    chunks::Verdict,
+    chunks::{Returned, Verdict},
     conn::EpShared,
     slots::ReqState,
     stats::{count_invalidations, COUNTERS},
@@ -92,24 +92,23 @@ impl EpShared {
             }
             _ => {}
         }
-        let Some((rqst, verdict)) = self.take_request(conn, &inc.kind, inc.xid, invalidated) else {
+        // From here on only what the chunk lists return is needed of them.
+        let returned = Returned::of(&inc.kind);
+        let Incoming { xid, credits, payload, .. } = inc;
+        let Some((rqst, verdict)) = self.take_request(conn, returned, xid, invalidated) else {
             // No such XID (a late reply, or a backchannel call): the counter
             // SUNRPC keeps for TCP counts it in `bad_xids`; we count it here.
             // Its credit field is no grant.
-            self.count_bad_reply(inc.xid, c_str!("no call waits for this XID"));
+            self.count_bad_reply(xid, c_str!("no call waits for this XID"));
             return;
         };
-        // Only a reply proper grants credits: not an RDMA_ERROR (Version
-        // Two's answer to a refused probe says nothing of the server's
-        // Receives), nor the retired RDMA_MSGP and RDMA_DONE, whose
-        // direction we cannot tell (RFC 8167 section 4.1).
-        if matches!(inc.kind, Kind::Msg(..) | Kind::NoMsg(..)) {
-            self.grant(inc.xid, inc.credits);
+        if returned.grants() {
+            self.grant(xid, credits);
         }
-        self.complete(inc.xid, inc.credits, rqst, inc.payload, verdict);
+        self.complete(xid, credits, rqst, payload, verdict);
     }
 
-    /// Finds the request `xid`, judges its reply of `kind` against what
+    /// Finds the request `xid`, judges what its reply returns against what
     /// the call offered, and takes its regions and Send back: after this
     /// the server can no longer write into them (RFC 8166 s. 3.4.5), and
     /// the call's pages are free. Sleeps. Inlined into the Receive
@@ -119,7 +118,7 @@ impl EpShared {
     pub(super) fn take_request(
         &self,
         conn: &Live<'_, Self>,
-        kind: &Kind<'_>,
+        returned: Returned<'_>,
         xid: u32,
         invalidated: Option<u32>,
     ) -> Option<(ReleasedRqst, Verdict)> {
@@ -133,12 +132,12 @@ impl EpShared {
                     // waits for (and whose regions it holds).
                     return None;
                 }
-                let verdict = st.judge(kind);
+                let verdict = st.judge(returned);
                 let (reg, sent) = st.take();
                 slot.set_holds(&mut st, false);
                 (reg, sent, verdict, Some(slot.kept()))
             }
-            None => (PostedRegistration::none(), PagesInFlight::none(), ReqState::default().judge(kind), None),
+            None => (PostedRegistration::none(), PagesInFlight::none(), ReqState::default().judge(returned), None),
         };
         let registered = reg.len();
         // Most calls registered nothing: no call down to the connection.

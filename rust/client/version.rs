@@ -23,7 +23,7 @@ use crate::{
     },
 };
 
-use super::{backchannel::BC_SLOTS, conn::EpShared, params, reply::Kind, stats::COUNTERS};
+use super::{backchannel::BC_SLOTS, chunks::Returned, conn::EpShared, params, stats::COUNTERS};
 
 /// The version number `v` has settled on, or 0 (for [`EpShared::settled`]).
 pub(super) fn settled_number(v: &ConnVersion) -> u32 {
@@ -156,7 +156,7 @@ impl EpShared {
                 let Some(xid) = xid else { return false };
                 trace::version(|| self.xprt.addr_str(), xid, trace::VersionEvent::Fallback as u32, 1);
                 self.resend_xid.store(u64::from(xid), Ordering::Release);
-                if let Some((rqst, _)) = self.take_request(conn, &Kind::Error, xid, invalidated) {
+                if let Some((rqst, _)) = self.take_request(conn, Returned::Error, xid, invalidated) {
                     // SUNRPC encodes and transmits it again (call_status).
                     rqst.fail(EAGAIN);
                 }
@@ -171,7 +171,7 @@ impl EpShared {
                     self.cfg.settings.versions.as_param()
                 );
                 if let Some(xid) = xid {
-                    if let Some((rqst, _)) = self.take_request(conn, &Kind::Error, xid, invalidated) {
+                    if let Some((rqst, _)) = self.take_request(conn, Returned::Error, xid, invalidated) {
                         rqst.fail(errno::EPROTONOSUPPORT());
                     }
                 }
