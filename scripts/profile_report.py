@@ -8,16 +8,17 @@ Usage: profile_report.py [--calls KODIR] [--lines KO [--inside NAME
 modules and kernel image the run used, copied to KODIR (ours.ko, c.ko,
 old.ko, vmlinux): the own code with the calls a transport could as well
 do inline (XDR helpers, memory routines, locks, Rust support code) added,
-for both transports alike. With instruction counts, the transports' own
-code is also given by path (sending, registering, receiving...), C's
-beside the SUNRPC XDR calls that code its transport header. With
---lines, the transport's own instructions per RPC are also given by
-source line and by the function inlined there, mapped through KO, a
-build of the profiled module's code with line tables. With --inside, only the
-function(s) whose symbol contains NAME, by the function each instruction
-was inlined from, one level below NAME's own code and at its innermost;
-with --under, only what was inlined from CALLEE into NAME, one level
-below CALLEE's code.
+for both transports alike, and their own code by kind of instruction
+(stack traffic, branches, calls...). With instruction counts, the
+transports' own code is also given by path (sending, registering,
+receiving...), C's beside the SUNRPC XDR calls that code its transport
+header. With --lines, the transport's own instructions per RPC are also
+given by source line and by the function inlined there, mapped through
+KO, a build of the profiled module's code with line tables. With
+--inside, only the function(s) whose symbol contains NAME, by the
+function each instruction was inlined from, one level below NAME's own
+code and at its innermost; with --under, only what was inlined from
+CALLEE into NAME, one level below CALLEE's code.
 """
 
 import bisect
@@ -369,6 +370,67 @@ C_PATHS = {
 C_XDR = {"send": ("xdr_reserve_space", "xdr_init_encode"), "receive": ("xdr_inline_decode", "xdr_init_decode")}
 
 
+KINDS = ("stack loads/stores", "other loads/stores", "register moves, lea", "compares, tests, sets",
+         "branches", "pushes/pops", "calls/returns", "atomics", "arithmetic, other")
+
+
+def insn_kind(text):
+    """The kind (KINDS) of the x86 instruction objdump printed as TEXT:
+    stack traffic is what spills and values kept in memory cost."""
+    op = text.split()[0] if text.split() else ""
+    if op == "lock":
+        return "atomics"
+    if op in ("push", "pop"):
+        return "pushes/pops"
+    if op.startswith(("call", "ret")) or (op == "jmp" and "return_thunk" in text):
+        return "calls/returns"
+    if op.startswith("j"):
+        return "branches"
+    if op.startswith(("cmp", "test", "set", "cmov", "bt")):
+        return "compares, tests, sets"
+    if op.startswith(("mov", "lea", "xchg")):
+        if "(%rsp)" in text:
+            return "stack loads/stores"
+        if "(" in text and not op.startswith("lea"):
+            return "other loads/stores"
+        return "register moves, lea"
+    return "arithmetic, other"
+
+
+def kinds_report(runs, kodir):
+    """Each transport's own instructions per RPC by kind (KINDS), from
+    the runs' per-block counts and the code of the modules they ran."""
+    got = {}
+    for v in ("ours", "old", "c"):
+        ko = os.path.join(kodir, f"{v}.ko")
+        if v not in runs or not os.path.exists(ko) or not any(r.get("transport_blocks") for r in runs[v]):
+            continue
+        syms = ko_instructions(ko)[1]
+        out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-j", ".text", ko],
+                             capture_output=True, text=True, check=True).stdout
+        code = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"^\s*([0-9a-f]+):\t(.*)$", out, re.M)]
+        addrs = [a for a, _ in code]
+        rpcs = sum(r["rpcs"] for r in runs[v])
+        kinds = collections.Counter()
+        for r in runs[v]:
+            for key, (n, count) in r.get("transport_blocks", {}).items():
+                sym, off = key.rsplit("+", 1)
+                if sym not in syms:
+                    continue
+                i = bisect.bisect_left(addrs, syms[sym] + int(off, 16))
+                for _, text in code[i:i + n]:
+                    kinds[insn_kind(text)] += count / rpcs
+        got[v] = kinds
+    if not got:
+        return
+    names = list(got)
+    print("\nown instructions per RPC by kind (stack: the frame's spills and locals)")
+    print(f"  {'':24s}" + "".join(f"{v:>8s}" for v in names))
+    for k in KINDS + ("all",):
+        vals = [sum(got[v].values()) if k == "all" else got[v].get(k, 0) for v in names]
+        print(f"  {k:24s}" + "".join(f"{x:8.0f}" for x in vals))
+
+
 def paths_report(runs):
     """The transports' own instructions per RPC by path (PATHS), C's with
     and without its header's XDR calls."""
@@ -528,6 +590,7 @@ def main(path, lines_ko=None, inside=None, under=None, kodir=None):
     paths_report(runs)
     if kodir:
         calls_report(runs, kodir)
+        kinds_report(runs, kodir)
     if lines_ko and "ours" in runs:
         if inside:
             inside_report(runs["ours"], lines_ko, inside, under)
