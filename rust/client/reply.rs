@@ -53,6 +53,54 @@ impl EpShared {
         if !self.settle_version(conn, data, invalidated) {
             return;
         }
+        // Most replies of Version One come after one of two headers, told
+        // by their fixed words without decoding lists: no chunk (all
+        // inline), or one Write chunk of one segment (a READ's payload).
+        let common = if self.is_v2() {
+            None
+        } else if let Some((xid, credits, payload)) = v1::decode_plain_msg(data) {
+            Some((Returned::Inline, xid, credits, payload))
+        } else {
+            let one = v1::decode_one_write_msg(data);
+            one.map(|(xid, credits, segs, payload)| (Returned::WriteChunk(segs), xid, credits, payload))
+        };
+        let (returned, xid, credits, payload) = match common {
+            Some(r @ (returned, xid, _, payload)) => {
+                self.xprt.clear_reestablish_timeout();
+                if is_backward_call(xid, payload) {
+                    // As for any RDMA_MSG (see `decode_other`).
+                    match returned {
+                        Returned::Inline => self.backward_call(xid, payload),
+                        _ => self.refuse_backward_chunks(conn, xid),
+                    }
+                    return;
+                }
+                r
+            }
+            None => match self.decode_other(conn, data) {
+                Some(r) => r,
+                None => return,
+            },
+        };
+        let Some((rqst, verdict)) = self.take_request(conn, returned, xid, invalidated) else {
+            // No such XID (a late reply, or a backchannel call): the counter
+            // SUNRPC keeps for TCP counts it in `bad_xids`; we count it here.
+            // Its credit field is no grant.
+            self.count_bad_reply(xid, c_str!("no call waits for this XID"));
+            return;
+        };
+        if returned.grants() {
+            self.grant(xid, credits);
+        }
+        self.complete(xid, credits, rqst, payload, verdict);
+    }
+
+    /// Decodes a header that is neither of the two common ones `reply`
+    /// tells first, and acts on those that answer no call of ours (backward calls, Version
+    /// Two's optional messages, what does not decode). Returns what a reply
+    /// returns, its XID, its credit field and its RPC message.
+    #[inline(always)]
+    fn decode_other<'a>(&self, conn: &Live<'_, Self>, data: &'a [u8]) -> Option<(Returned<'a>, u32, u32, &'a [u8])> {
         let decoded = if self.is_v2() { Incoming::decode_v2(data) } else { Incoming::decode_v1(data) };
         let Some(inc) = decoded else {
             // Another version's request gets ERR_VERS; anything else that
@@ -60,7 +108,7 @@ impl EpShared {
             if !self.refuse_version(conn, data) {
                 self.count_bad_reply(v1::peek(data).map_or(0, |p| p.xid), c_str!("header does not decode"));
             }
-            return;
+            return None;
         };
         self.xprt.clear_reestablish_timeout();
         match &inc.kind {
@@ -78,34 +126,22 @@ impl EpShared {
                 } else {
                     self.refuse_backward_chunks(conn, inc.xid);
                 }
-                return;
+                return None;
             }
             // No reply carries a Read list: this can only be a backward call
             // sent as a Long Call.
             Kind::NoMsg(c, dir) if *dir == Some(v2::Direction::Call) || !c.reads.is_empty() => {
                 self.refuse_backward_chunks(conn, inc.xid);
-                return;
+                return None;
             }
             Kind::Optional(o) => {
                 self.optional(conn, inc.xid, o);
-                return;
+                return None;
             }
             _ => {}
         }
         // From here on only what the chunk lists return is needed of them.
-        let returned = Returned::of(&inc.kind);
-        let Incoming { xid, credits, payload, .. } = inc;
-        let Some((rqst, verdict)) = self.take_request(conn, returned, xid, invalidated) else {
-            // No such XID (a late reply, or a backchannel call): the counter
-            // SUNRPC keeps for TCP counts it in `bad_xids`; we count it here.
-            // Its credit field is no grant.
-            self.count_bad_reply(xid, c_str!("no call waits for this XID"));
-            return;
-        };
-        if returned.grants() {
-            self.grant(xid, credits);
-        }
-        self.complete(xid, credits, rqst, payload, verdict);
+        Some((Returned::of(&inc.kind), inc.xid, inc.credits, inc.payload))
     }
 
     /// Finds the request `xid`, judges what its reply returns against what

@@ -217,6 +217,50 @@ pub fn peek(buf: &[u8]) -> Result<Prefix, V1Error> {
     Ok(Prefix::read(&mut XdrReader::new(buf))?)
 }
 
+/// Decodes the header of nearly every reply that is all inline: an
+/// RDMA_MSG of version one with no chunk (XID, version, credits, RDMA_MSG,
+/// then three empty lists: 28 bytes, taken at once). Gives its XID, its
+/// credit field and the bytes after it, as [`Header::decode_split`] gives
+/// them for such a header (a unit test checks it), without building its
+/// chunk lists; `None` for any other header, whatever it is.
+#[inline(always)]
+pub fn decode_plain_msg(buf: &[u8]) -> Option<(u32, u32, &[u8])> {
+    const LEN: usize = FIXED_HEADER_LEN + EMPTY_CHUNK_LISTS_LEN;
+    let (h, payload) = buf.split_first_chunk::<LEN>()?;
+    let [x0, x1, x2, x3, v0, v1, v2, v3, c0, c1, c2, c3, rest @ ..] = *h;
+    if u32::from_be_bytes([v0, v1, v2, v3]) != VERSION || rest != [0; LEN - 12] {
+        return None;
+    }
+    Some((u32::from_be_bytes([x0, x1, x2, x3]), u32::from_be_bytes([c0, c1, c2, c3]), payload))
+}
+
+/// Decodes the header of nearly every reply whose payload the server
+/// wrote into the call's pages (a READ's): an RDMA_MSG of version one with
+/// no Read list, one Write chunk of one segment and no Reply chunk (52
+/// bytes, taken at once). Gives its XID, its credit field, the chunk's
+/// segments and the bytes after it, as [`Header::decode_split`] gives them
+/// for such a header under [`Limits::DEFAULT`] (a unit test checks it);
+/// `None` for any other header, whatever it is.
+#[inline(always)]
+pub fn decode_one_write_msg(buf: &[u8]) -> Option<(u32, u32, SegmentArray<'_>, &[u8])> {
+    const LEN: usize = FIXED_HEADER_LEN + 12 + SEGMENT_LEN + 8;
+    const LISTS: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1];
+    let (h, payload) = buf.split_first_chunk::<LEN>()?;
+    let [x0, x1, x2, x3, v0, v1, v2, v3, c0, c1, c2, c3, p0, p1, p2, p3, ref lists @ ..] = *h;
+    let (first, rest) = lists.split_first_chunk::<12>()?;
+    let (segment, last) = rest.split_first_chunk::<SEGMENT_LEN>()?;
+    if u32::from_be_bytes([v0, v1, v2, v3]) != VERSION
+        || u32::from_be_bytes([p0, p1, p2, p3]) != RDMA_MSG
+        || *first != LISTS
+        || *last != [0; 8]
+    {
+        return None;
+    }
+    let xid = u32::from_be_bytes([x0, x1, x2, x3]);
+    let credits = u32::from_be_bytes([c0, c1, c2, c3]);
+    Some((xid, credits, SegmentArray { bytes: Records::new(segment) }, payload))
+}
+
 /// One registered memory segment: RDMA handle (steering tag), length, offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Segment {
@@ -2431,28 +2475,98 @@ mod tests {
     /// for lists near its shape (every word of the shape varied, the input
     /// cut anywhere) under limits that do and do not allow one segment.
     #[test]
+    fn plain_msg_shortcut_agrees_with_decode_split() {
+        let shape = [0x1234_5678u32, 1, 32, 0, 0, 0, 0, 0x8000_0001];
+        let mut taken = 0;
+        for_each_mutation(0x9e37_79b9_7f4a_7c15, &shape, |words, bytes| {
+            let full = Header::decode_split(bytes, &Limits::DEFAULT);
+            match decode_plain_msg(bytes) {
+                Some((xid, credits, payload)) => {
+                    taken += 1;
+                    let (h, rest) = full.expect("a plain RDMA_MSG decodes");
+                    assert_eq!((h.xid, h.credits, rest), (xid, credits, payload), "{words:x?}");
+                    assert_eq!(h.body, Body::Msg(Chunks::EMPTY), "{words:x?}");
+                }
+                // Every header the shortcut leaves is another one.
+                None => {
+                    if let Ok((h, _)) = full {
+                        assert!(h.body != Body::Msg(Chunks::EMPTY) || h.header_len != 28, "{words:x?}");
+                    }
+                }
+            }
+        });
+        assert!(taken > 1000, "the shortcut ran {taken} times");
+    }
+
+    /// Calls `f` with 100 000 variants of the header `shape` (their words
+    /// and bytes, see [`mutated`]).
+    fn for_each_mutation(seed: u64, shape: &[u32], mut f: impl FnMut(&[u32], &[u8])) {
+        let mut rng = crate::testutil::Rng(seed);
+        for _ in 0..100_000 {
+            let (words, bytes) = mutated(&mut rng, shape, 0);
+            f(&words, &bytes);
+        }
+    }
+
+    /// `shape` with up to two words changed (to nearby values, or random
+    /// ones), fewer than `extra` small words added, and in one case of four
+    /// cut short: its words, and its bytes.
+    fn mutated(rng: &mut crate::testutil::Rng, shape: &[u32], extra: u64) -> (Vec<u32>, Vec<u8>) {
+        let mut words: Vec<u32> = shape.to_vec();
+        for _ in 0..rng.below(3) {
+            let i = rng.below(words.len() as u64) as usize;
+            words[i] = match rng.below(3) {
+                0 => rng.below(3) as u32,
+                1 => words[i].wrapping_add(1),
+                _ => rng.u32(),
+            };
+        }
+        if extra > 0 {
+            for _ in 0..rng.below(extra) {
+                words.push(rng.below(3) as u32);
+            }
+        }
+        let mut bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+        if rng.below(4) == 0 {
+            bytes.truncate(rng.below(bytes.len() as u64 + 1) as usize);
+        }
+        (words, bytes)
+    }
+
+    #[test]
+    fn one_write_msg_shortcut_agrees_with_decode_split() {
+        let shape = [0x1234_5678u32, 1, 32, 0, 0, 1, 1, 0xabcd, 4096, 0, 0x8000, 0, 0, 0x8000_0001];
+        let mut taken = 0;
+        for_each_mutation(0x6a09_e667_f3bc_c909, &shape, |words, bytes| {
+            let full = Header::decode_split(bytes, &Limits::DEFAULT);
+            match decode_one_write_msg(bytes) {
+                Some((xid, credits, segs, payload)) => {
+                    taken += 1;
+                    let (h, rest) = full.expect("the shape decodes");
+                    assert_eq!((h.xid, h.credits, rest), (xid, credits, payload), "{words:x?}");
+                    let Body::Msg(c) = h.body else { panic!("not RDMA_MSG: {words:x?}") };
+                    assert!(c.reads.is_empty() && c.reply.is_none(), "{words:x?}");
+                    assert_eq!(c.writes.single(), Some(segs), "{words:x?}");
+                }
+                None => {
+                    if let Ok((Header { body: Body::Msg(c), header_len, .. }, _)) = full {
+                        let one =
+                            c.reads.is_empty() && c.reply.is_none() && c.writes.single().is_some_and(|s| s.len() == 1);
+                        assert!(!one || header_len != 52, "{words:x?}");
+                    }
+                }
+            }
+        });
+        assert!(taken > 1000, "the shortcut ran {taken} times");
+    }
+
+    #[test]
     fn one_write_segment_shortcut_agrees_with_decode_lists() {
         let mut rng = crate::testutil::Rng(0x0123_4567_89ab_cdef);
         let shape = [0u32, 1, 1, 0x1234, 4096, 0, 0x8000, 0, 0];
         let mut taken = 0;
         for _ in 0..100_000 {
-            let mut words: Vec<u32> = shape.to_vec();
-            // Vary a few words: to nearby values, or random ones.
-            for _ in 0..rng.below(3) {
-                let i = rng.below(words.len() as u64) as usize;
-                words[i] = match rng.below(3) {
-                    0 => rng.below(3) as u32,
-                    1 => words[i].wrapping_add(1),
-                    _ => rng.u32(),
-                };
-            }
-            for _ in 0..rng.below(4) {
-                words.push(rng.below(3) as u32);
-            }
-            let mut bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
-            if rng.below(4) == 0 {
-                bytes.truncate(rng.below(bytes.len() as u64 + 1) as usize);
-            }
+            let (words, bytes) = mutated(&mut rng, &shape, 4);
             let one = rng.below(2) as u32;
             let limits = match rng.below(5) {
                 0 => Limits { max_write_chunks: one, ..Limits::DEFAULT },

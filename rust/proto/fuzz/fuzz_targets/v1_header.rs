@@ -3,7 +3,8 @@
 //!
 //! Any input must decode without panicking; whatever decodes must re-encode
 //! (both from the decoded views and from plain structs) to exactly the header
-//! bytes it came from, and decode again to the same value.
+//! bytes it came from, and decode again to the same value. The shortcuts for
+//! the two commonest reply headers must agree with the decoder.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -39,6 +40,20 @@ fn encode_from_structs(h: &Header<'_>) -> Vec<u8> {
 fuzz_target!(|data: &[u8]| {
     let _ = v1::peek(data);
     let _ = v1::decode_error_any_version(data);
+    let full = Header::decode_split(data, &Limits::DEFAULT);
+    if let Some((xid, credits, payload)) = v1::decode_plain_msg(data) {
+        let (h, rest) = full.expect("a plain RDMA_MSG decodes");
+        assert_eq!((h.xid, h.credits, rest), (xid, credits, payload));
+        assert_eq!(h.body, Body::Msg(v1::Chunks::EMPTY));
+    }
+    if let Some((xid, credits, segs, payload)) = v1::decode_one_write_msg(data) {
+        let (h, rest) = full.expect("an RDMA_MSG with one Write segment decodes");
+        assert_eq!((h.xid, h.credits, rest), (xid, credits, payload));
+        let Body::Msg(c) = h.body else { panic!("not RDMA_MSG") };
+        assert!(c.reads.is_empty() && c.reply.is_none());
+        assert_eq!(c.writes.single(), Some(segs));
+        assert_eq!(segs.len(), 1);
+    }
     let small = Limits { max_read_segments: 4, max_write_chunks: 2, max_chunk_segments: 4, max_write_segments: 6 };
     for limits in [Limits::UNBOUNDED, Limits::DEFAULT, small] {
         let Ok(h) = Header::decode(data, &limits) else { continue };
