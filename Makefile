@@ -27,6 +27,8 @@
 #   make ab OLD=REV [NEW=REV]  the module at two revisions (NEW: the
 #                   working tree) and the C client, alternated at QD1/QD64
 #                   (STOCK=1: on Debian's stock kernel, -O2, its C client)
+#   make count      the working tree's own instructions per RPC (writes,
+#                   reads, GETATTR; rpcrdma_rs alone, one boot, 3 minutes)
 #   make profile [OLD=REV] [LINES=1]  perf in the client guest: where its
 #                   CPU goes per RPC with rpcrdma_rs and with the C client
 #                   (LINES=1: the module's instructions by source line)
@@ -52,7 +54,7 @@ KERNEL_DEP := kernel
 KDIR = $(shell RDMARS_LINE=$(RDMARS_LINE) bash scripts/build-kernel.sh --path)
 endif
 
-.PHONY: all demo check check-all debug-check soak long-check bench ab scaling profile setup kernel module peer unit selftests fuzz clippy clean
+.PHONY: all demo check check-all debug-check soak long-check bench ab scaling count profile setup kernel module peer unit selftests fuzz clippy clean
 
 all: module
 
@@ -110,6 +112,9 @@ scaling:
 ab:
 	@[ -n "$(OLD)" ] || { echo "usage: make ab OLD=REV [NEW=REV] [AB_ROUNDS=N] [STOCK=1]"; exit 2; }
 	bash scripts/ab.sh $(if $(STOCK),--stock) --rounds $(or $(AB_ROUNDS),8) $(OLD) $(NEW)
+
+count:
+	bash scripts/count.sh
 
 profile:
 	bash scripts/profile.sh --rounds $(or $(PROFILE_ROUNDS),2) --iodepth $(or $(PROFILE_IODEPTH),64) $(if $(PROFILE_WORKLOAD),--workload $(PROFILE_WORKLOAD)) $(if $(OLD),--old $(OLD)) $(if $(LINES),--lines)
