@@ -244,14 +244,13 @@ pub fn decode_plain_msg(buf: &[u8]) -> Option<(u32, u32, &[u8])> {
 #[inline(always)]
 pub fn decode_one_write_msg(buf: &[u8]) -> Option<(u32, u32, SegmentArray<'_>, &[u8])> {
     const LEN: usize = FIXED_HEADER_LEN + 12 + SEGMENT_LEN + 8;
-    const LISTS: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1];
     let (h, payload) = buf.split_first_chunk::<LEN>()?;
     let [x0, x1, x2, x3, v0, v1, v2, v3, c0, c1, c2, c3, p0, p1, p2, p3, ref lists @ ..] = *h;
     let (first, rest) = lists.split_first_chunk::<12>()?;
     let (segment, last) = rest.split_first_chunk::<SEGMENT_LEN>()?;
     if u32::from_be_bytes([v0, v1, v2, v3]) != VERSION
         || u32::from_be_bytes([p0, p1, p2, p3]) != RDMA_MSG
-        || *first != LISTS
+        || *first != ONE_WRITE_SEGMENT_FIRST
         || *last != [0; 8]
     {
         return None;
@@ -260,6 +259,11 @@ pub fn decode_one_write_msg(buf: &[u8]) -> Option<(u32, u32, SegmentArray<'_>, &
     let credits = u32::from_be_bytes([c0, c1, c2, c3]);
     Some((xid, credits, SegmentArray { bytes: Records::new(segment) }, payload))
 }
+
+/// The chunk lists' words before the segment when they are no Read list
+/// and one Write chunk of one segment: Read list end, Write chunk present,
+/// one segment (both shortcuts for that shape test them).
+const ONE_WRITE_SEGMENT_FIRST: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1];
 
 /// One registered memory segment: RDMA handle (steering tag), length, offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -975,11 +979,10 @@ impl<'a> Chunks<'a> {
         // Read list end; Write chunk present, one segment; the segment;
         // Write list end; no Reply chunk.
         const LEN: usize = 12 + SEGMENT_LEN + 8;
-        const FIRST: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1];
         let words = r.rest().first_chunk::<LEN>()?;
         let one_allowed =
             limits.max_write_chunks >= 1 && limits.max_chunk_segments >= 1 && limits.max_write_segments >= 1;
-        if words[..12] != FIRST || words[12 + SEGMENT_LEN..] != [0; 8] || !one_allowed {
+        if words[..12] != ONE_WRITE_SEGMENT_FIRST || words[12 + SEGMENT_LEN..] != [0; 8] || !one_allowed {
             return None;
         }
         let lists = r.take(LEN).ok()?;
