@@ -405,21 +405,14 @@ def kinds_report(runs, kodir):
         ko = os.path.join(kodir, f"{v}.ko")
         if v not in runs or not os.path.exists(ko) or not any(r.get("transport_blocks") for r in runs[v]):
             continue
-        syms = ko_instructions(ko)[1]
+        per_insn, _ = insn_counts(runs[v], ko)
         out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-j", ".text", ko],
                              capture_output=True, text=True, check=True).stdout
-        code = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"^\s*([0-9a-f]+):\t(.*)$", out, re.M)]
-        addrs = [a for a, _ in code]
+        text = {int(m.group(1), 16): m.group(2) for m in re.finditer(r"^\s*([0-9a-f]+):\t(.*)$", out, re.M)}
         rpcs = sum(r["rpcs"] for r in runs[v])
         kinds = collections.Counter()
-        for r in runs[v]:
-            for key, (n, count) in r.get("transport_blocks", {}).items():
-                sym, off = key.rsplit("+", 1)
-                if sym not in syms:
-                    continue
-                i = bisect.bisect_left(addrs, syms[sym] + int(off, 16))
-                for _, text in code[i:i + n]:
-                    kinds[insn_kind(text)] += count / rpcs
+        for a, count in per_insn.items():
+            kinds[insn_kind(text[a])] += count / rpcs
         got[v] = kinds
     if not got:
         return
