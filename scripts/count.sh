@@ -39,6 +39,7 @@ RDMARS_DEBUGINFO=1 make -s module
 cp rpcrdma_rs.ko "$dir/ours-lines.ko.new"
 make -s module
 cp rpcrdma_rs.ko "$dir/ours.ko.new"
+same_code_or_warn "$dir/ours.ko.new" "$dir/ours-lines.ko.new"
 raw=$(mktemp /tmp/rpcrdma-rs-count.XXXX)
 trap 'rm -f "$raw"' EXIT
 log "count: one ${runtime}s run each of randwrite, randread and getattr (about 3 minutes)"

@@ -124,6 +124,18 @@ cached_kernel() {
   [ -f "$d/.rpcrdma-rs-complete" ] && echo "$d"
 }
 
+# Warns unless the module PLAIN and its build with line tables LINES
+# (RDMARS_DEBUGINFO=1) have the same code: the line reports map the
+# plain module's addresses through LINES.
+same_code_or_warn() {
+  local a b
+  a=$(mktemp) b=$(mktemp)
+  objcopy -O binary --only-section=.text "$1" "$a"
+  objcopy -O binary --only-section=.text "$2" "$b"
+  cmp -s "$a" "$b" || log "warning: the module with line tables has other code; source lines are approximate"
+  rm -f "$a" "$b"
+}
+
 # build_module_at REV DEST [stock]: the module as of git revision REV, built
 # in a worktree of it under the cache, copied to DEST. REV "WORKTREE" is the
 # working tree's own build (run `make module` first). For comparing builds

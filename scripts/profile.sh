@@ -60,11 +60,7 @@ cp "$kernel/net/sunrpc/xprtrdma/rpcrdma.ko" "$kodir/c.ko"
 ln -sfn "$kernel/vmlinux" "$kodir/vmlinux"
 report_args=(--calls "$kodir" "${report_args[@]}")
 if [ -n "$lines" ]; then
-  text() { objcopy -O binary --only-section=.text "$1" "$2"; }
-  text rpcrdma_rs.ko "$kodir/plain.text"
-  text "$kodir/ours-lines.ko" "$kodir/lines.text"
-  cmp -s "$kodir/plain.text" "$kodir/lines.text" \
-    || log "warning: the module with line tables has other code; source lines are approximate"
+  same_code_or_warn rpcrdma_rs.ko "$kodir/ours-lines.ko"
 fi
 variants=ours,c
 if [ -n "$old" ]; then
