@@ -7,7 +7,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use crate::verbs::{KeptMr, PagesInFlight, PostedRegistration, Registration, ReleaseEpoch, SendFailed};
+use crate::verbs::{PagesInFlight, PostedRegistration, Registration, ReleaseEpoch, SendFailed};
 use crate::{
     kapi::{
         errno,
@@ -25,7 +25,7 @@ use super::{
         desc, for_each_page, register_one, register_read_chunk, register_reply_chunk, ReplyShape, MAX_CHUNK_SEGMENTS,
     },
     conn::{Endpoint, EpShared},
-    slots::ReqState,
+    slots::{ReqState, Slot},
     stats::{Stats, COUNTERS},
     version::NO_XID,
     xprt::RdmaXprt,
@@ -57,20 +57,14 @@ pub(super) struct Planned {
 
 impl RdmaXprt {
     /// Builds the transport header (registering chunks as the plan says)
-    /// and sends the call. Records in `st` the regions posted, the pages
-    /// the Send may still be reading and how the reply will arrive. On
-    /// failure every region registered for the call is given back, as
-    /// releases of the caller's own in `epoch` (its reading from before).
-    pub(super) fn marshal(
-        &self,
-        ep: &Endpoint,
-        rqst: &Rqst<'_>,
-        st: &mut ReqState,
-        kept: &KeptMr,
-        epoch: &mut ReleaseEpoch,
-    ) -> Result {
+    /// and sends the call. Records in the state of its slot `slot` the
+    /// regions posted, the pages the Send may still be reading and how the
+    /// reply will arrive. On failure every region registered for the call
+    /// is given back, as releases of the caller's own in `epoch` (its
+    /// reading from before).
+    pub(super) fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, slot: &Slot, epoch: &mut ReleaseEpoch) -> Result {
         let mut reg = Registration::empty();
-        let sent = self.register_and_send(ep, rqst, st, kept, &mut reg);
+        let sent = self.register_and_send(ep, rqst, slot, &mut reg);
         if sent.is_err() {
             let _ = ep.conn.release_unposted(reg, epoch);
         }
@@ -78,19 +72,18 @@ impl RdmaXprt {
     }
 
     /// See [`RdmaXprt::marshal`]: regions are registered into `reg`; if the
-    /// Send is posted, `reg` is left empty and `st` holds what was posted,
-    /// else `reg` holds every region registered for the call.
-    fn register_and_send(
-        &self,
-        ep: &Endpoint,
-        rqst: &Rqst<'_>,
-        st: &mut ReqState,
-        kept: &KeptMr,
-        reg: &mut Registration,
-    ) -> Result {
-        let ReqState { reg: posted, sent, reply, segs, offered } = st;
-        *reply = ReplyShape::Inline;
-        *offered = 0;
+    /// Send is posted, `reg` is left empty and the slot's state holds what
+    /// was posted, else `reg` holds every region registered for the call.
+    ///
+    /// The slot's state holds nothing (`send_call` emptied it). A small
+    /// call leaves it so: copied whole after a header without chunk lists,
+    /// it holds nothing once sent and its reply comes back inline, which
+    /// is what the state says already; it is sent without locking the
+    /// state. Any other call locks it before anything is registered, until
+    /// it holds the call's regions and reply shape: the reply can arrive on
+    /// another CPU as soon as the Send is posted, and the Receive handler
+    /// must never find them missing. Nothing in here sleeps.
+    fn register_and_send(&self, ep: &Endpoint, rqst: &Rqst<'_>, slot: &Slot, reg: &mut Registration) -> Result {
         let shared = ep.shared();
         let xid = u32::from_be(rqst.xid_be());
         let version = self.version_for(shared, xid)?;
@@ -116,22 +109,33 @@ impl RdmaXprt {
         let write_list: [&[v1::Segment]; 1];
         if let Some((call, rp)) = plan::plan_small(&snd, reply_len, inline_send, inline_recv, PULLUP_THRESHOLD) {
             // The call copied whole after an RDMA_MSG header without chunk
-            // lists: no registration token to carry or record (`posted`
-            // holds nothing, see `send_call`). The fill is this path's own,
-            // not `post`'s: one closure used from both would take
-            // `SendWriter::copy` out of line (benchmarks.rst).
+            // lists: no registration token to carry or record, and the Send
+            // only copies, so its pages token holds nothing either. The
+            // fill is this path's own, not `post`'s: one closure used from
+            // both would take `SendWriter::copy` out of line
+            // (benchmarks.rst).
             let credits = shared.max_requests.load(Ordering::Relaxed);
-            *sent = ep.conn.send_unregistered(|out| {
+            let pages = ep.conn.send_unregistered(|out| {
                 out.copy(|buf| {
                     let lists = v1::ChunkLists::NONE;
                     let hdr = encode_header(buf, version, xid, credits, false, v2::Direction::Call, lists)?;
                     copy_call_after(rqst, buf, hdr, snd.len as usize)
                 })
             })?;
+            if let Err(pages) = pages.nothing_in_flight() {
+                // Not from a Send that only copies; kept all the same, for
+                // the reply or the release to wait for.
+                let mut st = slot.state().lock();
+                st.sent = pages;
+                slot.set_holds(&mut st, true);
+            }
             self.count_call(&call, &rp, &snd, 0);
             trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd, call, reply: rp }));
             return Ok(());
         }
+        let mut st = slot.state().lock();
+        let ReqState { reg: posted, sent, reply, segs, offered } = &mut *st;
+        let kept = slot.kept();
         let (call, rp, lists, reply_shape, nw) = 'plan: {
             let rcv = desc(rqst.buf(Which::Reply), Which::Reply);
             let thresholds = (inline_send, inline_recv);
@@ -183,6 +187,9 @@ impl RdmaXprt {
                 *sent = pages;
                 *reply = reply_shape;
                 *offered = nw;
+                // Most of these calls hold regions; the reply or the
+                // release empties the state whatever it holds.
+                slot.set_holds(&mut st, true);
                 Ok(())
             }
             Err(f) => {
@@ -432,47 +439,35 @@ impl RdmaXprt {
         let Some(slot) = this.slots.slot_of(rqst) else {
             return Err(EINVAL);
         };
-        // The reply can arrive on another CPU as soon as the Send is
-        // posted: the slot stays locked until it holds this call's regions
-        // and reply shape, so the Receive handler never finds them missing.
-        // Nothing in `marshal` sleeps.
-        let mut st = slot.state().lock();
-        if st.holds_anything() {
+        if slot.holds() {
             // A request re-sent on a new connection still holds the regions
             // of the old one, which went away with it: drop the stale token
             // (this sleeps, so not under the lock).
+            let mut st = slot.state().lock();
             let (stale, sent) = st.take();
+            slot.set_holds(&mut st, false);
             drop(st);
             let _ = ep.conn.invalidate(stale, None);
             let _ = ep.conn.wait_sent(sent);
-            st = slot.state().lock();
         }
         let mut epoch = ep.conn.release_epoch();
         rqst.stamp_xmit();
-        match this.marshal(ep, rqst, &mut st, slot.kept(), &mut epoch) {
-            Ok(()) => {
-                let holds = st.holds_anything();
-                slot.set_holds(&mut st, holds);
-                drop(st);
+        if let Err(e) = this.marshal(ep, rqst, slot, &mut epoch) {
+            if e == errno::ENOBUFS() {
+                // Out of Send buffers or memory regions: wait for some (and
+                // have regions made, if that is what is missing).
+                this.stats.empty_sendctx_q.fetch_add(1, Ordering::Relaxed);
+                wait_for_space(x, ep, &epoch);
+                RdmaXprt::grow_mrs_later(this.arc(), ep);
+                return Err(EAGAIN);
             }
-            Err(e) => {
-                drop(st);
-                if e == errno::ENOBUFS() {
-                    // Out of Send buffers or memory regions: wait for some
-                    // (and have regions made, if that is what is missing).
-                    this.stats.empty_sendctx_q.fetch_add(1, Ordering::Relaxed);
-                    wait_for_space(x, ep, &epoch);
-                    RdmaXprt::grow_mrs_later(this.arc(), ep);
-                    return Err(EAGAIN);
-                }
-                if e == errno::ENOTCONN() {
-                    this.close(x, locked);
-                    return Err(e);
-                }
-                trace::marshal_failed(u32::from_be(rqst.xid_be()), e.to_errno());
-                this.stats.failed_marshal.fetch_add(1, Ordering::Relaxed);
-                return Err(EIO);
+            if e == errno::ENOTCONN() {
+                this.close(x, locked);
+                return Err(e);
             }
+            trace::marshal_failed(u32::from_be(rqst.xid_be()), e.to_errno());
+            this.stats.failed_marshal.fetch_add(1, Ordering::Relaxed);
+            return Err(EIO);
         }
         let len = rqst.send_len();
         rqst.sent(len);

@@ -27,6 +27,13 @@ use super::{
 /// release: the memory regions it registered, the pages its Send may still
 /// be reading, and how its reply comes back. The reply is checked against
 /// it in place, under the slot's lock: nothing of it is copied per RPC.
+///
+/// # Invariants
+///
+/// Whenever its slot's `holds` flag is clear, the state is its
+/// [`Default`]: no region, no pages, a reply inline. A small call
+/// (`plan::plan_small`) relies on it to be sent without locking the state
+/// (`RdmaXprt::register_and_send`): what it would record is there already.
 pub(super) struct ReqState {
     pub(super) reg: PostedRegistration,
     pub(super) sent: PagesInFlight,
@@ -39,14 +46,13 @@ pub(super) struct ReqState {
 }
 
 impl ReqState {
-    /// True if the state holds regions or a Send's pages to give back.
-    pub(super) fn holds_anything(&self) -> bool {
-        !self.reg.is_empty() || !self.sent.is_none()
-    }
-
     /// Takes the request's regions and its Send's pages token out of the
-    /// slot, for the caller to invalidate and wait for.
+    /// slot, for the caller to invalidate and wait for, and leaves the
+    /// state as a fresh slot's (the segments offered are no longer
+    /// counted).
     pub(super) fn take(&mut self) -> (PostedRegistration, PagesInFlight) {
+        self.reply = ReplyShape::Inline;
+        self.offered = 0;
         (
             core::mem::replace(&mut self.reg, PostedRegistration::none()),
             core::mem::replace(&mut self.sent, PagesInFlight::none()),
@@ -76,8 +82,9 @@ pub(super) struct Slot {
     #[pin]
     state: SpinLock<ReqState>,
     /// Set (with the state locked) when the state takes on something the
-    /// transport must give back, cleared when it has all been taken: a
-    /// clear flag lets the usual release skip the lock. See [`Slot::holds`].
+    /// transport must give back or a reply shape other than inline,
+    /// cleared when it has all been taken: a clear flag lets a small call
+    /// and the usual release skip the lock. See [`Slot::holds`].
     holds: AtomicBool,
     /// The memory region the request keeps for its next call (outside the
     /// lock: the reply takes the call's regions back after unlocking).
@@ -103,9 +110,11 @@ impl Slot {
     }
 
     /// False if the state held nothing when it was last recorded: the
-    /// request's own task, releasing it after its RPC ended, may then skip
-    /// the lock. Whoever emptied the state did so before the RPC completed,
-    /// and the completion orders that before the release.
+    /// request's own task, sending a small call or releasing the request
+    /// after its RPC ended, may then skip the lock. Whoever emptied the
+    /// state did so before the last RPC in the slot completed, and the
+    /// completion orders that before the release, and the release before
+    /// the slot's next call.
     pub(super) fn holds(&self) -> bool {
         self.holds.load(Ordering::Acquire)
     }
