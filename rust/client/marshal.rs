@@ -66,7 +66,7 @@ impl RdmaXprt {
         let mut reg = Registration::empty();
         let sent = self.register_and_send(ep, rqst, slot, &mut reg);
         if sent.is_err() {
-            let _ = ep.conn.release_unposted(reg, epoch);
+            release_unposted(ep, reg, epoch);
         }
         sent
     }
@@ -103,7 +103,6 @@ impl RdmaXprt {
         // The plans travel as values and the Call's description stays
         // where it is: a `CallShape` built for the quick plans would be
         // stored field by field, only for its fields to be read back.
-        let planned;
         let read_one;
         let mut read_segs;
         let write_list: [&[v1::Segment]; 1];
@@ -123,11 +122,7 @@ impl RdmaXprt {
                 })
             })?;
             if let Err(pages) = pages.nothing_in_flight() {
-                // Not from a Send that only copies; kept all the same, for
-                // the reply or the release to wait for.
-                let mut st = slot.state().lock();
-                st.sent = pages;
-                slot.set_holds(&mut st, true);
+                keep_pages(slot, pages);
             }
             self.count_call(&call, &rp, &snd, 0);
             trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd, call, reply: rp }));
@@ -154,29 +149,18 @@ impl RdmaXprt {
                 let lists = v1::ChunkLists { reads: &[], writes: &write_list, reply: None };
                 break 'plan (call, rp, lists, ReplyShape::WriteChunk, 1);
             }
-            planned = self.plan(shared, rqst, version, xid, (snd, rcv), thresholds)?;
-            let p = &planned;
-            // Most calls have no Read chunk and most replies need a Write or
-            // Reply chunk: register only the chunks there are.
-            let mut reads: &[v1::ReadSegment] = &[];
-            if p.shape.call.read_segments() > 0 {
-                read_segs = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
-                let n = register_read_chunk(ep, rqst, p, reg, &mut read_segs)?;
-                reads = read_segs.get(..n).ok_or(EINVAL)?;
-            }
-            let nw = if p.shape.reply.mrs() > 0 { register_reply_chunk(ep, rqst, p, reg, segs)? } else { 0 };
+            read_segs = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
+            let (call, rp, nr, reply_shape, nw) =
+                self.register_planned(ep, rqst, (version, xid), (snd, rcv), thresholds, reg, &mut read_segs, segs)?;
+            let reads = read_segs.get(..nr).ok_or(EINVAL)?;
             let writes = segs.get(..nw).ok_or(EINVAL)?;
             write_list = [writes];
-            let (reply_shape, lists) = match p.shape.reply {
-                plan::ReplyPlan::Inline => (ReplyShape::Inline, v1::ChunkLists { reads, writes: &[], reply: None }),
-                plan::ReplyPlan::WriteChunk { .. } => {
-                    (ReplyShape::WriteChunk, v1::ChunkLists { reads, writes: &write_list, reply: None })
-                }
-                plan::ReplyPlan::ReplyChunk { .. } => {
-                    (ReplyShape::ReplyChunk, v1::ChunkLists { reads, writes: &[], reply: Some(writes) })
-                }
+            let lists = match reply_shape {
+                ReplyShape::Inline => v1::ChunkLists { reads, writes: &[], reply: None },
+                ReplyShape::WriteChunk => v1::ChunkLists { reads, writes: &write_list, reply: None },
+                ReplyShape::ReplyChunk => v1::ChunkLists { reads, writes: &[], reply: Some(writes) },
             };
-            (p.shape.call, p.shape.reply, lists, reply_shape, nw)
+            (call, rp, lists, reply_shape, nw)
         };
         let registered = reg.take();
         match self.post(ep, rqst, (version, xid), call, &snd, registered, lists) {
@@ -199,13 +183,55 @@ impl RdmaXprt {
         }
     }
 
+    /// Plans the call `rqst` (`xid`, of `version`, its buffers `snd` and
+    /// `rcv`) with the general planner under the inline thresholds
+    /// `(send, receive)`, and registers the chunks it asks for into `reg`:
+    /// the Read chunk's segments into `reads`, the Write or Reply chunk's
+    /// into `segs`. Returns the plans, how many Read segments and Write or
+    /// Reply segments there are, and how the reply will arrive. Kept out
+    /// of `send_call`: few calls take it, and inlined, its values would
+    /// crowd the registers of the calls that do not.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn register_planned(
+        &self,
+        ep: &Endpoint,
+        rqst: &Rqst<'_>,
+        (version, xid): (Version, u32),
+        (snd, rcv): (plan::XdrBufDesc, plan::XdrBufDesc),
+        thresholds: (u32, u32),
+        reg: &mut Registration,
+        reads: &mut [v1::ReadSegment; MAX_CHUNK_SEGMENTS],
+        segs: &mut [v1::Segment; MAX_CHUNK_SEGMENTS],
+    ) -> Result<(plan::CallPlan, plan::ReplyPlan, usize, ReplyShape, usize)> {
+        let p = &self.plan(ep.shared(), rqst, version, xid, (snd, rcv), thresholds)?;
+        // Most calls have no Read chunk and most replies need a Write or
+        // Reply chunk: register only the chunks there are.
+        let nr = if p.shape.call.read_segments() > 0 { register_read_chunk(ep, rqst, p, reg, reads)? } else { 0 };
+        let nw = if p.shape.reply.mrs() > 0 { register_reply_chunk(ep, rqst, p, reg, segs)? } else { 0 };
+        let reply_shape = match p.shape.reply {
+            plan::ReplyPlan::Inline => ReplyShape::Inline,
+            plan::ReplyPlan::WriteChunk { .. } => ReplyShape::WriteChunk,
+            plan::ReplyPlan::ReplyChunk { .. } => ReplyShape::ReplyChunk,
+        };
+        Ok((p.shape.call, p.shape.reply, nr, reply_shape, nw))
+    }
+
     /// The protocol version of the call `xid` on the connection `shared`:
     /// the settled one, or while unsettled the first call's probe.
     #[inline]
     fn version_for(&self, shared: &EpShared, xid: u32) -> Result<Version> {
-        if let Some(v) = shared.settled() {
-            return Ok(v);
+        match shared.settled() {
+            Some(v) => Ok(v),
+            None => self.version_unsettled(shared, xid),
         }
+    }
+
+    /// [`RdmaXprt::version_for`] while the connection's version is not
+    /// settled: its first calls only.
+    #[cold]
+    #[inline(never)]
+    fn version_unsettled(&self, shared: &EpShared, xid: u32) -> Result<Version> {
         let mut g = shared.version.lock();
         let unprobed = matches!(*g, v2::ConnVersion::Unprobed);
         let v = g.for_call(xid).ok_or_else(errno::EPROTONOSUPPORT)?;
@@ -428,46 +454,24 @@ impl RdmaXprt {
         // server never granted: reconnect instead (RFC 8166 section 3.3).
         // The one exception is the Version Two probe the server refused
         // with ERR_VERS: it goes again as Version One (draft section 5.2).
-        if rqst.sent_on_this_connection(x) {
-            let xid = u64::from(u32::from_be(rqst.xid_be()));
-            let again = ep.shared().resend_xid.compare_exchange(xid, NO_XID, Ordering::AcqRel, Ordering::Relaxed);
-            if again.is_err() {
-                this.close(x, locked);
-                return Err(errno::ENOTCONN());
-            }
+        if rqst.sent_on_this_connection(x) && !may_resend(ep, rqst) {
+            this.close(x, locked);
+            return Err(errno::ENOTCONN());
         }
         let Some(slot) = this.slots.slot_of(rqst) else {
             return Err(EINVAL);
         };
         if slot.holds() {
-            // A request re-sent on a new connection still holds the regions
-            // of the old one, which went away with it: drop the stale token
-            // (this sleeps, so not under the lock).
-            let mut st = slot.state().lock();
-            let (stale, sent) = st.take();
-            slot.set_holds(&mut st, false);
-            drop(st);
-            let _ = ep.conn.invalidate(stale, None);
-            let _ = ep.conn.wait_sent(sent);
+            drop_stale(ep, slot);
         }
         let mut epoch = ep.conn.release_epoch();
         rqst.stamp_xmit();
         if let Err(e) = this.marshal(ep, rqst, slot, &mut epoch) {
-            if e == errno::ENOBUFS() {
-                // Out of Send buffers or memory regions: wait for some (and
-                // have regions made, if that is what is missing).
-                this.stats.empty_sendctx_q.fetch_add(1, Ordering::Relaxed);
-                wait_for_space(x, ep, &epoch);
-                RdmaXprt::grow_mrs_later(this.arc(), ep);
-                return Err(EAGAIN);
-            }
-            if e == errno::ENOTCONN() {
+            let (e, close) = Self::send_failed(this, x, ep, rqst, &epoch, e);
+            if close {
                 this.close(x, locked);
-                return Err(e);
             }
-            trace::marshal_failed(u32::from_be(rqst.xid_be()), e.to_errno());
-            this.stats.failed_marshal.fetch_add(1, Ordering::Relaxed);
-            return Err(EIO);
+            return Err(e);
         }
         let len = rqst.send_len();
         rqst.sent(len);
@@ -478,4 +482,78 @@ impl RdmaXprt {
         }
         Ok(())
     }
+}
+
+impl RdmaXprt {
+    /// What `send_call` does when marshalling the call `rqst` failed with
+    /// `e`: out of Send buffers or memory regions, the task waits for some
+    /// (releases since `epoch` wake it at once) and regions are made if
+    /// that is what is missing; a connection gone is to be closed (true);
+    /// anything else fails the call. Returns the error for SUNRPC.
+    #[cold]
+    #[inline(never)]
+    fn send_failed(
+        this: Lent<'_, Self>,
+        x: Xprt<'_>,
+        ep: &Endpoint,
+        rqst: &Rqst<'_>,
+        epoch: &ReleaseEpoch,
+        e: Error,
+    ) -> (Error, bool) {
+        if e == errno::ENOBUFS() {
+            this.stats.empty_sendctx_q.fetch_add(1, Ordering::Relaxed);
+            wait_for_space(x, ep, epoch);
+            RdmaXprt::grow_mrs_later(this.arc(), ep);
+            return (EAGAIN, false);
+        }
+        if e == errno::ENOTCONN() {
+            return (e, true);
+        }
+        trace::marshal_failed(u32::from_be(rqst.xid_be()), e.to_errno());
+        this.stats.failed_marshal.fetch_add(1, Ordering::Relaxed);
+        (EIO, false)
+    }
+}
+
+/// True if the call `rqst`, already sent on `ep`'s connection, may go
+/// again on it: only the Version Two probe the server refused with
+/// ERR_VERS, once (draft section 5.2).
+#[cold]
+#[inline(never)]
+fn may_resend(ep: &Endpoint, rqst: &Rqst<'_>) -> bool {
+    let xid = u64::from(u32::from_be(rqst.xid_be()));
+    ep.shared().resend_xid.compare_exchange(xid, NO_XID, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+}
+
+/// Drops what the request in `slot` still holds of the connection it was
+/// sent on before: re-sent on a new connection, its regions went away with
+/// the old one. Sleeps (not under the lock).
+#[cold]
+#[inline(never)]
+fn drop_stale(ep: &Endpoint, slot: &Slot) {
+    let mut st = slot.state().lock();
+    let (stale, sent) = st.take();
+    slot.set_holds(&mut st, false);
+    drop(st);
+    let _ = ep.conn.invalidate(stale, None);
+    let _ = ep.conn.wait_sent(sent);
+}
+
+/// Gives back the regions a call registered but did not send, as releases
+/// of the caller's own in `epoch`.
+#[cold]
+#[inline(never)]
+fn release_unposted(ep: &Endpoint, reg: Registration, epoch: &mut ReleaseEpoch) {
+    let _ = ep.conn.release_unposted(reg, epoch);
+}
+
+/// Records in `slot` the pages token of a small call's Send, which only
+/// copies and so maps nothing: kept all the same should it ever hold
+/// pages, for the reply or the release to wait for.
+#[cold]
+#[inline(never)]
+fn keep_pages(slot: &Slot, pages: PagesInFlight) {
+    let mut st = slot.state().lock();
+    st.sent = pages;
+    slot.set_holds(&mut st, true);
 }

@@ -98,8 +98,10 @@ impl EpShared {
     /// Decodes a header that is neither of the two common ones `reply`
     /// tells first, and acts on those that answer no call of ours (backward calls, Version
     /// Two's optional messages, what does not decode). Returns what a reply
-    /// returns, its XID, its credit field and its RPC message.
-    #[inline(always)]
+    /// returns, its XID, its credit field and its RPC message. Out of
+    /// line: inlined, its values would crowd the registers of the common
+    /// replies' path.
+    #[inline(never)]
     fn decode_other<'a>(&self, conn: &Live<'_, Self>, data: &'a [u8]) -> Option<(Returned<'a>, u32, u32, &'a [u8])> {
         let decoded = if self.is_v2() { Incoming::decode_v2(data) } else { Incoming::decode_v1(data) };
         let Some(inc) = decoded else {

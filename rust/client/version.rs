@@ -84,10 +84,16 @@ impl EpShared {
     /// While the Version Two probe is out, its answer settles the
     /// connection's version (draft section 5). Returns false if `data` was
     /// consumed here.
+    #[inline(always)]
     pub(super) fn settle_version(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) -> bool {
-        if self.settled().is_some() {
-            return true;
-        }
+        self.settled().is_some() || self.settle_version_now(conn, data, invalidated)
+    }
+
+    /// [`EpShared::settle_version`] while the version is not settled: the
+    /// first replies on a connection only.
+    #[cold]
+    #[inline(never)]
+    fn settle_version_now(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) -> bool {
         let (decision, settled) = {
             let mut g = self.version.lock();
             let mut d = match &mut *g {

@@ -1007,13 +1007,13 @@ impl<V: Events> Conn<V> {
         let mapped = match self.fill_send(buf, &mut b, device, objs.lkey, invalidate, fill) {
             Ok(mapped) => mapped,
             Err(e) => {
-                buf.unmap_pages(&mut b.pages);
+                buf.unmap_unposted(&mut b.pages);
                 return Err(e);
             }
         };
         let send_wr = &raw mut b.send_wr;
         let Some(head) = self.chain_registrations(reg, send_wr) else {
-            buf.unmap_pages(&mut b.pages);
+            buf.unmap_unposted(&mut b.pages);
             return Err(EINVAL);
         };
         // `next_idle` found a buffer idle: `outstanding < bufs.len()`.
@@ -1028,7 +1028,7 @@ impl<V: Events> Conn<V> {
         if let Err(e) = unsafe { qp.post_send(head) } {
             // SAFETY: the post failed: the Send never reached the device.
             if let Some(mut b) = unsafe { buf.cell.take_back() } {
-                buf.unmap_pages(&mut b.pages);
+                buf.unmap_unposted(&mut b.pages);
             }
             return Err(e);
         }

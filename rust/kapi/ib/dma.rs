@@ -200,6 +200,14 @@ impl DmaBuf {
         unsafe { pages.unmap(self.device) }
     }
 
+    /// [`DmaBuf::unmap_pages`] for a Send that was not posted after all:
+    /// out of line, so that the usual post keeps its registers.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn unmap_unposted(&self, pages: &mut MappedPages) {
+        self.unmap_pages(pages);
+    }
+
     /// Makes the first `len` bytes written by the CPU visible to the device.
     #[inline]
     pub(super) fn sync_for_device(&self, len: usize) {
