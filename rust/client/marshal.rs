@@ -62,18 +62,6 @@ impl RdmaXprt {
     /// reply will arrive. On failure every region registered for the call
     /// is given back, as releases of the caller's own in `epoch` (its
     /// reading from before).
-    pub(super) fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, slot: &Slot, epoch: &mut ReleaseEpoch) -> Result {
-        let mut reg = Registration::empty();
-        let sent = self.register_and_send(ep, rqst, slot, &mut reg);
-        if sent.is_err() {
-            release_unposted(ep, reg, epoch);
-        }
-        sent
-    }
-
-    /// See [`RdmaXprt::marshal`]: regions are registered into `reg`; if the
-    /// Send is posted, `reg` is left empty and the slot's state holds what
-    /// was posted, else `reg` holds every region registered for the call.
     ///
     /// The slot's state holds nothing (`send_call` emptied it). A small
     /// call leaves it so: copied whole after a header without chunk lists,
@@ -83,7 +71,7 @@ impl RdmaXprt {
     /// it holds the call's regions and reply shape: the reply can arrive on
     /// another CPU as soon as the Send is posted, and the Receive handler
     /// must never find them missing. Nothing in here sleeps.
-    fn register_and_send(&self, ep: &Endpoint, rqst: &Rqst<'_>, slot: &Slot, reg: &mut Registration) -> Result {
+    pub(super) fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, slot: &Slot, epoch: &mut ReleaseEpoch) -> Result {
         let shared = ep.shared();
         let xid = u32::from_be(rqst.xid_be());
         let version = self.version_for(shared, xid)?;
@@ -97,15 +85,7 @@ impl RdmaXprt {
         let snd = desc(rqst.buf(Which::Call), Which::Call);
         let reply_len = rqst.buf(Which::Reply).lengths_and_flags().1;
         // Most calls are small and so are their replies (GETATTR, ACCESS,
-        // LOOKUP): no chunk to plan or register. Most others move a page
-        // list one MR covers (READ, WRITE): one chunk of one segment. The
-        // rest are planned in general. Chunks are registered into `reg`.
-        // The plans travel as values and the Call's description stays
-        // where it is: a `CallShape` built for the quick plans would be
-        // stored field by field, only for its fields to be read back.
-        let read_one;
-        let mut read_segs;
-        let write_list: [&[v1::Segment]; 1];
+        // LOOKUP): no chunk to plan or register.
         if let Some((call, rp)) = plan::plan_small(&snd, reply_len, inline_send, inline_recv, PULLUP_THRESHOLD) {
             // The call copied whole after an RDMA_MSG header without chunk
             // lists: no registration token to carry or record, and the Send
@@ -128,6 +108,39 @@ impl RdmaXprt {
             trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd, call, reply: rp }));
             return Ok(());
         }
+        let mut reg = Registration::empty();
+        let sent = self.register_and_send(ep, rqst, slot, (version, xid), (inline_send, inline_recv), snd, &mut reg);
+        if sent.is_err() {
+            release_unposted(ep, reg, epoch);
+        }
+        sent
+    }
+
+    /// Registers the chunks of the call `rqst` (`xid`, of `version`, its
+    /// buffer `snd`, under the inline thresholds `(send, receive)`), into
+    /// `reg`, and sends it; see [`RdmaXprt::marshal`]. If the Send is
+    /// posted, `reg` is left empty and the slot's state holds what was
+    /// posted, else `reg` holds every region registered for the call.
+    #[allow(clippy::too_many_arguments)]
+    fn register_and_send(
+        &self,
+        ep: &Endpoint,
+        rqst: &Rqst<'_>,
+        slot: &Slot,
+        (version, xid): (Version, u32),
+        (inline_send, inline_recv): (u32, u32),
+        snd: plan::XdrBufDesc,
+        reg: &mut Registration,
+    ) -> Result {
+        let shared = ep.shared();
+        // Most of these calls move a page list one MR covers (READ,
+        // WRITE): one chunk of one segment. The rest are planned in
+        // general. The plans travel as values and the Call's description
+        // stays where it is: a `CallShape` built for the quick plans would
+        // be stored field by field, only for its fields to be read back.
+        let read_one;
+        let mut read_segs;
+        let write_list: [&[v1::Segment]; 1];
         let mut st = slot.state().lock();
         let ReqState { reg: posted, sent, reply, segs, offered } = &mut *st;
         let kept = slot.kept();
