@@ -53,10 +53,7 @@ impl ReqState {
     pub(super) fn take(&mut self) -> (PostedRegistration, PagesInFlight) {
         self.reply = ReplyShape::Inline;
         self.offered = 0;
-        (
-            core::mem::replace(&mut self.reg, PostedRegistration::none()),
-            core::mem::replace(&mut self.sent, PagesInFlight::none()),
-        )
+        (self.reg.take(), self.sent.take())
     }
 }
 

@@ -371,6 +371,13 @@ impl PagesInFlight {
         PagesInFlight { generation: 0, index: usize::MAX, seq: 0 }
     }
 
+    /// Moves the token out, leaving one that holds nothing in its place.
+    #[inline]
+    pub(crate) fn take(&mut self) -> PagesInFlight {
+        let index = core::mem::replace(&mut self.index, usize::MAX);
+        PagesInFlight { generation: self.generation, index, seq: self.seq }
+    }
+
     /// True for a token that holds nothing to wait for.
     #[inline]
     pub(crate) fn is_none(&self) -> bool {

@@ -362,6 +362,14 @@ impl PostedRegistration {
         PostedRegistration(Regions::NONE)
     }
 
+    /// Moves the regions out, leaving this token empty (the rest of an
+    /// empty token means nothing, and is left as it is).
+    #[inline]
+    pub(crate) fn take(&mut self) -> PostedRegistration {
+        let n = core::mem::replace(&mut self.0.n, 0);
+        PostedRegistration(Regions { generation: self.0.generation, mrs: self.0.mrs, n })
+    }
+
     /// True if it holds no memory region.
     pub(crate) fn is_empty(&self) -> bool {
         self.0.n == 0
