@@ -33,7 +33,7 @@ use super::{
 /// Whenever its slot's `holds` flag is clear, the state is its
 /// [`Default`]: no region, no pages, a reply inline. A small call
 /// (`plan::plan_small`) relies on it to be sent without locking the state
-/// (`RdmaXprt::register_and_send`): what it would record is there already.
+/// (`RdmaXprt::marshal`): what it would record is there already.
 pub(super) struct ReqState {
     pub(super) reg: PostedRegistration,
     pub(super) sent: PagesInFlight,
