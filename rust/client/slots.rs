@@ -78,10 +78,10 @@ pub(super) struct Slot {
     storage: RqstStorage,
     #[pin]
     state: SpinLock<ReqState>,
-    /// Set (with the state locked) when the state takes on something the
-    /// transport must give back or a reply shape other than inline,
-    /// cleared when it has all been taken: a clear flag lets a small call
-    /// and the usual release skip the lock. See [`Slot::holds`].
+    /// Set (with the state locked) whenever a call records anything in the
+    /// state (every call but a small one), cleared when the state is
+    /// emptied: a clear flag lets a small call and the usual release skip
+    /// the lock. See [`Slot::holds`].
     holds: AtomicBool,
     /// The memory region the request keeps for its next call (outside the
     /// lock: the reply takes the call's regions back after unlocking).

@@ -302,6 +302,14 @@ pub(super) struct Regions {
 impl Regions {
     const NONE: Regions = Regions { generation: 0, mrs: [0; MAX_MRS], n: 0 };
 
+    /// Moves the regions out, leaving these empty (the rest of an empty
+    /// set means nothing, and is left as it is).
+    #[inline]
+    fn take(&mut self) -> Regions {
+        let n = core::mem::replace(&mut self.n, 0);
+        Regions { generation: self.generation, mrs: self.mrs, n }
+    }
+
     /// The regions held, in registration order.
     pub(super) fn held(&self) -> &[u16] {
         self.mrs.get(..self.n).unwrap_or(&[])
@@ -337,8 +345,7 @@ impl Registration {
     /// Moves the regions out, leaving this token empty.
     #[inline]
     pub(crate) fn take(&mut self) -> Registration {
-        let n = core::mem::replace(&mut self.0.n, 0);
-        Registration(Regions { generation: self.0.generation, mrs: self.0.mrs, n })
+        Registration(self.0.take())
     }
 }
 
@@ -362,12 +369,10 @@ impl PostedRegistration {
         PostedRegistration(Regions::NONE)
     }
 
-    /// Moves the regions out, leaving this token empty (the rest of an
-    /// empty token means nothing, and is left as it is).
+    /// Moves the regions out, leaving this token empty.
     #[inline]
     pub(crate) fn take(&mut self) -> PostedRegistration {
-        let n = core::mem::replace(&mut self.0.n, 0);
-        PostedRegistration(Regions { generation: self.0.generation, mrs: self.0.mrs, n })
+        PostedRegistration(self.0.take())
     }
 
     /// True if it holds no memory region.
