@@ -248,18 +248,20 @@ pub(super) fn desc(b: XdrBuf<'_>, which: Which) -> plan::XdrBufDesc {
 /// Fills `w` with the pages of `ext`, a piece of `b` the planner chose.
 #[inline(always)]
 pub(super) fn fill_sg(b: XdrBuf<'_>, ext: &plan::MrExtent, w: &mut SgWriter<'_>) -> Result {
-    let mut left = ext.len;
-    for i in 0..ext.npages {
-        let off = if i == 0 { ext.offset } else { 0 };
+    let (mut left, mut off, mut n) = (ext.len, ext.offset, ext.first_page);
+    for _ in 0..ext.npages {
         let len = PAGE_SIZE.saturating_sub(off).min(left);
-        let n = ext.first_page.checked_add(i).ok_or(EINVAL)?;
         let page = match ext.kind {
             plan::RegionKind::Pages => b.page(n),
             plan::RegionKind::Head => b.head_page(n),
             plan::RegionKind::Tail => b.tail_page(n),
         };
         w.push(page.ok_or(EINVAL)?, len, off)?;
-        left = left.saturating_sub(len);
+        // `len <= left`; past the last page index there is no page, so a
+        // saturated index is refused above.
+        left = left.wrapping_sub(len);
+        off = 0;
+        n = n.saturating_add(1);
     }
     Ok(())
 }
