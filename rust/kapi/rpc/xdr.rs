@@ -90,7 +90,10 @@ impl<'a> XdrBuf<'a> {
     #[inline]
     pub(crate) fn page(&self, i: u32) -> Option<PageRef<'a>> {
         let b = self.raw;
-        if i >= b.page_base.checked_add(b.page_len)?.div_ceil(PAGE_SIZE) {
+        // `i` is below the page count, `(page_base + page_len)` over
+        // `PAGE_SIZE` rounded up, if and only if page `i` starts before
+        // the end; in `u64` neither side wraps.
+        if u64::from(i) * u64::from(PAGE_SIZE) >= u64::from(b.page_base) + u64::from(b.page_len) {
             return None;
         }
         // SAFETY: the page list has an entry for every page its
