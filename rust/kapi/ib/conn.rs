@@ -948,7 +948,7 @@ impl<V: Events> Conn<V> {
         reg: Registration,
         fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
     ) -> core::result::Result<(PostedRegistration, Sent), SendFailed> {
-        match self.post_send(&reg, None, fill) {
+        match self.post_send(Some(&reg), None, fill) {
             Ok(sent) => Ok((PostedRegistration(reg.0), sent)),
             Err(err) => Err(SendFailed { err, reg }),
         }
@@ -958,7 +958,7 @@ impl<V: Events> Conn<V> {
     /// [`Conn::send`].
     #[inline]
     pub(crate) fn send_unregistered(&self, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Result<Sent> {
-        self.post_send(&Registration::empty(), None, fill)
+        self.post_send(None, None, fill)
     }
 
     /// Sends a message with Send With Invalidate: the peer's HCA
@@ -970,12 +970,15 @@ impl<V: Events> Conn<V> {
         rkey: u32,
         fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
     ) -> Result<Sent> {
-        self.post_send(&Registration::empty(), Some(rkey), fill)
+        self.post_send(None, Some(rkey), fill)
     }
 
+    /// Posts a Send, behind the REG_MRs of `reg` if given (a message
+    /// without regions passes none, and the chaining is left out of its
+    /// code).
     fn post_send(
         &self,
-        reg: &Registration,
+        reg: Option<&Registration>,
         invalidate: Option<u32>,
         fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
     ) -> Result<Sent> {
@@ -985,11 +988,12 @@ impl<V: Events> Conn<V> {
         if self.dying.load(Ordering::Acquire) {
             return Err(errno::ENOTCONN());
         }
-        if reg.0.n > 0 && reg.0.generation != self.generation {
-            return Err(EINVAL);
-        }
         // At most `MAX_MRS` registrations, and the Send.
-        let need = reg.0.n.wrapping_add(1);
+        let need = match reg {
+            Some(reg) if reg.0.n > 0 && reg.0.generation != self.generation => return Err(EINVAL),
+            Some(reg) => reg.0.n.wrapping_add(1),
+            None => 1,
+        };
         // Taking the next buffer, filling it and posting it happen under
         // one hold of the lock, so the ring has the queue pair's order (see
         // `SendRing`). A Send that is not posted leaves the ring as it was.
@@ -1012,7 +1016,7 @@ impl<V: Events> Conn<V> {
             }
         };
         let send_wr = &raw mut b.send_wr;
-        let Some(head) = self.chain_registrations(reg, send_wr) else {
+        let Some(head) = reg.map_or(Some(send_wr), |reg| self.chain_registrations(reg, send_wr)) else {
             buf.unmap_unposted(&mut b.pages);
             return Err(EINVAL);
         };
