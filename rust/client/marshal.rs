@@ -67,10 +67,12 @@ impl RdmaXprt {
     /// call leaves it so: copied whole after a header without chunk lists,
     /// it holds nothing once sent and its reply comes back inline, which
     /// is what the state says already; it is sent without locking the
-    /// state. Any other call locks it before anything is registered, until
-    /// it holds the call's regions and reply shape: the reply can arrive on
-    /// another CPU as soon as the Send is posted, and the Receive handler
-    /// must never find them missing. Nothing in here sleeps.
+    /// state, and its reply is judged without locking it. Any other call
+    /// locks it and sets the slot's `holds` flag before anything is
+    /// registered, and keeps it locked until it holds the call's regions
+    /// and reply shape: the reply can arrive on another CPU as soon as the
+    /// Send is posted, and the Receive handler must never find them
+    /// missing. Nothing in here sleeps.
     pub(super) fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, slot: &Slot, epoch: &mut ReleaseEpoch) -> Result {
         let shared = ep.shared();
         let xid = u32::from_be(rqst.xid_be());
@@ -142,6 +144,12 @@ impl RdmaXprt {
         let mut read_segs;
         let write_list: [&[v1::Segment]; 1];
         let mut st = slot.state().lock();
+        // Set before anything is registered: a reply handler that finds
+        // the flag clear takes the state for empty without locking it,
+        // which is then true until this call is posted (see
+        // `EpShared::take_request`). A call that fails leaves it set over
+        // an empty state; the next send or the release clears it.
+        slot.set_holds(&mut st, true);
         let ReqState { reg: posted, sent, reply, segs, offered } = &mut *st;
         let kept = slot.kept();
         let (call, rp, lists, reply_shape, nw) = 'plan: {
@@ -184,9 +192,6 @@ impl RdmaXprt {
                 *sent = pages;
                 *reply = reply_shape;
                 *offered = nw;
-                // Most of these calls hold regions; the reply or the
-                // release empties the state whatever it holds.
-                slot.set_holds(&mut st, true);
                 Ok(())
             }
             Err(f) => {

@@ -161,7 +161,14 @@ impl EpShared {
         invalidated: Option<u32>,
     ) -> Option<(ReleasedRqst, Verdict)> {
         let rqst = self.xprt.lookup(xid.to_be())?;
-        let (reg, sent, verdict, kept) = match self.slots.slot_of_pinned(&rqst) {
+        // A slot whose flag is clear holds its Default state (a small
+        // call's: most calls), which nobody writes until this reply
+        // completes the call: judged without the lock. A call with chunks
+        // sets the flag, under the lock, before its Send can bring a
+        // reply; one that sets it only after it was read here is a
+        // retransmission this reply does not answer, and this reply acts
+        // as if it had taken the lock before that call did.
+        let (reg, sent, verdict, kept) = match self.slots.slot_of_pinned(&rqst).filter(|slot| slot.holds()) {
             Some(slot) => {
                 let mut st = slot.state().lock();
                 if !conn.owns(&st.reg, &st.sent) {

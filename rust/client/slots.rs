@@ -33,7 +33,10 @@ use super::{
 /// Whenever its slot's `holds` flag is clear, the state is its
 /// [`Default`]: no region, no pages, a reply inline. A small call
 /// (`plan::plan_small`) relies on it to be sent without locking the state
-/// (`RdmaXprt::marshal`): what it would record is there already.
+/// (`RdmaXprt::marshal`): what it would record is there already; and so
+/// does its reply, judged without locking it (`EpShared::take_request`).
+/// Every other call sets the flag, with the state locked, before it
+/// registers or posts anything.
 pub(super) struct ReqState {
     pub(super) reg: PostedRegistration,
     pub(super) sent: PagesInFlight,
@@ -78,10 +81,10 @@ pub(super) struct Slot {
     storage: RqstStorage,
     #[pin]
     state: SpinLock<ReqState>,
-    /// Set (with the state locked) whenever a call records anything in the
-    /// state (every call but a small one), cleared when the state is
-    /// emptied: a clear flag lets a small call and the usual release skip
-    /// the lock. See [`Slot::holds`].
+    /// Set (with the state locked) by every call but a small one before it
+    /// registers anything, cleared when the state is emptied: a clear flag
+    /// lets a small call, its reply and the usual release skip the lock.
+    /// See [`Slot::holds`].
     holds: AtomicBool,
     /// The memory region the request keeps for its next call (outside the
     /// lock: the reply takes the call's regions back after unlocking).
@@ -111,7 +114,9 @@ impl Slot {
     /// after its RPC ended, may then skip the lock. Whoever emptied the
     /// state did so before the last RPC in the slot completed, and the
     /// completion orders that before the release, and the release before
-    /// the slot's next call.
+    /// the slot's next call. The reply handler may skip it too: a call
+    /// that records anything set the flag before posting its Send, which
+    /// comes before its reply.
     pub(super) fn holds(&self) -> bool {
         self.holds.load(Ordering::Acquire)
     }
