@@ -175,23 +175,44 @@ pub(super) fn register_reply_chunk(
     })
 }
 
-/// Registers `ext`, one MR of a chunk in `rqst`'s buffer `which` (the
-/// call's data for a Read chunk, the reply's room for a Write or Reply
-/// chunk), into `reg` for the call `xid`, with the region the request
-/// `kept` if it has one; returns its segment.
+/// Registers `ext`, one MR of a chunk in `rqst`'s call (`CALL`: its data,
+/// for a Read chunk) or reply (its room, for a Write or Reply chunk), into
+/// `reg` for the call `xid`, with the region the request `kept` if it has
+/// one; its segment goes to `out` (a segment returned would come back
+/// through memory all the same, to be copied there). One copy for each
+/// direction: which buffer and which access are constants in each.
 #[inline]
-pub(super) fn register_one(
+pub(super) fn register_one<const CALL: bool>(
+    ep: &Endpoint,
+    rqst: &Rqst<'_>,
+    reg: &mut Registration,
+    kept: Option<&KeptMr>,
+    xid: u32,
+    ext: &plan::MrExtent,
+    out: &mut v1::Segment,
+) -> Result {
+    // The server reads a call's pieces and writes a reply's.
+    let which = if CALL { Which::Call } else { Which::Reply };
+    *out = segment(ep.conn.register_kept(reg, kept, CALL, xid, |w| fill_sg(rqst.buf(which), ext, w))?);
+    Ok(())
+}
+
+/// [`register_one`] for a chunk of the general planner's in `rqst`'s
+/// buffer `which`: no region kept, the segment returned.
+fn register_planned_one(
     ep: &Endpoint,
     rqst: &Rqst<'_>,
     reg: &mut Registration,
     which: Which,
-    kept: Option<&KeptMr>,
     xid: u32,
     ext: &plan::MrExtent,
 ) -> Result<v1::Segment> {
-    // The server reads a call's pieces and writes a reply's.
-    let to_device = which == Which::Call;
-    Ok(segment(ep.conn.register_kept(reg, kept, to_device, xid, |w| fill_sg(rqst.buf(which), ext, w))?))
+    let mut segment = v1::Segment::default();
+    match which {
+        Which::Call => register_one::<true>(ep, rqst, reg, None, xid, ext, &mut segment)?,
+        Which::Reply => register_one::<false>(ep, rqst, reg, None, xid, ext, &mut segment)?,
+    }
+    Ok(segment)
 }
 
 /// Registers the pieces of the chunk the plan `p` asks for in `rqst`'s
@@ -211,7 +232,7 @@ fn register_extents(
     mut put: impl FnMut(usize, v1::Segment),
 ) -> Result<usize> {
     if let Some(ext) = one {
-        put(0, register_one(ep, rqst, reg, which, None, p.shape.xid, &ext)?);
+        put(0, register_planned_one(ep, rqst, reg, which, p.shape.xid, &ext)?);
         return Ok(1);
     }
     let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
@@ -223,7 +244,7 @@ fn register_extents(
     let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)
         .map_err(|_| EIO)?;
     for (i, ext) in exts.iter().enumerate().take(n) {
-        put(i, register_one(ep, rqst, reg, which, None, p.shape.xid, ext)?);
+        put(i, register_planned_one(ep, rqst, reg, which, p.shape.xid, ext)?);
     }
     Ok(n)
 }

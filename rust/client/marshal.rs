@@ -140,7 +140,7 @@ impl RdmaXprt {
         // general. The plans travel as values and the Call's description
         // stays where it is: a `CallShape` built for the quick plans would
         // be stored field by field, only for its fields to be read back.
-        let read_one;
+        let mut read_one;
         let mut read_segs;
         let write_list: [&[v1::Segment]; 1];
         let mut st = slot.state().lock();
@@ -159,13 +159,14 @@ impl RdmaXprt {
             let ddp = rqst.ddp_allowed();
             if let Some((call, rp, ext)) = plan::plan_one_mr(&snd, &rcv, ddp, thresholds, PULLUP_THRESHOLD, g) {
                 if let Some(position) = call.read_position() {
-                    let segment = register_one(ep, rqst, reg, Which::Call, Some(kept), xid, &ext)?;
-                    read_one = [v1::ReadSegment { position, segment }];
+                    read_one = [v1::ReadSegment { position, segment: v1::Segment::default() }];
+                    let [one] = &mut read_one;
+                    register_one::<true>(ep, rqst, reg, Some(kept), xid, &ext, &mut one.segment)?;
                     let lists = v1::ChunkLists { reads: &read_one, writes: &[], reply: None };
                     break 'plan (call, rp, lists, ReplyShape::Inline, 0);
                 }
                 let [first, ..] = segs;
-                *first = register_one(ep, rqst, reg, Which::Reply, Some(kept), xid, &ext)?;
+                register_one::<false>(ep, rqst, reg, Some(kept), xid, &ext, first)?;
                 write_list = [core::slice::from_ref(first)];
                 let lists = v1::ChunkLists { reads: &[], writes: &write_list, reply: None };
                 break 'plan (call, rp, lists, ReplyShape::WriteChunk, 1);
