@@ -207,12 +207,12 @@ fn register_planned_one(
     xid: u32,
     ext: &plan::MrExtent,
 ) -> Result<v1::Segment> {
-    let mut segment = v1::Segment::default();
+    let mut seg = v1::Segment::default();
     match which {
-        Which::Call => register_one::<true>(ep, rqst, reg, None, xid, ext, &mut segment)?,
-        Which::Reply => register_one::<false>(ep, rqst, reg, None, xid, ext, &mut segment)?,
+        Which::Call => register_one::<true>(ep, rqst, reg, None, xid, ext, &mut seg)?,
+        Which::Reply => register_one::<false>(ep, rqst, reg, None, xid, ext, &mut seg)?,
     }
-    Ok(segment)
+    Ok(seg)
 }
 
 /// Registers the pieces of the chunk the plan `p` asks for in `rqst`'s
