@@ -58,6 +58,17 @@ ifeq ($(call rpcrdma_has,rust/kernel/jump_label.rs,'macro_rules! static_branch_u
 rpcrdma_cfgs += rpcrdma_static_branch
 endif
 
+# Without that macro (6.12), the compiler building the module takes asm
+# goto (stable from Rust 1.87): the trace events' test is the module's own
+# patched jump on x86-64 (rust/kapi/trace.rs). A question to the compiler,
+# not to the tree: the one probe that compiles something.
+ifneq ($(filter rpcrdma_static_branch,$(rpcrdma_cfgs)),rpcrdma_static_branch)
+ifeq ($(shell echo 'pub unsafe fn f() -> bool { core::arch::asm!("/* {l} */", l = label { return true; }); false }' | \
+	$(RUSTC) --edition 2021 --crate-type lib --emit metadata -o /dev/null - >/dev/null 2>&1 && echo y),y)
+rpcrdma_cfgs += rpcrdma_asm_goto
+endif
+endif
+
 rustflags-y += $(foreach c,$(rpcrdma_cfgs),--cfg=$(c))
 
 # What the probes found, for `make module V=1` and for the record in the

@@ -5,11 +5,12 @@
 //! in `rust/tracepoints.c`, as binder's are); the functions here test the
 //! event's static key inline and call the C forward only when the event is
 //! enabled, so a disabled event costs what a disabled C tracepoint costs:
-//! a patched jump where the kernel has jump labels and `static_branch_unlikely!`
-//! can be used out of tree (7.x), else one load, test and branch, which is
-//! what C's `static_key_false()` does without jump labels. Arguments that
-//! cost something to build (the peer's address text) are given as closures
-//! and built only for an enabled event.
+//! a patched jump where the kernel has jump labels, by the kernel crate's
+//! `static_branch_unlikely!` (7.x) or, on x86-64 with a compiler that takes
+//! asm goto, by the module's own (6.12); else one load, test and branch,
+//! which is what C's `static_key_false()` does without jump labels.
+//! Arguments that cost something to build (the peer's address text) are
+//! given as closures and built only for an enabled event.
 //!
 //! On a kernel built without tracepoints every function is empty.
 
@@ -92,6 +93,40 @@ mod keys {
     );
 }
 
+/// x86-64's `arch_static_branch()` for a tracepoint's key, where the
+/// kernel crate has no `static_branch_unlikely!` (6.12) and the compiler
+/// takes asm goto: the form of `arch/x86/include/asm/jump_label.h` without
+/// objtool's jump hack, a five-byte NOP (the kernel's `x86_nops[5]`, which
+/// its patching expects) that the kernel turns into a jump to the enabled
+/// path while the event is enabled, and the `__jump_table` entry that
+/// tells it where: the NOP, the target, and the key (a
+/// `static_key_false`, branch bit clear) relative to the entry.
+///
+/// # Safety
+///
+/// `$key` must be a `struct tracepoint` defined by C.
+#[cfg(all(CONFIG_TRACEPOINTS, CONFIG_JUMP_LABEL, rpcrdma_asm_goto, target_arch = "x86_64"))]
+macro_rules! x86_static_branch_unlikely {
+    ($key:path) => {'branch: {
+        core::arch::asm!(
+            "2: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00",
+            ".pushsection __jump_table, \"aw\"",
+            ".balign 8",
+            ".long 2b - .",
+            ".long {yes} - .",
+            ".quad {key} + {off} - .",
+            ".popsection",
+            key = sym $key,
+            off = const core::mem::offset_of!(kernel::bindings::tracepoint, key),
+            yes = label {
+                break 'branch true;
+            },
+            options(att_syntax),
+        );
+        false
+    }};
+}
+
 /// True if the event whose `struct tracepoint` is `$key` is enabled.
 #[cfg(CONFIG_TRACEPOINTS)]
 macro_rules! enabled {
@@ -99,10 +134,11 @@ macro_rules! enabled {
         #[cfg(all(CONFIG_JUMP_LABEL, rpcrdma_static_branch))]
         // SAFETY: `$key` is a static key defined by C (`DEFINE_TRACE` in
         // rust/tracepoints.c), of the type the macro is given.
-        let on = unsafe {
-            kernel::jump_label::static_branch_unlikely!(keys::$key, kernel::bindings::tracepoint, key)
-        };
-        #[cfg(not(all(CONFIG_JUMP_LABEL, rpcrdma_static_branch)))]
+        let on = unsafe { kernel::jump_label::static_branch_unlikely!(keys::$key, kernel::bindings::tracepoint, key) };
+        #[cfg(all(CONFIG_JUMP_LABEL, not(rpcrdma_static_branch), rpcrdma_asm_goto, target_arch = "x86_64"))]
+        // SAFETY: as above.
+        let on = unsafe { x86_static_branch_unlikely!(keys::$key) };
+        #[cfg(not(all(CONFIG_JUMP_LABEL, any(rpcrdma_static_branch, all(rpcrdma_asm_goto, target_arch = "x86_64")))))]
         let on = {
             let tp = &raw const keys::$key;
             // SAFETY: the key of a live `struct tracepoint` (the module's
