@@ -3,10 +3,12 @@
 # Build-time probes of the kernel tree the module is built against: the one
 # place where the supported kernel lines (6.12 LTS, 7.x) differ for us.
 # Each probe asks whether the tree has a function, field, trait or macro key
-# (never which version it is) and turns the answer into a Rust cfg, and a C
-# macro where C needs it. The Rust side of each difference lives in
-# rust/kapi/compat.rs (and the module! declaration in rust/rpcrdma.rs);
-# Documentation/admin-guide.rst lists the probes.
+# (never which version it is; one asks the compiler whether it takes asm
+# goto) and turns the answer into a Rust cfg, and a C macro where C needs
+# it. The Rust side of each difference lives in rust/kapi/compat.rs (the
+# trace events' static branch in rust/kapi/trace.rs, the module!
+# declaration in rust/rpcrdma.rs); Documentation/admin-guide.rst lists the
+# probes.
 #
 # $(call rpcrdma_has,FILE,ERE): y if FILE (relative to the source tree)
 # has a line matching ERE.
