@@ -62,11 +62,6 @@ struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, void *context,
 	return ib_alloc_cq_any(device, context, nr_cqe, IB_POLL_WORKQUEUE);
 }
 
-int rpcrdma_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
-{
-	return ib_post_send(qp, wr, NULL);
-}
-
 int rpcrdma_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr)
 {
 	return ib_post_recv(qp, wr, NULL);

@@ -37,7 +37,6 @@ struct ib_pd *rpcrdma_rs_alloc_pd(struct ib_device *device);
 void rpcrdma_rs_dealloc_pd(struct ib_pd *pd);
 struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, void *context,
 		int nr_cqe);
-int rpcrdma_rs_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
 int rpcrdma_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);
 u64 rpcrdma_rs_dma_map_to_device(struct ib_device *device, void *addr, size_t len);
 u64 rpcrdma_rs_dma_map_from_device(struct ib_device *device, void *addr, size_t len);

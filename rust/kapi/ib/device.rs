@@ -62,6 +62,16 @@ impl Device {
         }
     }
 
+    /// True if the device does its DMA in software (soft-RoCE, siw):
+    /// mapping a scatterlist gives the CPU addresses, and syncing and
+    /// unmapping do nothing (`ib_uses_virt_dma`). Callers keep the answer:
+    /// it never changes for a registered device.
+    pub(super) fn uses_virt_dma(&self) -> bool {
+        // SAFETY: the device is valid (type invariant); `dma_device` is set
+        // before it registers.
+        cfg!(CONFIG_INFINIBAND_VIRT_DMA) && unsafe { (*self.0.get()).dma_device }.is_null()
+    }
+
     /// The device, for C functions that take one.
     pub(super) fn as_ptr(&self) -> *mut sys::ib_device {
         self.0.get()

@@ -34,13 +34,16 @@ pub(crate) const MAX_SEND_SGES: usize = 8;
 /// While `state.data` is not empty, its heap storage is mapped at `dma` on
 /// `device` (to the device for a Send, from it for a Receive), and the
 /// device outlives this value (the contract of `new`). The pages recorded
-/// in `state.pages` are mapped on `device`.
+/// in `state.pages` are mapped on `device`. `virt_dma` is
+/// `device`'s [`Device::uses_virt_dma`].
 pub(crate) struct DmaBuf {
     /// Written once; ib_core reads it when the work request completes.
     pub(super) cqe: sys::ib_cqe,
     pub(super) dma: u64,
     pub(super) index: usize,
     device: *mut sys::ib_device,
+    /// The device's DMA is done in software: no syncing.
+    virt_dma: bool,
     send: bool,
     /// What the buffer's holder writes: a sender between taking the buffer
     /// off the free list and posting it, the device while it is posted,
@@ -157,6 +160,7 @@ impl DmaBuf {
                 dma,
                 index,
                 device: dev,
+                virt_dma: device.uses_virt_dma(),
                 send,
                 cell: LeaseCell::new(BufState {
                     data,
@@ -211,6 +215,11 @@ impl DmaBuf {
     /// Makes the first `len` bytes written by the CPU visible to the device.
     #[inline]
     pub(super) fn sync_for_device(&self, len: usize) {
+        // Tested here, as `ib_dma_sync_single_for_device` does, rather than
+        // in a call.
+        if self.virt_dma {
+            return;
+        }
         // SAFETY: the buffer is mapped on `device` (type invariant); syncing
         // a prefix of it is always allowed.
         unsafe { sys::rpcrdma_rs_dma_sync_for_device(self.device, self.dma, len) };
@@ -219,6 +228,9 @@ impl DmaBuf {
     /// Makes the first `len` bytes written by the device visible to the CPU.
     #[inline]
     pub(super) fn sync_for_cpu(&self, len: usize) {
+        if self.virt_dma {
+            return;
+        }
         // SAFETY: as in `sync_for_device`.
         unsafe { sys::rpcrdma_rs_dma_sync_for_cpu(self.device, self.dma, len) };
     }

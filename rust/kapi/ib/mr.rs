@@ -43,6 +43,7 @@ pub(super) type DoneFn = unsafe extern "C" fn(*mut sys::ib_cq, *mut sys::ib_wc);
 /// `state.ibmr` was allocated by [`FrMr::new`] in a PD on `device`; both
 /// outlive this value (the contract of `new`). The entries `0..mapped` of
 /// `state.sg` are DMA-mapped on `device` in direction `to_device`.
+/// `virt_dma` is `device`'s [`Device::uses_virt_dma`].
 pub(crate) struct FrMr {
     /// Written once; ib_core reads them when the work requests complete.
     pub(super) reg_cqe: sys::ib_cqe,
@@ -52,6 +53,8 @@ pub(crate) struct FrMr {
     pub(super) inv_ok: AtomicBool,
     pub(super) index: u16,
     device: *mut sys::ib_device,
+    /// The device's DMA is done in software: unmapping does nothing.
+    virt_dma: bool,
     /// Held by the free list, by `register` while it maps the region, then
     /// (handed off) by the [`Registration`] that owns the region until
     /// invalidation or `release_unposted` takes it back.
@@ -86,15 +89,17 @@ pub(super) struct MrState {
 
 impl MrState {
     /// Unmaps the scatterlist entries mapped for the last registration,
-    /// once.
+    /// once. On a device whose DMA is done in software (`virt_dma`) there
+    /// is nothing to undo, as in `ib_dma_unmap_sg`.
     ///
     /// # Safety
     ///
-    /// They were mapped on `device`, and the HCA is done with them.
+    /// They were mapped on `device`, and the HCA is done with them;
+    /// `virt_dma` is the device's [`Device::uses_virt_dma`].
     #[inline]
-    unsafe fn unmap(&mut self, device: *mut sys::ib_device) {
+    unsafe fn unmap(&mut self, device: *mut sys::ib_device, virt_dma: bool) {
         let n = core::mem::replace(&mut self.mapped, 0);
-        if n != 0 {
+        if n != 0 && !virt_dma {
             // SAFETY: per the function's contract, for the `n` entries
             // mapped in this direction.
             unsafe { sys::rpcrdma_rs_dma_unmap_sg(device, self.sg.as_mut_ptr(), n as i32, self.to_device) };
@@ -149,6 +154,7 @@ impl FrMr {
                 inv_ok: AtomicBool::new(false),
                 index,
                 device: device.as_ptr(),
+                virt_dma: device.uses_virt_dma(),
                 cell: LeaseCell::new(MrState {
                     ibmr,
                     sg,
@@ -181,7 +187,24 @@ impl FrMr {
     pub(super) fn unmap(&self, m: &mut MrState) {
         // SAFETY: the entries were mapped on `device` (type invariant); the
         // HCA is done with them (above).
-        unsafe { m.unmap(self.device) };
+        unsafe { m.unmap(self.device, self.virt_dma) };
+    }
+
+    /// DMA-maps the first `n` entries of the scatterlist (set to live
+    /// pages) in direction `to_device`; returns the entries mapped, or 0 or
+    /// less on failure. A device whose DMA is done in software is asked
+    /// directly, as `ib_dma_map_sg` does, without a call to get there.
+    #[inline(always)]
+    fn map_sg(&self, m: &mut MrState, n: usize, to_device: bool) -> i32 {
+        let sg = m.sg.as_mut_ptr();
+        #[cfg(CONFIG_INFINIBAND_VIRT_DMA)]
+        if self.virt_dma {
+            // SAFETY: the entries are set to live pages (the caller's
+            // contract); the device is live (type invariant).
+            return unsafe { sys::ib_dma_virt_map_sg(self.device, sg, n as i32) };
+        }
+        // SAFETY: as above.
+        unsafe { sys::rpcrdma_rs_dma_map_sg(self.device, sg, n as i32, to_device) }
     }
 
     /// Maps the `n` entries `fill` set, into the region, and gives it a new
@@ -190,9 +213,7 @@ impl FrMr {
     pub(super) fn map(&self, m: &mut MrState, n: usize, to_device: bool, xid: u32) -> Result<Registered> {
         let last = n.checked_sub(1).and_then(|i| m.sg.get_mut(i)).ok_or(EINVAL)?;
         super::sg::mark_end(last);
-        // SAFETY: the entries were just set to live pages; the device is
-        // live (type invariant).
-        let nents = unsafe { sys::rpcrdma_rs_dma_map_sg(self.device, m.sg.as_mut_ptr(), n as i32, to_device) };
+        let nents = self.map_sg(m, n, to_device);
         if nents <= 0 {
             return Err(kernel::error::code::EIO);
         }
@@ -202,8 +223,10 @@ impl FrMr {
             unsafe { sys::ib_map_mr_sg(m.ibmr, m.sg.as_mut_ptr(), nents, ptr::null_mut(), crate::kapi::PAGE_SIZE) }
         };
         if mapped != nents {
-            // SAFETY: mapped just above with these arguments.
-            unsafe { sys::rpcrdma_rs_dma_unmap_sg(self.device, m.sg.as_mut_ptr(), n as i32, to_device) };
+            if !self.virt_dma {
+                // SAFETY: mapped just above with these arguments.
+                unsafe { sys::rpcrdma_rs_dma_unmap_sg(self.device, m.sg.as_mut_ptr(), n as i32, to_device) };
+            }
             return Err(kernel::error::code::EIO);
         }
         // INVARIANT: `n` entries are mapped in direction `to_device`.
@@ -244,13 +267,13 @@ impl Drop for FrMr {
     fn drop(&mut self) {
         // Only the owner's teardown drops regions, after their queue pair:
         // nothing reaches them any more.
-        let device = self.device;
+        let (device, virt_dma) = (self.device, self.virt_dma);
         let m = self.cell.get_mut();
         // SAFETY: the region was allocated in `new` and the device and PD
         // are still live (type invariant); its mapped entries are unmapped
         // once, and it is deregistered once.
         unsafe {
-            m.unmap(device);
+            m.unmap(device, virt_dma);
             sys::rpcrdma_rs_dereg_mr(m.ibmr);
         }
     }

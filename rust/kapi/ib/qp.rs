@@ -2,9 +2,12 @@
 
 //! An RC queue pair (`struct ib_qp`) made on an rdma_cm identifier.
 
-use core::ptr::NonNull;
+use core::ptr::{self, NonNull};
 
-use kernel::error::{to_result, Result};
+use kernel::{
+    error::{code::EINVAL, to_result, Result},
+    ffi::c_int,
+};
 
 use super::{cm::CmId, cq::Cq, pd::Pd};
 use crate::sys;
@@ -25,11 +28,16 @@ pub(crate) struct QpCaps {
 /// # Invariants
 ///
 /// `qp` was created by [`Qp::new`] on the cm_id `id`, which outlives it,
-/// and is destroyed only by `Drop`.
+/// and is destroyed only by `Drop`. `post_send` is its device's
+/// `ops.post_send`.
 pub(crate) struct Qp {
     qp: NonNull<sys::ib_qp>,
     id: NonNull<sys::rdma_cm_id>,
+    post_send: PostSendFn,
 }
+
+/// The signature of a device's `post_send` operation.
+type PostSendFn = unsafe extern "C" fn(*mut sys::ib_qp, *const sys::ib_send_wr, *mut *const sys::ib_send_wr) -> c_int;
 
 // SAFETY: ib_core serialises posting on a queue pair itself (each queue has
 // its lock); the Rust side only passes the pointers to ib_core.
@@ -62,11 +70,20 @@ impl Qp {
         to_result(unsafe { sys::rdma_create_qp(id, pd.as_ptr(), &mut attr) })?;
         // SAFETY: `rdma_create_qp` succeeded, so the id holds the QP.
         let qp = unsafe { (*id).qp };
-        // INVARIANT: created just above on `id`, which outlives it (contract).
-        match (NonNull::new(qp), NonNull::new(id)) {
-            (Some(qp), Some(id)) => Ok(Qp { qp, id }),
-            _ => Err(kernel::error::code::EINVAL),
-        }
+        let (Some(qp), Some(id)) = (NonNull::new(qp), NonNull::new(id)) else {
+            return Err(EINVAL);
+        };
+        // `ib_post_send`'s call, looked up once: a device's operations are
+        // set before it registers and never change.
+        // SAFETY: the QP is live and holds its device, which is registered.
+        let Some(post_send) = (unsafe { (*(*qp.as_ptr()).device).ops.post_send }) else {
+            // SAFETY: created just above on `id`; nothing else has it.
+            unsafe { sys::rdma_destroy_qp(id.as_ptr()) };
+            return Err(EINVAL);
+        };
+        // INVARIANT: created just above on `id`, which outlives it
+        // (contract); `post_send` is its device's.
+        Ok(Qp { qp, id, post_send })
     }
 
     /// Posts a chain of Send Queue work requests.
@@ -79,8 +96,11 @@ impl Qp {
     /// is done with them.
     #[inline]
     pub(super) unsafe fn post_send(&self, wr: *mut sys::ib_send_wr) -> Result {
-        // SAFETY: the QP is live (type invariant); the chain per the contract.
-        to_result(unsafe { sys::rpcrdma_rs_post_send(self.qp.as_ptr(), wr) })
+        // Called the way `ib_post_send` does, without a call to get there.
+        let mut bad: *const sys::ib_send_wr = ptr::null();
+        // SAFETY: the QP is live and `post_send` its device's (type
+        // invariant); the chain per the contract; `bad` lives for the call.
+        to_result(unsafe { (self.post_send)(self.qp.as_ptr(), wr, &mut bad) })
     }
 
     /// Posts a chain of Receives.
