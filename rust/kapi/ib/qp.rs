@@ -5,7 +5,7 @@
 use core::ptr::{self, NonNull};
 
 use kernel::{
-    error::{code::EINVAL, to_result, Result},
+    error::{code::EINVAL, to_result, Error, Result},
     ffi::c_int,
 };
 
@@ -100,7 +100,7 @@ impl Qp {
         let mut bad: *const sys::ib_send_wr = ptr::null();
         // SAFETY: the QP is live and `post_send` its device's (type
         // invariant); the chain per the contract; `bad` lives for the call.
-        to_result(unsafe { (self.post_send)(self.qp.as_ptr(), wr, &mut bad) })
+        posted(unsafe { (self.post_send)(self.qp.as_ptr(), wr, &mut bad) })
     }
 
     /// Posts a chain of Receives.
@@ -111,7 +111,7 @@ impl Qp {
     #[inline]
     pub(super) unsafe fn post_recv(&self, wr: *mut sys::ib_recv_wr) -> Result {
         // SAFETY: as in `post_send`.
-        to_result(unsafe { sys::rpcrdma_rs_post_recv(self.qp.as_ptr(), wr) })
+        posted(unsafe { sys::rpcrdma_rs_post_recv(self.qp.as_ptr(), wr) })
     }
 
     /// The queue pair, for C functions that take one.
@@ -125,6 +125,18 @@ impl Qp {
     pub(crate) fn drain(&self) {
         // SAFETY: the QP is live (type invariant).
         unsafe { sys::ib_drain_qp(self.qp.as_ptr()) };
+    }
+}
+
+/// What posting returned (0 or a negative errno), as a `Result`: the
+/// kernel crate's `to_result` with its test here, posting being on every
+/// RPC's path and `to_result` a call.
+#[inline(always)]
+fn posted(ret: c_int) -> Result {
+    if ret >= 0 {
+        Ok(())
+    } else {
+        Err(Error::from_errno(ret))
     }
 }
 
