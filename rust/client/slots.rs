@@ -234,20 +234,28 @@ impl RdmaXprt {
     #[inline]
     pub(super) fn release_held(&self, x: Xprt<'_>, rqst: &Rqst<'_>) -> bool {
         let Some(slot) = self.slots.slot_of(rqst) else { return false };
-        let own = slot.storage.owns_buffers(rqst);
         // An RPC that ended without its reply (signal, timeout) may still
         // have regions the server could write into: invalidate them before
         // its pages go back. The usual case: the reply handler already took
         // both back.
-        if !slot.holds() {
-            return own;
+        if slot.holds() {
+            self.release_held_slow(x, slot);
         }
+        slot.storage.owns_buffers(rqst)
+    }
+
+    /// [`RdmaXprt::release_held`] for a request whose slot's state may
+    /// hold something: out of line, so that the usual release (nothing
+    /// held) saves and restores no registers for it.
+    #[cold]
+    #[inline(never)]
+    fn release_held_slow(&self, x: Xprt<'_>, slot: &Slot) {
         let mut st = slot.state().lock();
         let (reg, sent) = st.take();
         slot.set_holds(&mut st, false);
         drop(st);
         if reg.is_empty() && sent.is_none() {
-            return own;
+            return;
         }
         if let Some(ep) = self.endpoint() {
             let _done = ep.conn.wait_sent(sent);
@@ -262,6 +270,5 @@ impl RdmaXprt {
         // Without a connection the token is stale: its regions were
         // released when that connection was torn down, and dropping the
         // token here releases nothing twice.
-        own
     }
 }
