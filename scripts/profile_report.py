@@ -347,7 +347,7 @@ PATHS = ("send", "register", "receive", "invalidate", "send completion", "slots"
 OURS_PATHS = (
     ("send_call", "send"), ("send_request", "send"), ("post_send", "send"), ("sync_for_device", "send"),
     ("register_one", "register"), ("dma_map_sg", "register"),
-    ("5reply", "receive"), ("recv_done", "receive"), ("lookup_and_pin", "receive"),
+    ("5reply", "receive"), ("8received", "receive"), ("recv_done", "receive"), ("lookup_and_pin", "receive"),
     ("complete_and_unpin", "receive"), ("sync_for_cpu", "receive"), ("take_request", "receive"),
     ("9work_done", "receive"),
     ("invalidate", "invalidate"), ("FrMr5unmap", "invalidate"), ("dma_unmap_sg", "invalidate"),
