@@ -267,17 +267,23 @@ pub(super) fn desc(b: XdrBuf<'_>, which: Which) -> plan::XdrBufDesc {
 }
 
 /// Fills `w` with the pages of `ext`, a piece of `b` the planner chose.
+/// The kind of piece is tested once, not for every page.
 #[inline(always)]
 pub(super) fn fill_sg(b: XdrBuf<'_>, ext: &plan::MrExtent, w: &mut SgWriter<'_>) -> Result {
+    match ext.kind {
+        plan::RegionKind::Pages => fill_sg_with(ext, w, |n| b.page(n)),
+        plan::RegionKind::Head => fill_sg_with(ext, w, |n| b.head_page(n)),
+        plan::RegionKind::Tail => fill_sg_with(ext, w, |n| b.tail_page(n)),
+    }
+}
+
+/// [`fill_sg`] for one kind of piece, whose page `n` is `page(n)`.
+#[inline(always)]
+fn fill_sg_with<'a>(ext: &plan::MrExtent, w: &mut SgWriter<'_>, page: impl Fn(u32) -> Option<PageRef<'a>>) -> Result {
     let (mut left, mut off, mut n) = (ext.len, ext.offset, ext.first_page);
     for _ in 0..ext.npages {
         let len = PAGE_SIZE.saturating_sub(off).min(left);
-        let page = match ext.kind {
-            plan::RegionKind::Pages => b.page(n),
-            plan::RegionKind::Head => b.head_page(n),
-            plan::RegionKind::Tail => b.tail_page(n),
-        };
-        w.push(page.ok_or(EINVAL)?, len, off)?;
+        w.push(page(n).ok_or(EINVAL)?, len, off)?;
         // `len <= left`; past the last page index there is no page, so a
         // saturated index is refused above.
         left = left.wrapping_sub(len);
