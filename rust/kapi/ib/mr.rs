@@ -217,21 +217,19 @@ impl FrMr {
         if nents <= 0 {
             return Err(kernel::error::code::EIO);
         }
+        // INVARIANT: `n` entries are mapped in direction `to_device`.
+        m.mapped = n as u32;
+        m.to_device = to_device;
         let mapped = {
             // SAFETY: the MR is ours (the caller's lease); `nents` entries
             // are mapped.
             unsafe { sys::ib_map_mr_sg(m.ibmr, m.sg.as_mut_ptr(), nents, ptr::null_mut(), crate::kapi::PAGE_SIZE) }
         };
         if mapped != nents {
-            if !self.virt_dma {
-                // SAFETY: mapped just above with these arguments.
-                unsafe { sys::rpcrdma_rs_dma_unmap_sg(self.device, m.sg.as_mut_ptr(), n as i32, to_device) };
-            }
+            // Nothing of the region uses the entries: unmapped at once.
+            self.unmap(m);
             return Err(kernel::error::code::EIO);
         }
-        // INVARIANT: `n` entries are mapped in direction `to_device`.
-        m.mapped = n as u32;
-        m.to_device = to_device;
         // SAFETY: the region is ours (leased) and valid until `Drop`.
         let seg = unsafe {
             let mr = &mut *m.ibmr;
