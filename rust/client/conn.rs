@@ -62,6 +62,12 @@ pub(super) struct EpShared {
     /// characteristics; 0 until then, and again whenever those change.
     /// Stored only with [`Self::peer_xch`] locked.
     pub(super) inline_cache: AtomicU64,
+    /// What [`Self::call_params`] gives, cached with
+    /// [`Self::inline_cache`] and cleared with it: the settled version
+    /// (bit 63 set for Version Two) and the inline thresholds less that
+    /// version's extra header words (calls in bits 32 to 62, replies in
+    /// the low 32); 0 while not cached.
+    pub(super) call_cache: AtomicU64,
     /// The server, for remembering which version it speaks.
     pub(super) server_key: u64,
     /// XID of the probe refused with ERR_VERS: it is sent again, as
@@ -98,6 +104,7 @@ impl EpShared {
             cfg,
             settled: AtomicU32::new(settled_number(&start)),
             inline_cache: AtomicU64::new(0),
+            call_cache: AtomicU64::new(0),
             version <- new_spinlock!(start, "rpcrdma_rs:version"),
             server_key,
             resend_xid: AtomicU64::new(NO_XID),

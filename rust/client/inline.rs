@@ -12,7 +12,63 @@ use crate::proto::{
 
 use super::conn::EpShared;
 
+/// What every call of a connection needs before it is planned: the
+/// version it goes in and the inline thresholds the planner works with,
+/// which size a Version One header (the version's extra header words are
+/// taken off).
+#[derive(Clone, Copy)]
+pub(super) struct CallParams {
+    pub(super) version: Version,
+    /// Calls.
+    pub(super) send: u32,
+    /// Replies.
+    pub(super) recv: u32,
+}
+
+impl CallParams {
+    /// Calls of `version` under the inline thresholds `(send, recv)`.
+    pub(super) fn of(version: Version, (send, recv): (u32, u32)) -> Self {
+        let extra = version.extra_header_len();
+        CallParams { version, send: send.saturating_sub(extra), recv: recv.saturating_sub(extra) }
+    }
+
+    /// Packed for [`EpShared::call_cache`]; 0 (never cached) if the call
+    /// threshold does not fit its 31 bits.
+    fn packed(self) -> u64 {
+        if self.send > CALL_MASK {
+            return 0;
+        }
+        let v2 = if self.version == Version::V2 { V2_BIT } else { 0 };
+        v2 | u64::from(self.send) << 32 | u64::from(self.recv)
+    }
+
+    /// Unpacked from a non-zero [`EpShared::call_cache`].
+    #[inline(always)]
+    fn unpacked(c: u64) -> Self {
+        let version = if c & V2_BIT != 0 { Version::V2 } else { Version::V1 };
+        CallParams { version, send: (c >> 32) as u32 & CALL_MASK, recv: c as u32 }
+    }
+}
+
+/// [`EpShared::call_cache`]'s Version Two bit.
+const V2_BIT: u64 = 1 << 63;
+/// The bits of [`EpShared::call_cache`]'s call threshold, once shifted.
+const CALL_MASK: u32 = (1 << 31) - 1;
+
 impl EpShared {
+    /// What a call needs before it is planned, if the connection has
+    /// cached it: once its version is settled and the CM exchange done,
+    /// every call but the first few. One load where the version, the
+    /// thresholds and the version's header words would each be read and
+    /// tested.
+    #[inline(always)]
+    pub(super) fn call_params(&self) -> Option<CallParams> {
+        match self.call_cache.load(Ordering::Acquire) {
+            0 => None,
+            c => Some(CallParams::unpacked(c)),
+        }
+    }
+
     /// The inline thresholds in force now, `(calls, replies)`: 1024 while
     /// the Version Two probe is out, the RFC 8797 exchange for Version One,
     /// Version Two's 4096 default (bounded by our buffers) for Version Two.
@@ -57,6 +113,9 @@ impl EpShared {
         // they clear the cache under the lock held here.
         if established.is_some() && settled {
             self.inline_cache.store(u64::from(t.0) << 32 | u64::from(t.1), Ordering::Release);
+            if let ConnVersion::Neg(v2::Negotiation::Settled(v)) = st {
+                self.call_cache.store(CallParams::of(v, t).packed(), Ordering::Release);
+            }
         }
         drop(peer);
         t

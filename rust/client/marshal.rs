@@ -25,6 +25,7 @@ use super::{
         desc, for_each_page, register_one, register_read_chunk, register_reply_chunk, ReplyShape, MAX_CHUNK_SEGMENTS,
     },
     conn::{Endpoint, EpShared},
+    inline::CallParams,
     slots::{ReqState, Slot},
     stats::{Stats, COUNTERS},
     version::NO_XID,
@@ -76,11 +77,10 @@ impl RdmaXprt {
     pub(super) fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, slot: &Slot, epoch: &mut ReleaseEpoch) -> Result {
         let shared = ep.shared();
         let xid = u32::from_be(rqst.xid_be());
-        let version = self.version_for(shared, xid)?;
-        // The thresholds the planner works with size a Version One header.
-        let (inline_send, inline_recv) = shared.inline();
-        let extra = version.extra_header_len();
-        let (inline_send, inline_recv) = (inline_send.saturating_sub(extra), inline_recv.saturating_sub(extra));
+        let CallParams { version, send: inline_send, recv: inline_recv } = match shared.call_params() {
+            Some(p) => p,
+            None => self.call_params_uncached(shared, xid)?,
+        };
         // A sparse reply page array (NFSv3 GETACL) gets its pages before
         // any of them is planned or registered.
         rqst.fill_sparse_pages()?;
@@ -236,20 +236,22 @@ impl RdmaXprt {
         Ok((p.shape.call, p.shape.reply, nr, reply_shape, nw))
     }
 
-    /// The protocol version of the call `xid` on the connection `shared`:
-    /// the settled one, or while unsettled the first call's probe.
-    #[inline]
-    fn version_for(&self, shared: &EpShared, xid: u32) -> Result<Version> {
-        match shared.settled() {
-            Some(v) => Ok(v),
-            None => self.version_unsettled(shared, xid),
-        }
-    }
-
-    /// [`RdmaXprt::version_for`] while the connection's version is not
-    /// settled: its first calls only.
+    /// What the call `xid` needs on the connection `shared` before it is
+    /// planned, while the connection has not cached it
+    /// ([`EpShared::call_params`]): its first calls, or any call after the
+    /// server's characteristics changed.
     #[cold]
     #[inline(never)]
+    fn call_params_uncached(&self, shared: &EpShared, xid: u32) -> Result<CallParams> {
+        let version = match shared.settled() {
+            Some(v) => v,
+            None => self.version_unsettled(shared, xid)?,
+        };
+        Ok(CallParams::of(version, shared.inline()))
+    }
+
+    /// The version of the call `xid` while the connection's version is
+    /// not settled: its first calls only.
     fn version_unsettled(&self, shared: &EpShared, xid: u32) -> Result<Version> {
         let mut g = shared.version.lock();
         let unprobed = matches!(*g, v2::ConnVersion::Unprobed);

@@ -80,6 +80,7 @@ impl EpShared {
                     let before = peer.rbsiz;
                     let merged = peer.merge(&op, None);
                     self.inline_cache.store(0, Ordering::Release);
+                    self.call_cache.store(0, Ordering::Release);
                     (before, merged, peer.rbsiz)
                 };
                 if let Ok(m) = merged {
