@@ -50,13 +50,13 @@ impl EpShared {
     }
 
     pub(super) fn reply(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) {
-        if !self.settle_version(conn, data, invalidated) {
+        let Some(v2) = self.settle_version(conn, data, invalidated) else {
             return;
-        }
+        };
         // Most replies of Version One come after one of two headers, told
         // by their fixed words without decoding lists: no chunk (all
         // inline), or one Write chunk of one segment (a READ's payload).
-        let common = if self.is_v2() {
+        let common = if v2 {
             None
         } else if let Some((xid, credits, payload)) = v1::decode_plain_msg(data) {
             Some((Returned::Inline, xid, credits, payload))

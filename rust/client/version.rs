@@ -82,11 +82,15 @@ impl EpShared {
     }
 
     /// While the Version Two probe is out, its answer settles the
-    /// connection's version (draft section 5). Returns false if `data` was
-    /// consumed here.
+    /// connection's version (draft section 5). Returns `None` if `data`
+    /// was consumed here, else whether it is to be read as Version Two's
+    /// ([`EpShared::is_v2`], with the settled version read once).
     #[inline(always)]
-    pub(super) fn settle_version(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) -> bool {
-        self.settled().is_some() || self.settle_version_now(conn, data, invalidated)
+    pub(super) fn settle_version(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) -> Option<bool> {
+        match self.settled.load(Ordering::Acquire) {
+            0 => self.settle_version_now(conn, data, invalidated).then(|| self.is_v2()),
+            n => Some(n == Version::V2.number()),
+        }
     }
 
     /// [`EpShared::settle_version`] while the version is not settled: the
