@@ -23,7 +23,7 @@ use crate::{
 
 use super::{
     conn::EpShared,
-    marshal::{copy_call_after, encode_header, wait_for_space},
+    marshal::{copy_call_after, encode_header, wait_for_space, CallLists},
     stats::COUNTERS,
     xprt::RdmaXprt,
 };
@@ -76,7 +76,7 @@ impl RdmaXprt {
                     BC_SLOTS as u32,
                     false,
                     v2::Direction::Reply,
-                    v1::ChunkLists::NONE,
+                    CallLists::Any(v1::ChunkLists::NONE),
                 )?;
                 copy_call_after(rqst, buf, hdr, len)
             })

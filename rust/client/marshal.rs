@@ -98,7 +98,7 @@ impl RdmaXprt {
             let credits = shared.max_requests.load(Ordering::Relaxed);
             let pages = ep.conn.send_unregistered(|out| {
                 out.copy(|buf| {
-                    let lists = v1::ChunkLists::NONE;
+                    let lists = CallLists::Any(v1::ChunkLists::NONE);
                     let hdr = encode_header(buf, version, xid, credits, false, v2::Direction::Call, lists)?;
                     copy_call_after(rqst, buf, hdr, snd.len as usize)
                 })
@@ -159,17 +159,13 @@ impl RdmaXprt {
             let ddp = rqst.ddp_allowed();
             if let Some((call, rp, ext)) = plan::plan_one_mr(&snd, &rcv, ddp, thresholds, PULLUP_THRESHOLD, g) {
                 if let Some(position) = call.read_position() {
-                    read_one = [v1::ReadSegment { position, segment: v1::Segment::default() }];
-                    let [one] = &mut read_one;
-                    register_one::<true>(ep, rqst, reg, Some(kept), xid, &ext, &mut one.segment)?;
-                    let lists = v1::ChunkLists { reads: &read_one, writes: &[], reply: None };
-                    break 'plan (call, rp, lists, ReplyShape::Inline, 0);
+                    read_one = v1::ReadSegment { position, segment: v1::Segment::default() };
+                    register_one::<true>(ep, rqst, reg, Some(kept), xid, &ext, &mut read_one.segment)?;
+                    break 'plan (call, rp, CallLists::OneRead(&read_one), ReplyShape::Inline, 0);
                 }
                 let [first, ..] = segs;
                 register_one::<false>(ep, rqst, reg, Some(kept), xid, &ext, first)?;
-                write_list = [core::slice::from_ref(first)];
-                let lists = v1::ChunkLists { reads: &[], writes: &write_list, reply: None };
-                break 'plan (call, rp, lists, ReplyShape::WriteChunk, 1);
+                break 'plan (call, rp, CallLists::OneWrite(first), ReplyShape::WriteChunk, 1);
             }
             read_segs = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
             let (call, rp, nr, reply_shape, nw) =
@@ -182,7 +178,7 @@ impl RdmaXprt {
                 ReplyShape::WriteChunk => v1::ChunkLists { reads, writes: &write_list, reply: None },
                 ReplyShape::ReplyChunk => v1::ChunkLists { reads, writes: &[], reply: Some(writes) },
             };
-            (call, rp, lists, reply_shape, nw)
+            (call, rp, CallLists::Any(lists), reply_shape, nw)
         };
         let registered = reg.take();
         match self.post(ep, rqst, (version, xid), call, &snd, registered, lists) {
@@ -306,7 +302,7 @@ impl RdmaXprt {
         call: plan::CallPlan,
         snd: &plan::XdrBufDesc,
         reg: Registration,
-        lists: v1::ChunkLists<'_>,
+        lists: CallLists<'_>,
     ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed> {
         let nomsg = matches!(call, plan::CallPlan::LongCall { .. });
         let credits = ep.shared().max_requests.load(Ordering::Relaxed);
@@ -398,6 +394,19 @@ fn marshalled(p: &CallShape) -> trace::Marshalled {
     }
 }
 
+/// The chunk lists of a call's transport header: the two shapes nearly
+/// every call with chunks has, by a tag and a reference (what a call
+/// carries from registering to posting, and what the header's encoding
+/// tests, is then one word and a pointer, not three slices), or any lists.
+#[derive(Clone, Copy)]
+pub(super) enum CallLists<'a> {
+    /// One Read segment, no other chunk (a WRITE's).
+    OneRead(&'a v1::ReadSegment),
+    /// One Write chunk of one segment, no other chunk (a READ's).
+    OneWrite(&'a v1::Segment),
+    Any(v1::ChunkLists<'a>),
+}
+
 /// Encodes an RDMA_MSG (or RDMA_NOMSG) transport header of `version` into
 /// `buf`; returns its length. `dir` is the RPC message's direction, which
 /// Version Two carries in the header. Inlined, with `v1::encode`, into
@@ -410,8 +419,23 @@ pub(super) fn encode_header(
     credits: u32,
     nomsg: bool,
     dir: v2::Direction,
-    lists: v1::ChunkLists<'_>,
+    lists: CallLists<'_>,
 ) -> Result<usize> {
+    let one_write: [&[v1::Segment]; 1];
+    let lists = match (version, lists) {
+        (Version::V1, CallLists::OneRead(rs)) => {
+            return v1::encode_one_read(buf, xid, credits, nomsg, rs).map_err(|_| EINVAL);
+        }
+        (Version::V1, CallLists::OneWrite(s)) => {
+            return v1::encode_one_write(buf, xid, credits, nomsg, s).map_err(|_| EINVAL);
+        }
+        (_, CallLists::OneRead(rs)) => v1::ChunkLists { reads: core::slice::from_ref(rs), writes: &[], reply: None },
+        (_, CallLists::OneWrite(s)) => {
+            one_write = [core::slice::from_ref(s)];
+            v1::ChunkLists { reads: &[], writes: &one_write, reply: None }
+        }
+        (_, CallLists::Any(lists)) => lists,
+    };
     match version {
         Version::V1 => {
             let body = if nomsg { v1::Body::NoMsg(lists) } else { v1::Body::Msg(lists) };

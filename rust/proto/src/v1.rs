@@ -1382,15 +1382,10 @@ pub fn encode(buf: &mut [u8], xid: u32, credits: u32, body: &Body<ChunkLists<'_>
                     return put_words!(buf, [xid, VERSION, credits, p, 0, 0, 0]);
                 }
                 ChunkLists { reads: [], writes: [[s]], reply: None } => {
-                    let (hi, lo) = split_u64(s.offset);
-                    return put_words!(buf, [xid, VERSION, credits, p, 0, 1, 1, s.handle, s.length, hi, lo, 0, 0]);
+                    return encode_one_write(buf, xid, credits, p == RDMA_NOMSG, s);
                 }
-                ChunkLists { reads: [ReadSegment { position, segment: s }], writes: [], reply: None } => {
-                    let (hi, lo) = split_u64(s.offset);
-                    return put_words!(
-                        buf,
-                        [xid, VERSION, credits, p, 1, *position, s.handle, s.length, hi, lo, 0, 0, 0]
-                    );
+                ChunkLists { reads: [rs], writes: [], reply: None } => {
+                    return encode_one_read(buf, xid, credits, p == RDMA_NOMSG, rs);
                 }
                 _ => {}
             }
@@ -1406,6 +1401,36 @@ pub fn encode(buf: &mut [u8], xid: u32, credits: u32, body: &Body<ChunkLists<'_>
         }
         _ => encode_body(buf, xid, credits, body),
     }
+}
+
+/// Encodes the header of an RDMA_MSG (RDMA_NOMSG if `nomsg`) whose only
+/// chunk is one Write chunk of the one segment `s` (a READ's call) into
+/// `buf`; returns its length, as [`encode`] does for such lists (which it
+/// encodes with this). For a caller that knows the shape without a
+/// [`ChunkLists`] to match.
+#[inline(always)]
+pub fn encode_one_write(buf: &mut [u8], xid: u32, credits: u32, nomsg: bool, s: &Segment) -> Result<usize, V1Error> {
+    let p = if nomsg { RDMA_NOMSG } else { RDMA_MSG };
+    let (hi, lo) = split_u64(s.offset);
+    put_words!(buf, [xid, VERSION, credits, p, 0, 1, 1, s.handle, s.length, hi, lo, 0, 0])
+}
+
+/// Encodes the header of an RDMA_MSG (RDMA_NOMSG if `nomsg`) whose only
+/// chunk is the one Read segment `rs` (a WRITE's call) into `buf`; returns
+/// its length, as [`encode`] does for such lists (which it encodes with
+/// this).
+#[inline(always)]
+pub fn encode_one_read(
+    buf: &mut [u8],
+    xid: u32,
+    credits: u32,
+    nomsg: bool,
+    rs: &ReadSegment,
+) -> Result<usize, V1Error> {
+    let p = if nomsg { RDMA_NOMSG } else { RDMA_MSG };
+    let s = &rs.segment;
+    let (hi, lo) = split_u64(s.offset);
+    put_words!(buf, [xid, VERSION, credits, p, 1, rs.position, s.handle, s.length, hi, lo, 0, 0, 0])
 }
 
 /// The two XDR words of a hyper integer, most significant first.
@@ -1784,6 +1809,19 @@ mod tests {
                 assert_eq!(dec(&fast[..need]).map(|h| h.xid), Ok(xid));
             }
             let one_write = writes.len() == 1 && writes[0].len() == 1;
+            // The shapes' own encoders, which a caller that knows the shape
+            // calls directly, say the same.
+            let nomsg = matches!(body, Body::NoMsg(_));
+            let mut direct = vec![0xa5u8; room];
+            let direct_got = match (reads.as_slice(), writes.as_slice(), reply) {
+                ([rs], [], None) => Some(encode_one_read(&mut direct, xid, credits, nomsg, rs)),
+                ([], [[s]], None) => Some(encode_one_write(&mut direct, xid, credits, nomsg, s)),
+                _ => None,
+            };
+            if let Some(direct_got) = direct_got {
+                assert_eq!(direct_got, got, "{body:?} in {room} bytes");
+                assert_eq!(direct, fast, "{body:?} in {room} bytes");
+            }
             if reply.is_none()
                 && (reads.is_empty() && (writes.is_empty() || one_write) || reads.len() == 1 && writes.is_empty())
             {
