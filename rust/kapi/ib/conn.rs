@@ -281,7 +281,9 @@ impl Objects {
 /// its cell is idle, or away with the device done with it (its Send was
 /// reclaimed; the cell is taken back when the buffer is used next). A
 /// buffer's `mapped` is set while it is outstanding with pages mapped;
-/// `mapped_outstanding` counts those.
+/// `mapped_outstanding` counts those. `room` plus the slots held
+/// (`sent_wrs - reclaimed_wrs + reserved_wrs`, wrapping) is the budget the
+/// ring was made with.
 struct SendRing<P> {
     /// Per Send buffer.
     bufs: KVec<SendSlot>,
@@ -303,8 +305,10 @@ struct SendRing<P> {
     reclaimed_wrs: usize,
     /// Send queue slots held by [`SendRing::reserve`].
     reserved_wrs: usize,
-    /// The most slots all of them may hold (`QpSizes::send_wrs`).
-    budget: usize,
+    /// Send queue slots free: the budget (`QpSizes::send_wrs`, the most
+    /// slots all of the above may hold) less those held, kept as it
+    /// changes so that a post tests one value.
+    room: usize,
     policy: P,
 }
 
@@ -340,15 +344,9 @@ impl<P> SendRing<P> {
             sent_wrs: 0,
             reclaimed_wrs: 0,
             reserved_wrs: 0,
-            budget,
+            room: budget,
             policy,
         }
-    }
-
-    /// Send queue slots held now.
-    #[inline(always)]
-    fn in_sq(&self) -> usize {
-        self.sent_wrs.wrapping_sub(self.reclaimed_wrs).wrapping_add(self.reserved_wrs)
     }
 
     /// The buffer after `i`, round the ring.
@@ -393,7 +391,7 @@ impl<P> SendRing<P> {
     /// itself), if one is idle and the send queue has room.
     #[inline(always)]
     fn next_idle(&self, need: usize) -> Option<usize> {
-        if self.outstanding >= self.bufs.len() || self.in_sq().saturating_add(need) > self.budget {
+        if self.outstanding >= self.bufs.len() || need > self.room {
             return None;
         }
         Some(self.next)
@@ -410,6 +408,8 @@ impl<P> SendRing<P> {
         // buffer that was not outstanding.
         self.outstanding = self.outstanding.wrapping_add(1);
         self.sent_wrs = self.sent_wrs.wrapping_add(need);
+        // `next_idle` found `need` slots free.
+        self.room = self.room.wrapping_sub(need);
         self.mapped_outstanding = self.mapped_outstanding.wrapping_add(usize::from(mapped));
         let sent_wrs = self.sent_wrs;
         match self.bufs.get_mut(index) {
@@ -426,18 +426,22 @@ impl<P> SendRing<P> {
     /// Takes `n` send queue slots for work requests of no Send buffer
     /// (an RDMA Read or Write), if there is room.
     fn reserve(&mut self, n: usize) -> bool {
-        if self.in_sq().saturating_add(n) > self.budget {
+        if n > self.room {
             return false;
         }
-        // At most `budget` now.
+        // At most the budget now.
         self.reserved_wrs = self.reserved_wrs.wrapping_add(n);
+        self.room = self.room.wrapping_sub(n);
         true
     }
 
     /// Gives back slots [`Self::reserve`] took, once their work requests
     /// completed.
     fn unreserve(&mut self, n: usize) {
-        self.reserved_wrs = self.reserved_wrs.saturating_sub(n);
+        let n = n.min(self.reserved_wrs);
+        self.reserved_wrs = self.reserved_wrs.wrapping_sub(n);
+        // Back to where it was before they were reserved.
+        self.room = self.room.wrapping_add(n);
     }
 
     /// True if buffer `index`'s Send of sequence `seq` is still
@@ -1139,7 +1143,11 @@ impl<V: Events> Conn<V> {
             }
         }
         // The slots of every Send through `index`'s come back at once.
-        r.reclaimed_wrs = r.bufs.get(index).map_or(r.sent_wrs, |b| b.wrs_end);
+        let reclaimed = r.bufs.get(index).map_or(r.sent_wrs, |b| b.wrs_end);
+        // At most what the outstanding Sends held: the room stays within
+        // the budget.
+        r.room = r.room.wrapping_add(reclaimed.wrapping_sub(r.reclaimed_wrs));
+        r.reclaimed_wrs = reclaimed;
         // INVARIANT: the `n` oldest outstanding buffers are idle again.
         r.outstanding = r.outstanding.wrapping_sub(n);
         drop(r);
