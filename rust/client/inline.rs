@@ -90,7 +90,6 @@ impl EpShared {
         let established = self.state.lock().1;
         let n = established.unwrap_or(cm::Negotiated::BEFORE_EXCHANGE);
         let st = *self.version.lock();
-        let settled = matches!(st, ConnVersion::Neg(v2::Negotiation::Settled(_)));
         let peer = self.peer_xch.lock();
         let t = match st {
             ConnVersion::Neg(v2::Negotiation::Settled(Version::V1)) => (n.send_threshold, n.recv_threshold),
@@ -111,11 +110,9 @@ impl EpShared {
         // The CM exchange is done and the version settled: only the
         // server's characteristics can still change the thresholds, and
         // they clear the cache under the lock held here.
-        if established.is_some() && settled {
+        if let (Some(_), ConnVersion::Neg(v2::Negotiation::Settled(v))) = (established, st) {
             self.inline_cache.store(u64::from(t.0) << 32 | u64::from(t.1), Ordering::Release);
-            if let ConnVersion::Neg(v2::Negotiation::Settled(v)) = st {
-                self.call_cache.store(CallParams::of(v, t).packed(), Ordering::Release);
-            }
+            self.call_cache.store(CallParams::of(v, t).packed(), Ordering::Release);
         }
         drop(peer);
         t

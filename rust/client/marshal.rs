@@ -404,6 +404,7 @@ pub(super) enum CallLists<'a> {
     OneRead(&'a v1::ReadSegment),
     /// One Write chunk of one segment, no other chunk (a READ's).
     OneWrite(&'a v1::Segment),
+    /// Any lists (a small call's none, the general planner's).
     Any(v1::ChunkLists<'a>),
 }
 

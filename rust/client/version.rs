@@ -87,9 +87,9 @@ impl EpShared {
     /// ([`EpShared::is_v2`], with the settled version read once).
     #[inline(always)]
     pub(super) fn settle_version(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) -> Option<bool> {
-        match self.settled.load(Ordering::Acquire) {
-            0 => self.settle_version_now(conn, data, invalidated).then(|| self.is_v2()),
-            n => Some(n == Version::V2.number()),
+        match self.settled() {
+            None => self.settle_version_now(conn, data, invalidated).then(|| self.is_v2()),
+            Some(v) => Some(v == Version::V2),
         }
     }
 
