@@ -278,15 +278,26 @@ impl<T: ConnHandler> Connection<T> {
     /// task. What the attempt itself gave back
     /// ([`Connection::release_unposted`]) moves the reading with it: a
     /// caller retrying for its own releases would retry for ever.
+    ///
+    /// The reading only has to come before the attempt (an acquire load,
+    /// a plain load on x86): a release the attempt missed then counts
+    /// after it. Telling a waiter from a release that missed its mark is
+    /// [`Connection::released_since`]'s, whose fence pairs with the one in
+    /// every release; one per RPC here would be a locked instruction for
+    /// nothing.
+    #[inline]
     pub(crate) fn release_epoch(&self) -> ReleaseEpoch {
-        core::sync::atomic::fence(Ordering::SeqCst);
-        ReleaseEpoch(self.conn.events().released.load(Ordering::Relaxed))
+        ReleaseEpoch(self.conn.events().released.load(Ordering::Acquire))
     }
 
     /// True if resources were released on this connection since `epoch`
-    /// was read, other than by the reader itself.
+    /// was read, other than by the reader itself. Call it after marking
+    /// the caller as waiting: the fence orders that mark before this
+    /// reading, as each release orders its count before it looks for
+    /// waiters.
     pub(crate) fn released_since(&self, epoch: &ReleaseEpoch) -> bool {
-        self.release_epoch().0 != epoch.0
+        core::sync::atomic::fence(Ordering::SeqCst);
+        self.conn.events().released.load(Ordering::Relaxed) != epoch.0
     }
 }
 
