@@ -140,9 +140,6 @@ impl RdmaXprt {
         // general. The plans travel as values and the Call's description
         // stays where it is: a `CallShape` built for the quick plans would
         // be stored field by field, only for its fields to be read back.
-        let mut read_one;
-        let mut read_segs;
-        let write_list: [&[v1::Segment]; 1];
         let mut st = slot.state().lock();
         // Set before anything is registered: a reply handler that finds
         // the flag clear takes the state for empty without locking it,
@@ -152,39 +149,66 @@ impl RdmaXprt {
         slot.set_holds(&mut st, true);
         let ReqState { reg: posted, sent, reply, segs, offered } = &mut *st;
         let kept = slot.kept();
-        let (call, rp, lists, reply_shape, nw) = 'plan: {
-            let rcv = desc(rqst.buf(Which::Reply), Which::Reply);
-            let thresholds = (inline_send, inline_recv);
-            let g = plan::Geometry { page_size: PAGE_SIZE, max_pages: shared.mr_pages.load(Ordering::Relaxed) };
-            let ddp = rqst.ddp_allowed();
-            if let Some((call, rp, ext)) = plan::plan_one_mr(&snd, &rcv, ddp, thresholds, PULLUP_THRESHOLD, g) {
-                if let Some(position) = call.read_position() {
-                    read_one = v1::ReadSegment { position, segment: v1::Segment::default() };
-                    register_one::<true>(ep, rqst, reg, Some(kept), xid, &ext, &mut read_one.segment)?;
-                    break 'plan (call, rp, CallLists::OneRead(&read_one), ReplyShape::Inline, 0);
-                }
-                let [first, ..] = segs;
-                register_one::<false>(ep, rqst, reg, Some(kept), xid, &ext, first)?;
-                break 'plan (call, rp, CallLists::OneWrite(first), ReplyShape::WriteChunk, 1);
+        let vx = (version, xid);
+        let out = (posted, sent, reply, offered);
+        let rcv = desc(rqst.buf(Which::Reply), Which::Reply);
+        let thresholds = (inline_send, inline_recv);
+        let g = plan::Geometry { page_size: PAGE_SIZE, max_pages: shared.mr_pages.load(Ordering::Relaxed) };
+        let ddp = rqst.ddp_allowed();
+        // Each plan posts and records on its own branch, through its own
+        // copy of the post: what it knows (the lists' shape, the reply's)
+        // stays constants there, not values carried across the
+        // registration's call.
+        if let Some((call, rp, ext)) = plan::plan_one_mr(&snd, &rcv, ddp, thresholds, PULLUP_THRESHOLD, g) {
+            if let Some(position) = call.read_position() {
+                let mut read_one = v1::ReadSegment { position, segment: v1::Segment::default() };
+                register_one::<true>(ep, rqst, reg, Some(kept), xid, &ext, &mut read_one.segment)?;
+                let planned = (call, rp, CallLists::OneRead(&read_one), ReplyShape::Inline, 0);
+                return self.post_and_record::<{ PostShape::ONE_READ }>(ep, rqst, vx, &snd, reg, planned, out);
             }
-            read_segs = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
-            let (call, rp, nr, reply_shape, nw) =
-                self.register_planned(ep, rqst, (version, xid), (snd, rcv), thresholds, reg, &mut read_segs, segs)?;
-            let reads = read_segs.get(..nr).ok_or(EINVAL)?;
-            let writes = segs.get(..nw).ok_or(EINVAL)?;
-            write_list = [writes];
-            let lists = match reply_shape {
-                ReplyShape::Inline => v1::ChunkLists { reads, writes: &[], reply: None },
-                ReplyShape::WriteChunk => v1::ChunkLists { reads, writes: &write_list, reply: None },
-                ReplyShape::ReplyChunk => v1::ChunkLists { reads, writes: &[], reply: Some(writes) },
-            };
-            (call, rp, CallLists::Any(lists), reply_shape, nw)
+            let [first, ..] = segs;
+            register_one::<false>(ep, rqst, reg, Some(kept), xid, &ext, first)?;
+            let planned = (call, rp, CallLists::OneWrite(first), ReplyShape::WriteChunk, 1);
+            return self.post_and_record::<{ PostShape::ONE_WRITE }>(ep, rqst, vx, &snd, reg, planned, out);
+        }
+        let mut read_segs = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
+        let (call, rp, nr, reply_shape, nw) =
+            self.register_planned(ep, rqst, vx, (snd, rcv), thresholds, reg, &mut read_segs, segs)?;
+        let reads = read_segs.get(..nr).ok_or(EINVAL)?;
+        let writes = segs.get(..nw).ok_or(EINVAL)?;
+        let write_list = [writes];
+        let lists = match reply_shape {
+            ReplyShape::Inline => v1::ChunkLists { reads, writes: &[], reply: None },
+            ReplyShape::WriteChunk => v1::ChunkLists { reads, writes: &write_list, reply: None },
+            ReplyShape::ReplyChunk => v1::ChunkLists { reads, writes: &[], reply: Some(writes) },
         };
+        let planned = (call, rp, CallLists::Any(lists), reply_shape, nw);
+        self.post_and_record::<{ PostShape::ANY }>(ep, rqst, vx, &snd, reg, planned, out)
+    }
+
+    /// Posts the call (see [`RdmaXprt::post`]) with the regions `reg`
+    /// holds, as `planned` (the call's and reply's plans, the chunk lists,
+    /// how the reply will arrive and how many segments the call offers for
+    /// it), and records what was posted in `out` (the slot state's fields).
+    /// On failure `reg` gets its regions back. Inlined into each plan's
+    /// branch of [`RdmaXprt::register_and_send`], one copy per `SHAPE`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn post_and_record<const SHAPE: u8>(
+        &self,
+        ep: &Endpoint,
+        rqst: &Rqst<'_>,
+        (version, xid): (Version, u32),
+        snd: &plan::XdrBufDesc,
+        reg: &mut Registration,
+        (call, rp, lists, reply_shape, nw): (plan::CallPlan, plan::ReplyPlan, CallLists<'_>, ReplyShape, usize),
+        (posted, sent, reply, offered): (&mut PostedRegistration, &mut PagesInFlight, &mut ReplyShape, &mut usize),
+    ) -> Result {
         let registered = reg.take();
-        match self.post(ep, rqst, (version, xid), call, &snd, registered, lists) {
+        match self.post::<SHAPE>(ep, rqst, (version, xid), call, snd, registered, lists) {
             Ok((regions, pages)) => {
-                self.count_call(&call, &rp, &snd, regions.len());
-                trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd, call, reply: rp }));
+                self.count_call(&call, &rp, snd, regions.len());
+                trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd: *snd, call, reply: rp }));
                 *posted = regions;
                 *sent = pages;
                 *reply = reply_shape;
@@ -292,9 +316,12 @@ impl RdmaXprt {
     /// Posts the call `xid` of `version`, planned as `call` (its buffer
     /// `snd`): the transport header with `lists`, then the call copied, or
     /// its head and tail copied and its page list mapped, or (a Long Call)
-    /// nothing more, after the registrations in `reg`.
+    /// nothing more, after the registrations in `reg`. `SHAPE` only tells
+    /// the copies apart ([`PostShape`]): the code is the same, folded by
+    /// each caller's constants.
     #[allow(clippy::too_many_arguments)]
-    fn post(
+    #[inline(always)]
+    fn post<const SHAPE: u8>(
         &self,
         ep: &Endpoint,
         rqst: &Rqst<'_>,
@@ -392,6 +419,17 @@ fn marshalled(p: &CallShape) -> trace::Marshalled {
         rtype,
         wtype,
     }
+}
+
+/// Which copy of [`RdmaXprt::post`] a call goes through: one for each of
+/// the two usual shapes, one for the rest. Each copy's fill is a closure
+/// of its own, so that each is inlined into its only caller.
+struct PostShape;
+
+impl PostShape {
+    const ONE_READ: u8 = 0;
+    const ONE_WRITE: u8 = 1;
+    const ANY: u8 = 2;
 }
 
 /// The chunk lists of a call's transport header: the two shapes nearly
