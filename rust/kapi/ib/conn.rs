@@ -281,7 +281,9 @@ impl Objects {
 /// its cell is idle, or away with the device done with it (its Send was
 /// reclaimed; the cell is taken back when the buffer is used next). A
 /// buffer's `mapped` is set while it is outstanding with pages mapped;
-/// `mapped_outstanding` counts those. `room` plus the slots held
+/// `mapped_outstanding` counts those. An idle buffer maps no page (its
+/// `pages` is empty): a Send's pages are unmapped when it is reclaimed,
+/// or at once if it is not posted. `room` plus the slots held
 /// (`sent_wrs - reclaimed_wrs + reserved_wrs`, wrapping) is the budget the
 /// ring was made with.
 struct SendRing<P> {
@@ -1069,12 +1071,17 @@ impl<V: Events> Conn<V> {
             max_sge: self.send_sges,
             last_copied: false,
             pages,
+            mapped: false,
             device,
             dma: buf.dma,
             lkey,
         };
         let filled = fill(&mut w);
-        let (used, nsge, mapped) = (w.used, w.n, w.pages.n > 0);
+        // The buffer was idle, so it mapped no page before (type invariant
+        // of `SendRing`): whether the Send maps pages is whether `fill`
+        // mapped some, which the compiler knows of a fill that never
+        // calls `map_page`.
+        let (used, nsge, mapped) = (w.used, w.n, w.mapped);
         filled?;
         if nsge == 0 {
             return Err(EINVAL);

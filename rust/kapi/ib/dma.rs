@@ -284,6 +284,8 @@ pub(crate) struct SendWriter<'a> {
     /// The last SGE points into the pre-mapped buffer and ends at `used`.
     pub(super) last_copied: bool,
     pub(super) pages: &'a mut MappedPages,
+    /// A page was mapped for this Send (into `pages`, empty before).
+    pub(super) mapped: bool,
     pub(super) device: &'a Device,
     pub(super) dma: u64,
     pub(super) lkey: u32,
@@ -349,6 +351,7 @@ impl SendWriter<'_> {
         self.pages.dma[i] = dma;
         self.pages.len[i] = len;
         self.pages.n = i.wrapping_add(1);
+        self.mapped = true;
         self.push(sys::ib_sge { addr: dma, length: len, lkey: self.lkey })?;
         self.last_copied = false;
         Ok(())
