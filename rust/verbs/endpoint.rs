@@ -93,7 +93,7 @@ impl<T: ConnHandler> EpState<T> {
     /// Records that resources came back, before the caller wakes waiters.
     pub(super) fn note_release(&self) {
         self.released.fetch_add(1, Ordering::Relaxed);
-        // Pairs with the fence in `release_epoch`: either the waiter sees
+        // Pairs with the fence in `released_since`: either the waiter sees
         // this bump, or its "waiting" flag is visible to our wake-up.
         core::sync::atomic::fence(Ordering::SeqCst);
     }
