@@ -29,9 +29,9 @@ use core::sync::atomic::AtomicU64;
 pub(crate) use crate::kapi::ib::conn::SendFailed;
 pub(crate) use crate::kapi::ib::QpSizes;
 pub(crate) use crate::kapi::ib::{
-    Acceptor, CmEvent, Completion, DeviceCaps, HeldRecv, Incoming, Invalidated, Listener, PagesInFlight,
-    PostedRegistration, Received, Registered, Registration, RwDir, SendDone, SendWriter, SgWriter, MAX_MRS,
-    MAX_SEND_SGES,
+    Acceptor, CmEvent, Completion, DeviceCaps, HeldRecv, Holding, Incoming, Invalidated, Listener,
+    OnePostedRegistration, OneRegistration, PagesInFlight, PostedRegistration, Received, Registered, Registration,
+    RwDir, SendDone, SendWriter, SgWriter, MAX_MRS, MAX_SEND_SGES,
 };
 pub(crate) use endpoint::{Connection, Live, ReleaseEpoch};
 pub(crate) use freelist::FreeList;

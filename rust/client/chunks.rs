@@ -5,7 +5,7 @@
 
 use kernel::prelude::*;
 
-use crate::verbs::{self, KeptMr, Registration, SgWriter};
+use crate::verbs::{self, KeptMr, OneRegistration, Registration, SgWriter};
 use crate::{
     kapi::{
         page::PageRef,
@@ -175,30 +175,32 @@ pub(super) fn register_reply_chunk(
     })
 }
 
-/// Registers `ext`, one MR of a chunk in `rqst`'s call (`CALL`: its data,
-/// for a Read chunk) or reply (its room, for a Write or Reply chunk), into
-/// `reg` for the call `xid`, with the region the request `kept` if it has
-/// one; its segment goes to `out` (a segment returned would come back
-/// through memory all the same, to be copied there). One copy for each
-/// direction: which buffer and which access are constants in each.
+/// Registers `ext`, the one MR of a chunk in `rqst`'s call (`CALL`: its
+/// data, for a Read chunk) or reply (its room, for a Write chunk), for the
+/// call `xid`, with the region the request `kept` if it has one; its
+/// segment goes to `out` (a segment returned would come back through
+/// memory all the same, to be copied there). Returns the token that holds
+/// the region, for the Send. One copy for each direction: which buffer and
+/// which access are constants in each.
 #[inline]
 pub(super) fn register_one<const CALL: bool>(
     ep: &Endpoint,
     rqst: &Rqst<'_>,
-    reg: &mut Registration,
     kept: Option<&KeptMr>,
     xid: u32,
     ext: &plan::MrExtent,
     out: &mut v1::Segment,
-) -> Result {
+) -> Result<OneRegistration> {
     // The server reads a call's pieces and writes a reply's.
     let which = if CALL { Which::Call } else { Which::Reply };
-    *out = segment(ep.conn.register_kept(reg, kept, CALL, xid, |w| fill_sg(rqst.buf(which), ext, w))?);
-    Ok(())
+    let (seg, one) = ep.conn.register_kept_one(kept, CALL, xid, |w| fill_sg(rqst.buf(which), ext, w))?;
+    *out = segment(seg);
+    Ok(one)
 }
 
-/// [`register_one`] for a chunk of the general planner's in `rqst`'s
-/// buffer `which`: no region kept, the segment returned.
+/// Registers `ext`, one MR of a chunk of the general planner's in
+/// `rqst`'s buffer `which` (the call's, for a Read chunk; the reply's),
+/// into `reg` for the call `xid`; returns its segment.
 fn register_planned_one(
     ep: &Endpoint,
     rqst: &Rqst<'_>,
@@ -207,12 +209,9 @@ fn register_planned_one(
     xid: u32,
     ext: &plan::MrExtent,
 ) -> Result<v1::Segment> {
-    let mut seg = v1::Segment::default();
-    match which {
-        Which::Call => register_one::<true>(ep, rqst, reg, None, xid, ext, &mut seg)?,
-        Which::Reply => register_one::<false>(ep, rqst, reg, None, xid, ext, &mut seg)?,
-    }
-    Ok(seg)
+    // The server reads a call's pieces and writes a reply's.
+    let to_device = matches!(which, Which::Call);
+    ep.conn.register(reg, to_device, xid, |w| fill_sg(rqst.buf(which), ext, w)).map(segment)
 }
 
 /// Registers the pieces of the chunk the plan `p` asks for in `rqst`'s

@@ -7,7 +7,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use crate::verbs::{PagesInFlight, PostedRegistration, Registration, ReleaseEpoch, SendFailed};
+use crate::verbs::{
+    OneRegistration, PagesInFlight, PostedRegistration, Registration, ReleaseEpoch, SendFailed, SendWriter,
+};
 use crate::{
     kapi::{
         errno,
@@ -162,14 +164,14 @@ impl RdmaXprt {
         if let Some((call, rp, ext)) = plan::plan_one_mr(&snd, &rcv, ddp, thresholds, PULLUP_THRESHOLD, g) {
             if let Some(position) = call.read_position() {
                 let mut read_one = v1::ReadSegment { position, segment: v1::Segment::default() };
-                register_one::<true>(ep, rqst, reg, Some(kept), xid, &ext, &mut read_one.segment)?;
+                let one = register_one::<true>(ep, rqst, Some(kept), xid, &ext, &mut read_one.segment)?;
                 let planned = (call, rp, CallLists::OneRead(&read_one), ReplyShape::Inline, 0);
-                return self.post_and_record::<{ PostShape::ONE_READ }>(ep, rqst, vx, &snd, reg, planned, out);
+                return self.post_and_record::<{ PostShape::ONE_READ }, _>(ep, rqst, vx, &snd, one, reg, planned, out);
             }
             let [first, ..] = segs;
-            register_one::<false>(ep, rqst, reg, Some(kept), xid, &ext, first)?;
+            let one = register_one::<false>(ep, rqst, Some(kept), xid, &ext, first)?;
             let planned = (call, rp, CallLists::OneWrite(first), ReplyShape::WriteChunk, 1);
-            return self.post_and_record::<{ PostShape::ONE_WRITE }>(ep, rqst, vx, &snd, reg, planned, out);
+            return self.post_and_record::<{ PostShape::ONE_WRITE }, _>(ep, rqst, vx, &snd, one, reg, planned, out);
         }
         let mut read_segs = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
         let (call, rp, nr, reply_shape, nw) =
@@ -183,29 +185,31 @@ impl RdmaXprt {
             ReplyShape::ReplyChunk => v1::ChunkLists { reads, writes: &[], reply: Some(writes) },
         };
         let planned = (call, rp, CallLists::Any(lists), reply_shape, nw);
-        self.post_and_record::<{ PostShape::ANY }>(ep, rqst, vx, &snd, reg, planned, out)
+        let registered = reg.take();
+        self.post_and_record::<{ PostShape::ANY }, _>(ep, rqst, vx, &snd, registered, reg, planned, out)
     }
 
-    /// Posts the call (see [`RdmaXprt::post`]) with the regions `reg`
-    /// holds, as `planned` (the call's and reply's plans, the chunk lists,
-    /// how the reply will arrive and how many segments the call offers for
-    /// it), and records what was posted in `out` (the slot state's fields).
-    /// On failure `reg` gets its regions back. Inlined into each plan's
-    /// branch of [`RdmaXprt::register_and_send`], one copy per `SHAPE`.
+    /// Posts the call (see [`RdmaXprt::post`]) with the regions
+    /// `registered` holds, as `planned` (the call's and reply's plans, the
+    /// chunk lists, how the reply will arrive and how many segments the
+    /// call offers for it), and records what was posted in `out` (the slot
+    /// state's fields). On failure `reg` gets the regions back. Inlined
+    /// into each plan's branch of [`RdmaXprt::register_and_send`], one copy
+    /// per `SHAPE`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn post_and_record<const SHAPE: u8>(
+    fn post_and_record<const SHAPE: u8, R: Carried>(
         &self,
         ep: &Endpoint,
         rqst: &Rqst<'_>,
         (version, xid): (Version, u32),
         snd: &plan::XdrBufDesc,
+        registered: R,
         reg: &mut Registration,
         (call, rp, lists, reply_shape, nw): (plan::CallPlan, plan::ReplyPlan, CallLists<'_>, ReplyShape, usize),
         (posted, sent, reply, offered): (&mut PostedRegistration, &mut PagesInFlight, &mut ReplyShape, &mut usize),
     ) -> Result {
-        let registered = reg.take();
-        match self.post::<SHAPE>(ep, rqst, (version, xid), call, snd, registered, lists) {
+        match self.post::<SHAPE, R>(ep, rqst, (version, xid), call, snd, registered, lists) {
             Ok((regions, pages)) => {
                 self.count_call(&call, &rp, snd, regions.len());
                 trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd: *snd, call, reply: rp }));
@@ -216,7 +220,7 @@ impl RdmaXprt {
                 Ok(())
             }
             Err(f) => {
-                *reg = f.reg;
+                *reg = f.reg.into();
                 Err(f.err)
             }
         }
@@ -321,19 +325,19 @@ impl RdmaXprt {
     /// each caller's constants.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn post<const SHAPE: u8>(
+    fn post<const SHAPE: u8, R: Carried>(
         &self,
         ep: &Endpoint,
         rqst: &Rqst<'_>,
         (version, xid): (Version, u32),
         call: plan::CallPlan,
         snd: &plan::XdrBufDesc,
-        reg: Registration,
+        reg: R,
         lists: CallLists<'_>,
-    ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed> {
+    ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed<R>> {
         let nomsg = matches!(call, plan::CallPlan::LongCall { .. });
         let credits = ep.shared().max_requests.load(Ordering::Relaxed);
-        ep.conn.send(reg, |out| {
+        reg.send(ep, |out| {
             // The transport header and what is copied right after it. The
             // offsets are sums of the call's lengths (a `u32`): should one
             // wrap, the copy would refuse the range it names.
@@ -418,6 +422,41 @@ fn marshalled(p: &CallShape) -> trace::Marshalled {
         xdr: (s.head.len, s.page_len, s.tail.len),
         rtype,
         wtype,
+    }
+}
+
+/// A registration token a call's Send carries: the general planner's
+/// [`Registration`], or the usual call's [`OneRegistration`], whose one
+/// region the post chains without a loop.
+trait Carried: Sized + Into<Registration> {
+    /// Sends on `ep` the message `fill` builds, behind these regions; see
+    /// [`Connection::send`](crate::verbs::Connection::send).
+    fn send(
+        self,
+        ep: &Endpoint,
+        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
+    ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed<Self>>;
+}
+
+impl Carried for Registration {
+    #[inline(always)]
+    fn send(
+        self,
+        ep: &Endpoint,
+        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
+    ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed<Self>> {
+        ep.conn.send(self, fill)
+    }
+}
+
+impl Carried for OneRegistration {
+    #[inline(always)]
+    fn send(
+        self,
+        ep: &Endpoint,
+        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
+    ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed<Self>> {
+        ep.conn.send_one(self, fill)
     }
 }
 

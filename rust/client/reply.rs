@@ -7,7 +7,7 @@ use core::sync::atomic::Ordering;
 
 use kernel::{c_str, prelude::*, str::CStr};
 
-use crate::verbs::{Live, PagesInFlight, PostedRegistration};
+use crate::verbs::{Holding, Live, PagesInFlight, PostedRegistration};
 use crate::{
     kapi::{
         ratelimit::RateLimit,
@@ -185,11 +185,13 @@ impl EpShared {
             None => (PostedRegistration::none(), PagesInFlight::none(), ReqState::default().judge(returned), None),
         };
         let registered = reg.len();
-        // Most calls registered nothing: no call down to the connection.
-        let (inv, local) = match reg.nothing_held() {
-            Ok(inv) => (inv, 0),
-            // The request keeps a region for its next call.
-            Err(reg) => conn.invalidate(reg, invalidated, kept),
+        // Most calls registered nothing, and most of the others one region
+        // (which the server invalidated): that one inline, the rest a call.
+        // The request keeps a region for its next call.
+        let (inv, local) = match reg.split() {
+            Holding::Nothing(inv) => (inv, 0),
+            Holding::One(one) => conn.invalidate_one(one, invalidated, kept),
+            Holding::Many(reg) => conn.invalidate(reg, invalidated, kept),
         };
         count_invalidations(&self.stats, registered, local);
         if registered > 0 {

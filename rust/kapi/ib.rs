@@ -38,5 +38,8 @@ pub(crate) use cq::Completion;
 pub(crate) use device::{Client, ClientRegistration, Device, DeviceCaps};
 pub(crate) use dma::{PagesInFlight, SendDone, SendWriter, MAX_SEND_SGES};
 pub(crate) use listen::{Acceptor, Incoming, Listener};
-pub(crate) use mr::{Invalidated, PostedRegistration, Registered, Registration, SgWriter, MAX_MRS};
+pub(crate) use mr::{
+    Holding, Invalidated, OnePostedRegistration, OneRegistration, PostedRegistration, Registered, Registration,
+    SgWriter, MAX_MRS,
+};
 pub(crate) use rw::RwDir;

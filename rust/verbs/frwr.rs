@@ -10,7 +10,8 @@ use kernel::error::Result;
 
 use super::{
     endpoint::{Connection, EpState, Live, ReleaseEpoch},
-    ConnHandler, Invalidated, PostedRegistration, Registered, Registration, SgWriter,
+    ConnHandler, Invalidated, OnePostedRegistration, OneRegistration, PostedRegistration, Registered, Registration,
+    SgWriter,
 };
 use crate::kapi::{errno, ib::Conn};
 
@@ -62,11 +63,25 @@ impl KeptMr {
 }
 
 impl<T: ConnHandler> EpState<T> {
-    /// Puts region `index` back in the pool.
-    #[inline]
+    /// Puts region `index` back in the pool. Out of line: the usual
+    /// call's region is kept by its request, not pooled.
+    #[inline(never)]
     fn pool_mr(&self, index: usize) {
         self.free_mrs.lock().push(index);
         self.note_release();
+    }
+
+    /// Gives back region `index` of the connection `generation`, idle
+    /// again: kept in `kept`, if given, else to the pool.
+    #[inline(always)]
+    fn reuse_mr(&self, kept: Option<&KeptMr>, generation: u64, index: usize) {
+        let back = match kept {
+            Some(k) => k.keep(generation, index),
+            None => Some(index),
+        };
+        if let Some(i) = back {
+            self.pool_mr(i);
+        }
     }
 
     /// See [`Connection::invalidate`]; the first region taken back is kept
@@ -81,15 +96,7 @@ impl<T: ConnHandler> EpState<T> {
     ) -> (Invalidated, usize) {
         let fail = || self.handler.inject_local_inv_failure();
         let generation = conn.generation();
-        let (proof, how) = conn.invalidate(reg, remotely_invalidated, fail, |i| {
-            let back = match kept {
-                Some(k) => k.keep(generation, i),
-                None => Some(i),
-            };
-            if let Some(i) = back {
-                self.pool_mr(i);
-            }
-        });
+        let (proof, how) = conn.invalidate(reg, remotely_invalidated, fail, |i| self.reuse_mr(kept, generation, i));
         if how.post_failed {
             self.handler.invalidate_failed();
         }
@@ -126,18 +133,41 @@ impl<T: ConnHandler> Connection<T> {
         xid: u32,
         fill: impl FnOnce(&mut SgWriter<'_>) -> Result,
     ) -> Result<Registered> {
+        let index = self.idle_mr(kept)?;
+        self.conn.register(reg, index, to_device, xid, fill).inspect_err(|_| self.conn.events().pool_mr(index))
+    }
+
+    /// [`Connection::register_kept`] for a call that registers one region:
+    /// returns the token that holds it, which [`Connection::send_one`]
+    /// posts.
+    #[inline(always)]
+    pub(crate) fn register_kept_one(
+        &self,
+        kept: Option<&KeptMr>,
+        to_device: bool,
+        xid: u32,
+        fill: impl FnOnce(&mut SgWriter<'_>) -> Result,
+    ) -> Result<(Registered, OneRegistration)> {
+        let index = self.idle_mr(kept)?;
+        self.conn.register_one(index, to_device, xid, fill).inspect_err(|_| self.conn.events().pool_mr(index))
+    }
+
+    /// An idle region: the one `kept` holds for this connection if there
+    /// is one, else one from the pool. Fails with `ENOBUFS` when the pool
+    /// is empty.
+    #[inline(always)]
+    fn idle_mr(&self, kept: Option<&KeptMr>) -> Result<usize> {
+        if let Some(i) = kept.and_then(|k| k.take(self.conn.generation())) {
+            return Ok(i);
+        }
         let st = self.conn.events();
-        let index = match kept.and_then(|k| k.take(self.conn.generation())) {
-            Some(i) => i,
-            None => match st.free_mrs.lock().pop() {
-                Some(i) => i,
-                None => {
-                    st.mrs_wanted.store(true, Ordering::Relaxed);
-                    return Err(errno::ENOBUFS());
-                }
-            },
-        };
-        self.conn.register(reg, index, to_device, xid, fill).inspect_err(|_| st.pool_mr(index))
+        match st.free_mrs.lock().pop() {
+            Some(i) => Ok(i),
+            None => {
+                st.mrs_wanted.store(true, Ordering::Relaxed);
+                Err(errno::ENOBUFS())
+            }
+        }
     }
 
     /// Gives the region `kept` holds for this connection back to the pool
@@ -239,5 +269,27 @@ impl<T: ConnHandler> Live<'_, T> {
         kept: Option<&KeptMr>,
     ) -> (Invalidated, usize) {
         self.0.events().invalidate(self.0, reg, remotely_invalidated, kept)
+    }
+
+    /// [`Live::invalidate`] of a token's one region
+    /// ([`PostedRegistration::split`]): the usual call's. The region the
+    /// server invalidated is taken back inline (its index and generation
+    /// stay in registers); any other case is [`Live::invalidate`]'s.
+    #[inline(always)]
+    pub(crate) fn invalidate_one(
+        &self,
+        reg: OnePostedRegistration,
+        remotely_invalidated: Option<u32>,
+        kept: Option<&KeptMr>,
+    ) -> (Invalidated, usize) {
+        match self.0.invalidated_remotely(reg, remotely_invalidated) {
+            Ok((proof, idle)) => {
+                if let Some(i) = idle {
+                    self.0.events().reuse_mr(kept, self.0.generation(), i);
+                }
+                (proof, 0)
+            }
+            Err(reg) => self.invalidate(reg.into(), remotely_invalidated, kept),
+        }
     }
 }

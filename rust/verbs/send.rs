@@ -14,7 +14,7 @@ use kernel::error::Result;
 
 use super::{
     endpoint::{Connection, EpState, Live},
-    ConnHandler, PagesInFlight, PostedRegistration, Registration, SendDone, SendFailed, SendWriter,
+    ConnHandler, OneRegistration, PagesInFlight, PostedRegistration, Registration, SendDone, SendFailed, SendWriter,
 };
 use crate::{
     kapi::ib::{SendPolicy, Sent},
@@ -60,6 +60,17 @@ impl<T: ConnHandler> Connection<T> {
         fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
     ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed> {
         let (posted, sent) = self.conn.send(reg, fill)?;
+        Ok((posted, self.conn.events().count(sent)))
+    }
+
+    /// [`Connection::send`] with the one region of `reg`.
+    #[inline]
+    pub(crate) fn send_one(
+        &self,
+        reg: OneRegistration,
+        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
+    ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed<OneRegistration>> {
+        let (posted, sent) = self.conn.send_one(reg, fill)?;
         Ok((posted, self.conn.events().count(sent)))
     }
 

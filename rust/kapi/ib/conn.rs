@@ -48,7 +48,8 @@ use super::{
     dma::{BufState, DmaBuf, PagesInFlight, SendDone, SendWriter, MAX_SEND_SGES},
     listen::Incoming,
     mr::{
-        note_invalidated, FrMr, Invalidated, MrState, PostedRegistration, Registered, Registration, SgWriter, MAX_MRS,
+        note_invalidated, FrMr, Holding, Invalidated, MrState, OnePostedRegistration, OneRegistration,
+        PostedRegistration, Registered, Registration, SgWriter, MAX_MRS,
     },
     pd::Pd,
     qp::{Qp, QpCaps},
@@ -196,12 +197,13 @@ pub(crate) struct Sent {
     pub(crate) mapped: bool,
 }
 
-/// A Send that failed: the error and the registration it did not post.
-pub(crate) struct SendFailed {
+/// A Send that failed: the error and the registration it did not post
+/// (a [`Registration`] or a [`OneRegistration`]).
+pub(crate) struct SendFailed<R = Registration> {
     /// Why.
     pub(crate) err: Error,
     /// The regions, still unposted: give them back.
-    pub(crate) reg: Registration,
+    pub(crate) reg: R,
 }
 
 /// How an invalidation went.
@@ -954,8 +956,24 @@ impl<V: Events> Conn<V> {
         reg: Registration,
         fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
     ) -> core::result::Result<(PostedRegistration, Sent), SendFailed> {
-        match self.post_send(Some(&reg), None, fill) {
+        match self.post_send(Some((reg.0.generation, reg.0.held())), None, fill) {
+            // INVARIANT: the regions' REG_MRs went out with the Send.
             Ok(sent) => Ok((PostedRegistration(reg.0), sent)),
+            Err(err) => Err(SendFailed { err, reg }),
+        }
+    }
+
+    /// [`Conn::send`] with the one region of `reg` posted in front of the
+    /// Send.
+    #[inline]
+    pub(crate) fn send_one(
+        &self,
+        reg: OneRegistration,
+        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
+    ) -> core::result::Result<(PostedRegistration, Sent), SendFailed<OneRegistration>> {
+        match self.post_send(Some((reg.generation, core::slice::from_ref(&reg.index))), None, fill) {
+            // INVARIANT: the region's REG_MR went out with the Send.
+            Ok(sent) => Ok((PostedRegistration(Registration::from(reg).0), sent)),
             Err(err) => Err(SendFailed { err, reg }),
         }
     }
@@ -979,12 +997,14 @@ impl<V: Events> Conn<V> {
         self.post_send(None, Some(rkey), fill)
     }
 
-    /// Posts a Send, behind the REG_MRs of `reg` if given (a message
-    /// without regions passes none, and the chaining is left out of its
-    /// code).
+    /// Posts a Send, behind the REG_MRs of the regions `reg` names if
+    /// given (the generation of their connection, and their indices; a
+    /// message without regions passes none, and the chaining is left out
+    /// of its code). Inlined into each caller, whose fill is its own.
+    #[inline(always)]
     fn post_send(
         &self,
-        reg: Option<&Registration>,
+        reg: Option<(u64, &[u16])>,
         invalidate: Option<u32>,
         fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
     ) -> Result<Sent> {
@@ -996,8 +1016,8 @@ impl<V: Events> Conn<V> {
         }
         // At most `MAX_MRS` registrations, and the Send.
         let need = match reg {
-            Some(reg) if reg.0.n > 0 && reg.0.generation != self.generation => return Err(EINVAL),
-            Some(reg) => reg.0.n.wrapping_add(1),
+            Some((generation, held)) if !held.is_empty() && generation != self.generation => return Err(EINVAL),
+            Some((_, held)) => held.len().wrapping_add(1),
             None => 1,
         };
         // Taking the next buffer, filling it and posting it happen under
@@ -1022,7 +1042,7 @@ impl<V: Events> Conn<V> {
             }
         };
         let send_wr = &raw mut b.send_wr;
-        let Some(head) = reg.map_or(Some(send_wr), |reg| self.chain_registrations(reg, send_wr)) else {
+        let Some(head) = reg.map_or(Some(send_wr), |(_, held)| self.chain_registrations(held, send_wr)) else {
             buf.unmap_unposted(&mut b.pages);
             return Err(EINVAL);
         };
@@ -1098,17 +1118,18 @@ impl<V: Events> Conn<V> {
         Ok(mapped)
     }
 
-    /// Chains the REG_MRs of `reg` in front of `send`: one post, and the
-    /// queue pair's ordering makes the regions valid before the peer sees
-    /// the message. `None` if `reg` names a region it does not hold (then
-    /// every region stays `reg`'s).
+    /// Chains the REG_MRs of the regions `held` (a registration token's,
+    /// of this connection) in front of `send`: one post, and the queue
+    /// pair's ordering makes the regions valid before the peer sees the
+    /// message. `None` if the token names a region it does not hold (then
+    /// every region stays the token's).
     #[inline(always)]
-    fn chain_registrations(&self, reg: &Registration, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr> {
+    fn chain_registrations(&self, held: &[u16], send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr> {
         let mut head = send;
-        for &i in reg.0.held().iter().rev() {
-            // SAFETY: the region belongs to `reg` (type invariant of
-            // `Registration`) and holds nothing the device reads: its work
-            // request is copied when posted.
+        for &i in held.iter().rev() {
+            // SAFETY: the region belongs to the token (type invariant of
+            // `Registration` and `OneRegistration`) and holds nothing the
+            // device reads: its work request is copied when posted.
             let mut m = self.mr(usize::from(i)).and_then(|mr| unsafe { mr.cell.take_back() })?;
             m.reg_wr.wr.next = head;
             head = &raw mut m.reg_wr.wr;
@@ -1200,13 +1221,33 @@ impl<V: Events> Conn<V> {
         xid: u32,
         fill: impl FnOnce(&mut SgWriter<'_>) -> Result,
     ) -> Result<Registered> {
-        if self.objs.is_none() {
-            return Err(errno::ENOTCONN());
-        }
         let held = &mut reg.0;
         let at = held.n;
         if at >= MAX_MRS || (at > 0 && held.generation != self.generation) {
             return Err(EINVAL);
+        }
+        let (seg, one) = self.register_one(index, to_device, xid, fill)?;
+        // INVARIANT: the region now belongs to `reg`, until invalidated or
+        // released; `at` is below `MAX_MRS`, and a token's regions share
+        // one connection, both checked above.
+        held.generation = one.generation;
+        held.mrs[at] = one.index;
+        held.n = at.wrapping_add(1);
+        Ok(seg)
+    }
+
+    /// [`Conn::register`] for a call that registers one region: returns
+    /// the token that holds it, which [`Conn::send_one`] posts.
+    #[inline(always)]
+    pub(crate) fn register_one(
+        &self,
+        index: usize,
+        to_device: bool,
+        xid: u32,
+        fill: impl FnOnce(&mut SgWriter<'_>) -> Result,
+    ) -> Result<(Registered, OneRegistration)> {
+        if self.objs.is_none() {
+            return Err(errno::ENOTCONN());
         }
         let mr = self.mr(index).ok_or(EINVAL)?;
         let mut m = mr.cell.lease().ok_or(EINVAL)?;
@@ -1217,15 +1258,10 @@ impl<V: Events> Conn<V> {
         let n = w.n;
         let seg = mr.map(&mut m, n, to_device, xid)?;
         trace::mr_map(xid, mr.index.into(), n as i32, seg.handle, seg.length, seg.offset, u32::from(!to_device));
-        // The region now belongs to `reg`, until invalidated or released.
+        // INVARIANT: the region now belongs to the token, until
+        // invalidated or released.
         m.hand_off();
-        if at == 0 {
-            held.generation = self.generation;
-        }
-        // `at` is below `MAX_MRS`, checked above.
-        held.mrs[at] = mr.index;
-        held.n = at.wrapping_add(1);
-        Ok(seg)
+        Ok((seg, OneRegistration { generation: self.generation, index: mr.index }))
     }
 
     /// Takes back region `i` from the token that held it.
@@ -1267,8 +1303,8 @@ impl<V: Events> Conn<V> {
     ///
     /// The usual case (one region, which the peer's Send With Invalidate
     /// already invalidated: a read's Write chunk or a write's Read chunk;
-    /// nothing to post or wait for) is inlined into the caller; the rest
-    /// is [`Conn::invalidate_posting`].
+    /// nothing to post or wait for) is [`Conn::invalidated_remotely`]'s,
+    /// inlined into the caller; the rest is [`Conn::invalidate_posting`].
     #[inline(always)]
     pub(crate) fn invalidate(
         &self,
@@ -1278,24 +1314,51 @@ impl<V: Events> Conn<V> {
         mut reuse: impl FnMut(usize),
     ) -> (Invalidated, Invalidation) {
         // Most calls registered nothing: that is told before anything else.
-        if reg.0.n == 0 || reg.0.generation != self.generation {
-            return (Invalidated(()), Invalidation::NONE);
-        }
-        if let ([i], Some(remote)) = (reg.0.held(), remotely_invalidated) {
-            if let Some((mr, mut m)) = self.take_back_mr(*i) {
-                if FrMr::rkey(&m) == remote {
-                    trace::mr_reminv((*i).into(), remote);
-                    mr.unmap(&mut m);
-                    drop(m);
-                    reuse(usize::from(*i));
-                    return (Invalidated(()), Invalidation::NONE);
+        match reg.split() {
+            Holding::Nothing(inv) => (inv, Invalidation::NONE),
+            Holding::One(one) => match self.invalidated_remotely(one, remotely_invalidated) {
+                Ok((inv, idle)) => {
+                    if let Some(i) = idle {
+                        reuse(i);
+                    }
+                    (inv, Invalidation::NONE)
                 }
-                // Not the one: the loops of `invalidate_posting` take it
-                // back again.
-                m.hand_off();
-            }
+                Err(one) => self.invalidate_posting(one.into(), remotely_invalidated, fail, reuse),
+            },
+            Holding::Many(reg) if reg.0.generation != self.generation => (Invalidated(()), Invalidation::NONE),
+            Holding::Many(reg) => self.invalidate_posting(reg, remotely_invalidated, fail, reuse),
         }
-        self.invalidate_posting(reg, remotely_invalidated, fail, reuse)
+    }
+
+    /// The usual case of [`Conn::invalidate`], for a token's one region
+    /// ([`PostedRegistration::split`]): the peer's Send With Invalidate
+    /// of `remotely_invalidated` already invalidated it, and it is taken
+    /// back, with nothing to post or wait for. Returns the proof and the
+    /// region's index, idle again, for the caller to reuse (none for a
+    /// token of an earlier connection, which holds nothing). Any other
+    /// case hands the token back, for [`Conn::invalidate`].
+    #[inline(always)]
+    pub(crate) fn invalidated_remotely(
+        &self,
+        reg: OnePostedRegistration,
+        remotely_invalidated: Option<u32>,
+    ) -> core::result::Result<(Invalidated, Option<usize>), OnePostedRegistration> {
+        if reg.generation != self.generation {
+            return Ok((Invalidated(()), None));
+        }
+        let Some(remote) = remotely_invalidated else { return Err(reg) };
+        let i = reg.index;
+        let Some((mr, mut m)) = self.take_back_mr(i) else { return Err(reg) };
+        if FrMr::rkey(&m) != remote {
+            // Not the one: the loops of `invalidate_posting` take it back
+            // again.
+            m.hand_off();
+            return Err(reg);
+        }
+        trace::mr_reminv(i.into(), remote);
+        mr.unmap(&mut m);
+        drop(m);
+        Ok((Invalidated(()), Some(usize::from(i))))
     }
 
     /// [`Conn::invalidate`] of a token that holds regions of this

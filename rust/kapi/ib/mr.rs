@@ -96,7 +96,7 @@ impl MrState {
     ///
     /// They were mapped on `device`, and the HCA is done with them;
     /// `virt_dma` is the device's [`Device::uses_virt_dma`].
-    #[inline]
+    #[inline(always)]
     unsafe fn unmap(&mut self, device: *mut sys::ib_device, virt_dma: bool) {
         let n = core::mem::replace(&mut self.mapped, 0);
         if n != 0 && !virt_dma {
@@ -183,7 +183,7 @@ impl FrMr {
     /// The caller holds the state (a lease taken back from the token that
     /// owned the region) and the HCA is done with the region: it was
     /// invalidated, never posted, or its queue pair is gone.
-    #[inline]
+    #[inline(always)]
     pub(super) fn unmap(&self, m: &mut MrState) {
         // SAFETY: the entries were mapped on `device` (type invariant); the
         // HCA is done with them (above).
@@ -370,6 +370,41 @@ impl Registration {
     }
 }
 
+/// One memory region an RPC registered on one connection whose REG_MR work
+/// request is not posted yet: a [`Registration`] of exactly one region, the
+/// usual call's (its only chunk, which one region covers). Made by
+/// [`Conn::register_one`]; the Send that advertises it consumes it
+/// ([`Conn::send_one`]). Being one index and one generation, not a list,
+/// it stays in registers from the registration to the post, and the post
+/// chains one REG_MR without a loop. A call that is not sent turns it into
+/// a [`Registration`] to give the region back.
+///
+/// [`Conn::register_one`]: super::Conn::register_one
+/// [`Conn::send_one`]: super::Conn::send_one
+///
+/// # Invariants
+///
+/// Region `index` was handed off to this token by `Conn::register_one` on
+/// the connection of generation `generation`, is mapped, and has not been
+/// posted; only consuming the token takes it back. The token is not
+/// `Clone`, and only kapi makes one.
+#[must_use = "an unposted registration holds a mapped memory region: send or release it"]
+pub(crate) struct OneRegistration {
+    pub(super) generation: u64,
+    pub(super) index: u16,
+}
+
+impl From<OneRegistration> for Registration {
+    #[inline]
+    fn from(one: OneRegistration) -> Self {
+        let mut mrs = [0; MAX_MRS];
+        mrs[0] = one.index;
+        // INVARIANT: the one region, handed off by the same registration
+        // and still unposted, is this token's now.
+        Registration(Regions { generation: one.generation, mrs, n: 1 })
+    }
+}
+
 /// Memory regions an RPC registered and advertised: the peer may read or
 /// write them until [`Conn::invalidate`] consumes the token and returns the
 /// [`Invalidated`] proof. A token whose connection is gone holds nothing
@@ -406,18 +441,60 @@ impl PostedRegistration {
         self.0.n
     }
 
-    /// The proof for a token that holds no memory region (most calls'
-    /// tokens): there is nothing the peer could reach. A token that holds
-    /// some is handed back, for [`Conn::invalidate`].
+    /// What the token holds: nothing (most calls' tokens: the proof that
+    /// there is nothing the peer could reach), one region (the usual call
+    /// with chunks: a token of its own, for
+    /// [`Conn::invalidated_remotely`]), or more (the token, for
+    /// [`Conn::invalidate`]).
     ///
     /// [`Conn::invalidate`]: super::Conn::invalidate
+    /// [`Conn::invalidated_remotely`]: super::Conn::invalidated_remotely
     #[inline]
-    pub(crate) fn nothing_held(self) -> core::result::Result<Invalidated, Self> {
-        if self.0.n == 0 {
-            Ok(Invalidated(()))
-        } else {
-            Err(self)
+    pub(crate) fn split(self) -> Holding {
+        match self.0.n {
+            0 => Holding::Nothing(Invalidated(())),
+            // INVARIANT: the token's one region, posted by the same Send,
+            // is the new token's.
+            1 => Holding::One(OnePostedRegistration { generation: self.0.generation, index: self.0.mrs[0] }),
+            _ => Holding::Many(self),
         }
+    }
+}
+
+/// What a [`PostedRegistration`] holds ([`PostedRegistration::split`]).
+pub(crate) enum Holding {
+    /// No region: the peer can reach nothing.
+    Nothing(Invalidated),
+    /// One region, as a token of its own.
+    One(OnePostedRegistration),
+    /// More than one.
+    Many(PostedRegistration),
+}
+
+/// The one memory region of a [`PostedRegistration`] that holds one (the
+/// usual call's), as a token of its own ([`PostedRegistration::split`]):
+/// one index and one generation, which stay in registers through the
+/// invalidation ([`Conn::invalidated_remotely`]).
+///
+/// [`Conn::invalidated_remotely`]: super::Conn::invalidated_remotely
+///
+/// # Invariants
+///
+/// As for [`PostedRegistration`], of the one region `index`, registered on
+/// the connection of generation `generation`.
+#[must_use = "the peer can reach this region until it is invalidated"]
+pub(crate) struct OnePostedRegistration {
+    pub(super) generation: u64,
+    pub(super) index: u16,
+}
+
+impl From<OnePostedRegistration> for PostedRegistration {
+    #[inline]
+    fn from(one: OnePostedRegistration) -> Self {
+        let mut mrs = [0; MAX_MRS];
+        mrs[0] = one.index;
+        // INVARIANT: the one region, posted, is this token's now.
+        PostedRegistration(Regions { generation: one.generation, mrs, n: 1 })
     }
 }
 
