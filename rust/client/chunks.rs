@@ -103,14 +103,16 @@ impl ReqState {
     /// offered. Inlined into the Receive handler.
     #[inline(always)]
     pub(super) fn judge(&self, returned: Returned<'_>) -> Verdict {
-        let offered = self.segs.get(..self.offered).unwrap_or(&[]);
+        // Only a returned chunk needs the offer: an inline reply (a
+        // WRITE's) does not look it up.
+        let offered = || self.segs.get(..self.offered).unwrap_or(&[]);
         match (returned, self.reply) {
             (Returned::Inline, _) => Verdict::Inline,
-            (Returned::WriteChunk(r), ReplyShape::WriteChunk) => match v1::check_returned_chunk(offered, &r) {
+            (Returned::WriteChunk(r), ReplyShape::WriteChunk) => match v1::check_returned_chunk(offered(), &r) {
                 Ok(n) => Verdict::Written(n),
                 Err(e) => Verdict::Foreign(e),
             },
-            (Returned::ReplyChunk(r), ReplyShape::ReplyChunk) => match v1::check_returned_chunk(offered, &r) {
+            (Returned::ReplyChunk(r), ReplyShape::ReplyChunk) => match v1::check_returned_chunk(offered(), &r) {
                 Ok(n) => Verdict::ReplyWritten(n),
                 Err(e) => Verdict::Foreign(e),
             },

@@ -39,11 +39,10 @@ impl KeptMr {
     }
 
     /// Takes the region kept for the connection `generation`, if any.
+    /// One exchange, without a read first: a request's region is kept
+    /// between its calls, so there mostly is one.
     #[inline]
     fn take(&self, generation: u64) -> Option<usize> {
-        if self.0.load(Ordering::Relaxed) == 0 {
-            return None;
-        }
         let v = self.0.swap(0, Ordering::AcqRel);
         (v != 0 && v >> KEPT_INDEX_BITS == generation).then_some((v & 0xffff) as usize)
     }
