@@ -112,19 +112,15 @@ impl RdmaXprt {
             trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd, call, reply: rp }));
             return Ok(());
         }
-        let mut reg = Registration::empty();
-        let sent = self.register_and_send(ep, rqst, slot, (version, xid), (inline_send, inline_recv), snd, &mut reg);
-        if sent.is_err() {
-            release_unposted(ep, reg, epoch);
-        }
-        sent
+        self.register_and_send(ep, rqst, slot, (version, xid), (inline_send, inline_recv), snd, epoch)
     }
 
     /// Registers the chunks of the call `rqst` (`xid`, of `version`, its
-    /// buffer `snd`, under the inline thresholds `(send, receive)`), into
-    /// `reg`, and sends it; see [`RdmaXprt::marshal`]. If the Send is
-    /// posted, `reg` is left empty and the slot's state holds what was
-    /// posted, else `reg` holds every region registered for the call.
+    /// buffer `snd`, under the inline thresholds `(send, receive)`) and
+    /// sends it; see [`RdmaXprt::marshal`]. If the Send is posted, the
+    /// slot's state holds what was posted, else every region registered
+    /// for the call is given back (releases of the caller's own in
+    /// `epoch`).
     #[allow(clippy::too_many_arguments)]
     fn register_and_send(
         &self,
@@ -134,7 +130,7 @@ impl RdmaXprt {
         (version, xid): (Version, u32),
         (inline_send, inline_recv): (u32, u32),
         snd: plan::XdrBufDesc,
-        reg: &mut Registration,
+        epoch: &mut ReleaseEpoch,
     ) -> Result {
         let shared = ep.shared();
         // Most of these calls move a page list one MR covers (READ,
@@ -166,18 +162,35 @@ impl RdmaXprt {
                 let mut read_one = v1::ReadSegment { position, segment: v1::Segment::default() };
                 let one = register_one::<true>(ep, rqst, Some(kept), xid, &ext, &mut read_one.segment)?;
                 let planned = (call, rp, CallLists::OneRead(&read_one), ReplyShape::Inline, 0);
-                return self.post_and_record::<{ PostShape::ONE_READ }, _>(ep, rqst, vx, &snd, one, reg, planned, out);
+                return self
+                    .post_and_record::<{ PostShape::ONE_READ }, _>(ep, rqst, vx, &snd, one, epoch, planned, out);
             }
             let [first, ..] = segs;
             let one = register_one::<false>(ep, rqst, Some(kept), xid, &ext, first)?;
             let planned = (call, rp, CallLists::OneWrite(first), ReplyShape::WriteChunk, 1);
-            return self.post_and_record::<{ PostShape::ONE_WRITE }, _>(ep, rqst, vx, &snd, one, reg, planned, out);
+            return self.post_and_record::<{ PostShape::ONE_WRITE }, _>(ep, rqst, vx, &snd, one, epoch, planned, out);
         }
+        // The general planner's: a token for any number of regions, given
+        // back whole if the call fails before it is posted. The usual
+        // calls above carry none: their one region's token is given back
+        // by the post that fails.
+        let mut reg = Registration::empty();
         let mut read_segs = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
-        let (call, rp, nr, reply_shape, nw) =
-            self.register_planned(ep, rqst, vx, (snd, rcv), thresholds, reg, &mut read_segs, segs)?;
-        let reads = read_segs.get(..nr).ok_or(EINVAL)?;
-        let writes = segs.get(..nw).ok_or(EINVAL)?;
+        let planned = self.register_planned(ep, rqst, vx, (snd, rcv), thresholds, &mut reg, &mut read_segs, segs);
+        let (call, rp, reads, reply_shape, writes) = match planned {
+            Ok((call, rp, nr, reply_shape, nw)) => match (read_segs.get(..nr), segs.get(..nw)) {
+                (Some(reads), Some(writes)) => (call, rp, reads, reply_shape, writes),
+                _ => {
+                    release_unposted(ep, reg, epoch);
+                    return Err(EINVAL);
+                }
+            },
+            Err(e) => {
+                release_unposted(ep, reg, epoch);
+                return Err(e);
+            }
+        };
+        let nw = writes.len();
         let write_list = [writes];
         let lists = match reply_shape {
             ReplyShape::Inline => v1::ChunkLists { reads, writes: &[], reply: None },
@@ -185,17 +198,16 @@ impl RdmaXprt {
             ReplyShape::ReplyChunk => v1::ChunkLists { reads, writes: &[], reply: Some(writes) },
         };
         let planned = (call, rp, CallLists::Any(lists), reply_shape, nw);
-        let registered = reg.take();
-        self.post_and_record::<{ PostShape::ANY }, _>(ep, rqst, vx, &snd, registered, reg, planned, out)
+        self.post_and_record::<{ PostShape::ANY }, _>(ep, rqst, vx, &snd, reg, epoch, planned, out)
     }
 
     /// Posts the call (see [`RdmaXprt::post`]) with the regions
     /// `registered` holds, as `planned` (the call's and reply's plans, the
     /// chunk lists, how the reply will arrive and how many segments the
     /// call offers for it), and records what was posted in `out` (the slot
-    /// state's fields). On failure `reg` gets the regions back. Inlined
-    /// into each plan's branch of [`RdmaXprt::register_and_send`], one copy
-    /// per `SHAPE`.
+    /// state's fields). On failure the regions are given back, as releases
+    /// of the caller's own in `epoch`. Inlined into each plan's branch of
+    /// [`RdmaXprt::register_and_send`], one copy per `SHAPE`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn post_and_record<const SHAPE: u8, R: Carried>(
@@ -205,7 +217,7 @@ impl RdmaXprt {
         (version, xid): (Version, u32),
         snd: &plan::XdrBufDesc,
         registered: R,
-        reg: &mut Registration,
+        epoch: &mut ReleaseEpoch,
         (call, rp, lists, reply_shape, nw): (plan::CallPlan, plan::ReplyPlan, CallLists<'_>, ReplyShape, usize),
         (posted, sent, reply, offered): (&mut PostedRegistration, &mut PagesInFlight, &mut ReplyShape, &mut usize),
     ) -> Result {
@@ -220,7 +232,7 @@ impl RdmaXprt {
                 Ok(())
             }
             Err(f) => {
-                *reg = f.reg.into();
+                release_unposted(ep, f.reg.into(), epoch);
                 Err(f.err)
             }
         }

@@ -362,12 +362,6 @@ impl Registration {
     pub(crate) const fn empty() -> Self {
         Registration(Regions::NONE)
     }
-
-    /// Moves the regions out, leaving this token empty.
-    #[inline]
-    pub(crate) fn take(&mut self) -> Registration {
-        Registration(self.0.take())
-    }
 }
 
 /// One memory region an RPC registered on one connection whose REG_MR work
