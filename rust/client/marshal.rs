@@ -346,7 +346,7 @@ impl RdmaXprt {
         snd: &plan::XdrBufDesc,
         reg: R,
         lists: CallLists<'_>,
-    ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed<R>> {
+    ) -> Posted<R> {
         let nomsg = matches!(call, plan::CallPlan::LongCall { .. });
         let credits = ep.shared().max_requests.load(Ordering::Relaxed);
         reg.send(ep, |out| {
@@ -437,37 +437,29 @@ fn marshalled(p: &CallShape) -> trace::Marshalled {
     }
 }
 
+/// What posting a call with the registration token `R` gives: the posted
+/// token and the Send's pages token, or the unposted token back.
+type Posted<R> = core::result::Result<(PostedRegistration, PagesInFlight), SendFailed<R>>;
+
 /// A registration token a call's Send carries: the general planner's
 /// [`Registration`], or the usual call's [`OneRegistration`], whose one
 /// region the post chains without a loop.
 trait Carried: Sized + Into<Registration> {
     /// Sends on `ep` the message `fill` builds, behind these regions; see
     /// [`Connection::send`](crate::verbs::Connection::send).
-    fn send(
-        self,
-        ep: &Endpoint,
-        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
-    ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed<Self>>;
+    fn send(self, ep: &Endpoint, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Posted<Self>;
 }
 
 impl Carried for Registration {
     #[inline(always)]
-    fn send(
-        self,
-        ep: &Endpoint,
-        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
-    ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed<Self>> {
+    fn send(self, ep: &Endpoint, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Posted<Self> {
         ep.conn.send(self, fill)
     }
 }
 
 impl Carried for OneRegistration {
     #[inline(always)]
-    fn send(
-        self,
-        ep: &Endpoint,
-        fill: impl FnOnce(&mut SendWriter<'_>) -> Result,
-    ) -> core::result::Result<(PostedRegistration, PagesInFlight), SendFailed<Self>> {
+    fn send(self, ep: &Endpoint, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Posted<Self> {
         ep.conn.send_one(self, fill)
     }
 }
