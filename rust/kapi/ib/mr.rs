@@ -494,10 +494,12 @@ impl From<OnePostedRegistration> for PostedRegistration {
 
 /// Proof that the peer can no longer reach an RPC's memory regions: they
 /// were invalidated (or never posted, or their queue pair is in the error
-/// state). Made only by [`Conn::invalidate`], [`Conn::release_unposted`]
-/// and [`PostedRegistration::nothing_held`].
+/// state). Made only by [`Conn::invalidate`],
+/// [`Conn::invalidated_remotely`], [`Conn::release_unposted`] and
+/// [`PostedRegistration::split`] (for a token that holds nothing).
 ///
 /// [`Conn::invalidate`]: super::Conn::invalidate
+/// [`Conn::invalidated_remotely`]: super::Conn::invalidated_remotely
 /// [`Conn::release_unposted`]: super::Conn::release_unposted
 pub(crate) struct Invalidated(pub(super) ());
 
