@@ -323,6 +323,14 @@ pub(super) struct Regions {
 impl Regions {
     const NONE: Regions = Regions { generation: 0, mrs: [0; MAX_MRS], n: 0 };
 
+    /// Region `index` alone, of the connection `generation`.
+    #[inline]
+    fn one(generation: u64, index: u16) -> Regions {
+        let mut mrs = [0; MAX_MRS];
+        mrs[0] = index;
+        Regions { generation, mrs, n: 1 }
+    }
+
     /// Moves the regions out, leaving these empty (the rest of an empty
     /// set means nothing, and is left as it is).
     #[inline]
@@ -391,11 +399,9 @@ pub(crate) struct OneRegistration {
 impl From<OneRegistration> for Registration {
     #[inline]
     fn from(one: OneRegistration) -> Self {
-        let mut mrs = [0; MAX_MRS];
-        mrs[0] = one.index;
         // INVARIANT: the one region, handed off by the same registration
         // and still unposted, is this token's now.
-        Registration(Regions { generation: one.generation, mrs, n: 1 })
+        Registration(Regions::one(one.generation, one.index))
     }
 }
 
@@ -485,10 +491,8 @@ pub(crate) struct OnePostedRegistration {
 impl From<OnePostedRegistration> for PostedRegistration {
     #[inline]
     fn from(one: OnePostedRegistration) -> Self {
-        let mut mrs = [0; MAX_MRS];
-        mrs[0] = one.index;
         // INVARIANT: the one region, posted, is this token's now.
-        PostedRegistration(Regions { generation: one.generation, mrs, n: 1 })
+        PostedRegistration(Regions::one(one.generation, one.index))
     }
 }
 
