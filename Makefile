@@ -31,7 +31,9 @@
 #                   reads, GETATTR; rpcrdma_rs alone, one boot, 3 minutes)
 #   make profile [OLD=REV] [LINES=1]  perf in the client guest: where its
 #                   CPU goes per RPC with rpcrdma_rs and with the C client
-#                   (LINES=1: the module's instructions by source line)
+#                   (LINES=1: the module's instructions by source line;
+#                   STOCK=1: on Debian's stock kernel, its C client;
+#                   PROFILE_PERF=0: the counts without perf sampling)
 #   make fuzz       cargo-fuzz every protocol decoder (FUZZ_SECONDS each)
 #   make clippy     clippy over the module (kernel build with CLIPPY=1)
 
@@ -117,7 +119,7 @@ count:
 	bash scripts/count.sh
 
 profile:
-	bash scripts/profile.sh --rounds $(or $(PROFILE_ROUNDS),2) --iodepth $(or $(PROFILE_IODEPTH),64) $(if $(PROFILE_WORKLOAD),--workload $(PROFILE_WORKLOAD)) $(if $(OLD),--old $(OLD)) $(if $(LINES),--lines)
+	bash scripts/profile.sh $(if $(STOCK),--stock) $(if $(filter 0,$(PROFILE_PERF)),--no-perf) --rounds $(or $(PROFILE_ROUNDS),2) --iodepth $(or $(PROFILE_IODEPTH),64) $(if $(PROFILE_WORKLOAD),--workload $(PROFILE_WORKLOAD)) $(if $(OLD),--old $(OLD)) $(if $(LINES),--lines)
 
 check-all:
 	RDMARS_OTHER_LINES="6.12 7.3" RDMARS_STOCK_TESTS=all bash scripts/check.sh

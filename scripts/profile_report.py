@@ -492,33 +492,38 @@ def main(path, lines_ko=None, inside=None, under=None, kodir=None):
     names = [v for v in order if v in per] + [v for v in per if v not in order]
     others = [v for v in names if v != "c"] if "c" in per else []
     qd = sorted({r.get("iodepth", 64) for rs in runs.values() for r in rs})
-    print(f"\nsamples per 1000 RPCs (4 KiB random reads, queue depth {'/'.join(map(str, qd))}), all rounds")
-    print(f"{'':12s}" + "".join(f"{v:>10s}" for v in names) + "".join(f"{v + '/c':>10s}" for v in others))
-    rows = [(k, lambda p, k=k: p["b"][k]) for k in BUCKETS]
-    rows.append(("not idle", lambda p: sum(p["b"][k] for k in BUCKETS)))
-    # Call chains: samples with the transport anywhere on the stack.
-    rows.append(("in transport", lambda p: sum(p["entries"].values())))
-    rows.append(("idle", lambda p: p["b"]["idle"]))
-    for label, f in rows:
-        vals = {v: f(per[v]) for v in names}
-        ratios = "".join(f"{vals[v] / vals['c']:10.3f}" if vals["c"] else f"{'-':>10s}" for v in others)
-        print(f"{label:12s}" + "".join(f"{vals[v]:10.2f}" for v in names) + ratios)
-    # The host's speed drifts between runs, and every count per RPC with
-    # it: the transport's share of the busy samples, and ratios taken
-    # within one round (the variants back to back), drift less.
-    print()
-    for v in names:
-        p = per[v]
-        share = p["b"]["transport"] / sum(p["b"][k] for k in BUCKETS)
-        shares = [r["samples"].get("transport", 0) / r["rpcs"] / busy(r) for r in runs[v]]
-        print(f"{v}: the transport is {100 * share:.1f} % of the busy samples"
-              f" (runs: {', '.join(f'{100 * x:.1f}' for x in shares)})")
-    for v in others:
-        c_by_round = {r["round"]: r for r in runs["c"]}
-        rs = [busy(r) / busy(c_by_round[r["round"]]) for r in runs[v] if r["round"] in c_by_round]
-        if rs:
-            print(f"{v}/c busy samples per RPC, per round: {', '.join(f'{x:.3f}' for x in rs)}"
-                  f" (median {statistics.median(rs):.3f})")
+    # Without perf (PROFILE_PERF=0) there are only the counts.
+    sampled = any(sum(r["samples"].values()) for rs in runs.values() for r in rs)
+    if not sampled:
+        print("\nno samples taken (PROFILE_PERF=0): the counts only")
+    else:
+        print(f"\nsamples per 1000 RPCs (4 KiB random reads, queue depth {'/'.join(map(str, qd))}), all rounds")
+        print(f"{'':12s}" + "".join(f"{v:>10s}" for v in names) + "".join(f"{v + '/c':>10s}" for v in others))
+        rows = [(k, lambda p, k=k: p["b"][k]) for k in BUCKETS]
+        rows.append(("not idle", lambda p: sum(p["b"][k] for k in BUCKETS)))
+        # Call chains: samples with the transport anywhere on the stack.
+        rows.append(("in transport", lambda p: sum(p["entries"].values())))
+        rows.append(("idle", lambda p: p["b"]["idle"]))
+        for label, f in rows:
+            vals = {v: f(per[v]) for v in names}
+            ratios = "".join(f"{vals[v] / vals['c']:10.3f}" if vals["c"] else f"{'-':>10s}" for v in others)
+            print(f"{label:12s}" + "".join(f"{vals[v]:10.2f}" for v in names) + ratios)
+        # The host's speed drifts between runs, and every count per RPC with
+        # it: the transport's share of the busy samples, and ratios taken
+        # within one round (the variants back to back), drift less.
+        print()
+        for v in names:
+            p = per[v]
+            share = p["b"]["transport"] / sum(p["b"][k] for k in BUCKETS)
+            shares = [r["samples"].get("transport", 0) / r["rpcs"] / busy(r) for r in runs[v]]
+            print(f"{v}: the transport is {100 * share:.1f} % of the busy samples"
+                  f" (runs: {', '.join(f'{100 * x:.1f}' for x in shares)})")
+        for v in others:
+            c_by_round = {r["round"]: r for r in runs["c"]}
+            rs = [busy(r) / busy(c_by_round[r["round"]]) for r in runs[v] if r["round"] in c_by_round]
+            if rs:
+                print(f"{v}/c busy samples per RPC, per round: {', '.join(f'{x:.3f}' for x in rs)}"
+                      f" (median {statistics.median(rs):.3f})")
     for v in names:
         p = per[v]
         print(f"{v}: {p['rounds']} runs, {p['rpcs']:.0f} RPCs, IOPS {', '.join(f'{x:.0f}' for x in p['iops'])},"
@@ -546,24 +551,36 @@ def main(path, lines_ko=None, inside=None, under=None, kodir=None):
                 print(f"  {n / rpcs:8.1f}  {s[:110]}")
     # Every kernel function's instructions (testbed.sh
     # --count-kernel-blocks): where the rest of the kernel works more or
-    # less per RPC with one transport than with the other.
+    # less per RPC with one transport than with the other. Per function,
+    # the median of the runs: a guest's first run pays for warming up
+    # (page cache, page faults) and the background's work comes when it
+    # comes, in one run or another; a mean would charge either to the
+    # variant it fell on. From every function entered (kernel_calls), not
+    # only the most counted.
     kins = {}
     for v in names:
-        rpcs = sum(r["rpcs"] for r in runs[v])
-        c = collections.Counter()
+        per_run = []
         for r in runs[v]:
-            c.update(r.get("kernel_insns", {}))
-        if c:
-            total = sum(r.get("kernel_insns_total", 0) for r in runs[v]) / rpcs
-            kins[v] = ({s: n / rpcs for s, n in c.items()}, total)
+            calls = r.get("kernel_calls")
+            c = {s: n[0] for s, n in calls.items()} if calls else r.get("kernel_insns", {})
+            per_run.append({s: n / r["rpcs"] for s, n in c.items()})
+        if any(per_run):
+            fns = set().union(*per_run)
+            med = {s: statistics.median(d.get(s, 0) for d in per_run) for s in fns}
+            total = statistics.median(r.get("kernel_insns_total", 0) / r["rpcs"] for r in runs[v])
+            kins[v] = (med, total)
     for v in (o for o in others if o in kins and "c" in kins):
         (a, ta), (b, tb) = kins[v], kins["c"]
         diff = {s: a.get(s, 0) - b.get(s, 0) for s in set(a) | set(b)}
-        print(f"\nkernel functions whose instructions per RPC differ most ({v} - c;"
+        print(f"\nkernel functions whose instructions per RPC differ most ({v} - c, medians of the runs;"
               f" all kernel code {ta:.0f} vs {tb:.0f})")
         for s in sorted(diff, key=lambda s: -abs(diff[s]))[:40]:
             print(f"  {diff[s]:+8.1f}  {s[:90]} ({a.get(s, 0):.1f} vs {b.get(s, 0):.1f})")
-    for v in names:
+        mods = collections.Counter()
+        for s, d in diff.items():
+            mods[s.split(" [")[1].rstrip("]") if " [" in s else "kernel image"] += d
+        print(f"  by module ({v} - c): " + ", ".join(f"{m} {d:+.0f}" for m, d in mods.most_common() if abs(d) >= 1))
+    for v in names if sampled else ():
         t = per[v]["syms"]["transport"]
         print(f"\n{v}: transport functions (samples per 1000 RPCs)")
         for s, n in sorted(t.items(), key=lambda x: -x[1])[:15]:
@@ -575,7 +592,7 @@ def main(path, lines_ko=None, inside=None, under=None, kodir=None):
                   " (samples per 1000 RPCs)")
             for s, n in sorted(t.items(), key=lambda x: -x[1])[:10]:
                 print(f"  {n:7.3f}  {s[:110]}")
-    if others:
+    if others and sampled:
         a, b = per[others[0]]["syms"]["kernel"], per["c"]["syms"]["kernel"]
         print(f"\nkernel functions that differ most ({others[0]} - c, samples per 1000 RPCs)")
         for s in sorted(set(a) | set(b), key=lambda s: -abs(a.get(s, 0) - b.get(s, 0)))[:12]:

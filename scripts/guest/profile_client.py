@@ -44,6 +44,11 @@ IODEPTH = int(os.environ.get("PROFILE_IODEPTH", "64"))
 # mount: small inline calls, no chunk).
 WORKLOAD = os.environ.get("PROFILE_WORKLOAD", "randread")
 PERF_DATA = "/tmp/profile.perf"
+# PROFILE_PERF=0: no sampling, only the counts. perf's own work (the
+# call-chain unwinding at each sample, writing perf.data) comes per
+# second, not per RPC: with it, a variant that ran fewer RPCs a second
+# counts more kernel instructions per RPC that neither transport caused.
+PERF = os.environ.get("PROFILE_PERF", "1") != "0"
 # What a 1-vCPU guest runs when it has nothing to do: the halt.
 IDLE = {"pv_native_safe_halt", "native_safe_halt", "default_idle", "acpi_safe_halt"}
 TOP = 150
@@ -91,12 +96,14 @@ def samples(script_out):
 def profile(variant, rnd):
     bc.use_module(variant)
     bc.mount(variant, "noac" if WORKLOAD == "getattr" else "")
-    perf = subprocess.Popen(
-        ["perf", "record", "-a", "-g", "-F", "4999", "-q", "-o", PERF_DATA],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    # perf reads /proc/kallsyms and every process's maps as it starts:
-    # tens of millions of instructions to keep out of the counts.
-    time.sleep(5)
+    perf = None
+    if PERF:
+        perf = subprocess.Popen(
+            ["perf", "record", "-a", "-g", "-F", "4999", "-q", "-o", PERF_DATA],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # perf reads /proc/kallsyms and every process's maps as it starts:
+        # tens of millions of instructions to keep out of the counts.
+        time.sleep(5)
     try:
         # The transport's instructions by function over the job alone (not
         # the mount's connection setup or the unmount's teardown).
@@ -110,8 +117,9 @@ def profile(variant, rnd):
         counted = bc.instructions_by_function(blocks0, blocks1)
         entered = bc.entries_by_function(blocks0, blocks1)
     finally:
-        perf.send_signal(2)
-        perf.wait(timeout=120)
+        if perf:
+            perf.send_signal(2)
+            perf.wait(timeout=120)
     bc.umount()
     # The transport's own functions, and every kernel function (a module's
     # named "symbol [module]").
@@ -129,8 +137,10 @@ def profile(variant, rnd):
 
     kernel_insns = collections.Counter({key(mod, s): n for (mod, s), n in counted.items()})
     kernel_entries = {key(mod, s): n for (mod, s), n in entered.items()}
-    out = bc.sh(f"perf script -i {PERF_DATA} -F ip,sym,dso", timeout=600).stdout
-    os.unlink(PERF_DATA)
+    out = ""
+    if perf:
+        out = bc.sh(f"perf script -i {PERF_DATA} -F ip,sym,dso", timeout=600).stdout
+        os.unlink(PERF_DATA)
     buckets = collections.Counter()
     syms = {"transport": collections.Counter(), "kernel": collections.Counter()}
     entries = collections.Counter()
@@ -175,6 +185,7 @@ def main():
     for knob, val in (("perf_cpu_time_max_percent", "0"), ("perf_event_paranoid", "-1")):
         with open(f"/proc/sys/kernel/{knob}", "w") as f:
             f.write(val)
+    bc.no_thp()
     bc.make_data()
     failures = 0
     for rnd in range(ROUNDS):
