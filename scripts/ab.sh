@@ -54,9 +54,9 @@ fi
 
 raw=$(mktemp /tmp/rpcrdma-rs-ab.XXXX)
 trap 'rm -f "$raw"' EXIT
-log "A/B: $rounds rounds of ${runtime}s jobs (about $(( rounds * 3 * 4 * (runtime + 8) / 60 + 2 )) minutes)"
+log "A/B: $rounds rounds of ${runtime}s jobs (about $(( rounds * 3 * 4 * (runtime + 12) / 60 + 2 )) minutes)"
 set +e
-bash scripts/testbed.sh --count-insns --timeout $(( 600 + rounds * 3 * 4 * (runtime + 30) )) \
+bash scripts/testbed.sh --count-insns --timeout $(( 600 + rounds * 3 * 4 * (runtime + 40) )) \
   env BENCH_VARIANTS=old,c,new BENCH_WORKLOADS=4k BENCH_REPEATS="$rounds" BENCH_RUNTIME="$runtime" \
   AB_DIR="$ab" python3 scripts/guest/bench_client.py | tee "$raw" | grep --line-buffered -v '^BENCH '
 rc=${PIPESTATUS[0]}

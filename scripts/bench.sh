@@ -37,9 +37,9 @@ if [ -e "$out/samples.json" ]; then
 fi
 raw=$(mktemp /tmp/rpcrdma-rs-bench.XXXX)
 trap 'rm -f "$raw"' EXIT
-log "benchmark: $repeats repetitions, ${runtime}s per fio job (about $(( repeats * (3 * (7 * (runtime + 4) + 40) + 40) / 60 )) minutes)"
+log "benchmark: $repeats repetitions, ${runtime}s per fio job (about $(( repeats * (3 * (7 * (runtime + 7) + 40) + 40) / 60 )) minutes)"
 set +e
-bash scripts/testbed.sh --count-insns --timeout $(( 600 + repeats * 3 * (7 * (runtime + 10) + 140) )) \
+bash scripts/testbed.sh --count-insns --timeout $(( 600 + repeats * 3 * (7 * (runtime + 15) + 140) )) \
   env BENCH_REPEATS="$repeats" BENCH_RUNTIME="$runtime" python3 scripts/guest/bench_client.py \
   | tee "$raw" | grep --line-buffered -v '^BENCH '
 rc=${PIPESTATUS[0]}

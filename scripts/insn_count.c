@@ -131,17 +131,38 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 	}
 }
 
+/* Writes every block's counter to blocks_path. The vCPU runs on
+ * meanwhile: the counters are copied first, in one quick pass, so that
+ * the reading is one moment's (formatting them takes far longer, and
+ * blocks formatted late would count work done after the early ones). */
 static void publish_blocks(void)
 {
-	FILE *f = fopen(blocks_tmp, "w");
+	struct snap { uint64_t pc, insns, runs; } *s = NULL, *grown;
+	size_t n = 0, cap = 0;
+	FILE *f;
 
-	if (!f)
-		return;
-	for (struct block *b = __atomic_load_n(&block_list, __ATOMIC_ACQUIRE); b; b = b->next)
-		fprintf(f, "%" PRIx64 " %" PRIu64 " %" PRIu64 "\n", b->pc, b->insns,
-			__atomic_load_n(&b->runs, __ATOMIC_RELAXED));
-	if (fclose(f) == 0)
-		rename(blocks_tmp, blocks_path);
+	for (struct block *b = __atomic_load_n(&block_list, __ATOMIC_ACQUIRE); b; b = b->next) {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 65536;
+			grown = realloc(s, cap * sizeof(*s));
+			if (!grown) {
+				free(s);
+				return;
+			}
+			s = grown;
+		}
+		s[n].pc = b->pc;
+		s[n].insns = b->insns;
+		s[n++].runs = __atomic_load_n(&b->runs, __ATOMIC_RELAXED);
+	}
+	f = fopen(blocks_tmp, "w");
+	if (f) {
+		for (size_t i = 0; i < n; i++)
+			fprintf(f, "%" PRIx64 " %" PRIu64 " %" PRIu64 "\n", s[i].pc, s[i].insns, s[i].runs);
+		if (fclose(f) == 0)
+			rename(blocks_tmp, blocks_path);
+	}
+	free(s);
 }
 
 static void read_range(void)

@@ -35,9 +35,9 @@ mkdir -p "$out"
 raw=$(mktemp /tmp/rpcrdma-rs-scaling.XXXX)
 trap 'rm -f "$raw"' EXIT
 # Two clients, three configurations, four depths: 24 jobs a repetition.
-log "scaling: $repeats repetitions of 24 ${runtime}s jobs (about $(( repeats * 24 * (runtime + 6) / 60 + 2 )) minutes)"
+log "scaling: $repeats repetitions of 24 ${runtime}s jobs (about $(( repeats * 24 * (runtime + 11) / 60 + 2 )) minutes)"
 set +e
-bash scripts/testbed.sh --count-insns --timeout $(( 600 + repeats * 24 * (runtime + 30) )) \
+bash scripts/testbed.sh --count-insns --timeout $(( 600 + repeats * 24 * (runtime + 40) )) \
   env BENCH_VARIANTS=ours,c BENCH_WORKLOADS=scaling BENCH_REPEATS="$repeats" BENCH_RUNTIME="$runtime" \
   python3 scripts/guest/bench_client.py | tee "$raw" | grep --line-buffered -v '^BENCH '
 rc=${PIPESTATUS[0]}

@@ -26,6 +26,7 @@ import glob
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -211,22 +212,44 @@ def block_runs(role="client"):
     them (--count-kernel-blocks), as {address: [instructions, runs]}, runs
     summed over the translations of one address. Empty if not counted.
     Asks the counter for a fresh reading and waits for it."""
+    return read_block_runs(block_snapshot(role))
+
+
+def block_snapshot(role="client"):
+    """block_runs' reading, taken but not read: the name of the file the
+    counter wrote it to (None if not counted). Quick, for a window's edge
+    while the workload runs on; read_block_runs reads it."""
     path = f"{SHARE}/insns.{role}.blocks"
     if insns(role) is None:
-        return {}
+        return None
     with open(path + ".req", "w"):
         pass
     deadline = time.time() + 30
     while os.path.exists(path + ".req"):
         if time.time() > deadline:
             raise RuntimeError("the instruction counter did not write its block counts")
-        time.sleep(0.02)
+        time.sleep(0.005)
+    kept = f"{path}.{os.getpid()}.{random.randrange(1 << 30)}"
+    os.rename(path, kept)
+    return kept
+
+
+def read_block_runs(kept):
+    """The figures of a block_snapshot, parsed (the file is removed)."""
+    if kept is None:
+        return {}
+    with open(kept) as f:
+        text = f.read()
+    os.unlink(kept)
+    return parse_block_runs(text)
+
+
+def parse_block_runs(text):
     out = {}
-    with open(path) as f:
-        for line in f:
-            pc, n, runs = line.split()
-            b = out.setdefault(int(pc, 16), [int(n), 0])
-            b[1] += int(runs)
+    for line in text.splitlines():
+        pc, n, runs = line.split()
+        b = out.setdefault(int(pc, 16), [int(n), 0])
+        b[1] += int(runs)
     return out
 
 
@@ -331,17 +354,27 @@ def delta(before, after):
 
 class Meter:
     """Client CPU, RPCs and (with server=True) server CPU across one
-    workload; and both guests' instructions if the testbed counts them."""
+    workload; and both guests' instructions if the testbed counts them
+    (with blocks=True also the counter's per-block figures at both ends,
+    in blocks0 and blocks1: see block_runs)."""
 
-    def __init__(self, server=False):
+    def __init__(self, server=False, blocks=False):
         self.server = server
         self.server_cpu = None
+        self.blocks = blocks
+        self.blocks0 = self.blocks1 = {}
 
     def __enter__(self):
         if self.server:
             self.server_cpu = server_busy_jiffies()
         self.insns = {role: insns(role) for role in ("client", "server")}
         self.cpu, self.rpcs, self.t = busy_jiffies(), rpcs(), time.time()
+        if self.blocks:
+            # After the RPCs are read, as at the end: the counter takes
+            # the reading within its 10 ms at both ends, but writing it
+            # out takes longer, and the other counters are not to wait
+            # for that.
+            self.blocks0 = block_snapshot()
         return self
 
     def __exit__(self, *exc):
@@ -349,6 +382,10 @@ class Meter:
         self.rpcs = rpcs() - self.rpcs
         self.secs = time.time() - self.t
         self.insns = {role: delta(n, insns(role)) for role, n in self.insns.items()}
+        if self.blocks:
+            # Taken as soon as the counts above, read after.
+            self.blocks1 = read_block_runs(block_snapshot()) if exc[0] is None else {}
+            self.blocks0 = read_block_runs(self.blocks0)
         if self.server and exc[0] is None:
             self.server_cpu = server_busy_jiffies() - self.server_cpu
 
@@ -384,14 +421,66 @@ class Meter:
         return out
 
 
-def fio(name, rw, bs, iodepth, filename):
+# fio with a Meter: the counted window opens WINDOW_LEAD seconds after
+# the job's I/O is seen under way (past fio's ramp_time of 1 s); fio is
+# stopped (SIGINT: it reports what it did) once the window has closed.
+WINDOW_LEAD = 1.5
+# RPCs that say the job's I/O has begun: more than fio's start-up sends
+# (the file's lookup, access and attributes).
+IO_UNDER_WAY = 64
+
+
+def fio(name, rw, bs, iodepth, filename, meter=None):
+    """Runs one fio job and returns fio's figures for it.
+
+    With `meter` (a Meter), the meter counts RUNTIME seconds in the middle
+    of the job's I/O, not the fio process: its start-up and exit (exec
+    from the root file system, page faults, opening and checking the
+    file, the JSON report) are a fixed cost that, counted, would be
+    divided by however many RPCs the run made, so that a run the host
+    slowed down would count more per RPC for work no transport did."""
+    runtime = RUNTIME if meter is None else RUNTIME + 120
     cmd = (
         f"fio --name={name} --filename={MNT}/{filename} --rw={rw} --bs={bs} "
         f"--iodepth={iodepth} --ioengine=libaio --direct=1 --size={FILE_MB}M "
-        f"--time_based --runtime={RUNTIME} --ramp_time=1 --output-format=json "
+        f"--time_based --runtime={runtime} --ramp_time=1 --output-format=json "
         f"--percentile_list=50:99"
     )
-    out = sh(cmd, timeout=RUNTIME * 10 + 120).stdout
+    timeout = runtime * 10 + 120
+    if meter is None:
+        out = sh(cmd, timeout=timeout).stdout
+    else:
+        p = subprocess.Popen(cmd.split(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            n0, t0 = rpcs(), time.time()
+            while rpcs() - n0 < IO_UNDER_WAY:
+                if p.poll() is not None or time.time() > t0 + timeout:
+                    raise RuntimeError(f"fio {name} did no I/O: {p.communicate()[1].strip()[-400:]}")
+                time.sleep(0.05)
+            time.sleep(WINDOW_LEAD)
+            # The meter reads several counters at each end of the window
+            # while fio keeps the CPU busy: scheduled as real-time, this
+            # process reads them back to back, not wherever the scheduler
+            # lets it in between (which left whole tenths of a second of
+            # RPCs in one counter's window and not in another's).
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50))
+            try:
+                with meter:
+                    time.sleep(RUNTIME)
+            finally:
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+            if p.poll() is not None:
+                raise RuntimeError(f"fio {name} stopped before the counted window closed")
+            # fio reports the job so far and exits (status 128, which
+            # says only that it was interrupted).
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=timeout)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if "{" not in out:
+            raise RuntimeError(f"fio {name} failed ({p.returncode}): {err.strip()[-400:]}")
     job = json.loads(out[out.index("{"):])["jobs"][0]
     return job["write" if "write" in rw else "read"]
 
@@ -412,16 +501,16 @@ def getattr_loop(seconds):
 def workloads(variant, rep):
     base = dict(variant=variant, rep=rep)
     # 4 KiB random reads at queue depth 1: latency.
-    with Meter() as m:
-        r = fio("qd1", "randread", "4k", 1, "bench.dat")
+    m = Meter()
+    r = fio("qd1", "randread", "4k", 1, "bench.dat", meter=m)
     pct = r["clat_ns"].get("percentile", {})
     emit(**base, workload="randread_4k_qd1", iops=r["iops"],
          lat_p50_us=pct.get("50.000000", 0) / 1000, lat_p99_us=pct.get("99.000000", 0) / 1000,
          cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs, **m.counted())
     # 4 KiB random reads at queue depth 64: IOPS.
     rxe0 = rxe_counters()
-    with Meter(server=True) as m:
-        r = fio("qd64", "randread", "4k", 64, "bench.dat")
+    m = Meter(server=True)
+    r = fio("qd64", "randread", "4k", 64, "bench.dat", meter=m)
     emit(**base, workload="randread_4k_qd64", iops=r["iops"], cpu_us_per_rpc=m.cpu_us_per_rpc(),
          server_cpu_us_per_rpc=m.server_cpu_us_per_rpc(), rpcs=m.rpcs, **m.counted())
     # The transport's counters so far (connects, backlog, Send buffer and
@@ -433,8 +522,8 @@ def workloads(variant, rep):
     # 4 KiB O_DIRECT random writes at queue depth 64: each carries its
     # data in a Read chunk (4 KiB and the RPC header exceed the 4 KiB
     # inline threshold). The data file is rewritten in place: no layout.
-    with Meter() as m:
-        r = fio("w64", "randwrite", "4k", 64, "bench.dat")
+    m = Meter()
+    r = fio("w64", "randwrite", "4k", 64, "bench.dat", meter=m)
     emit(**base, workload="randwrite_4k_qd64", iops=r["iops"], cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs,
          **m.counted())
     # Small inline calls: one GETATTR per stat() on a mount that caches
@@ -450,6 +539,8 @@ def workloads(variant, rep):
     if WORKLOADS == "4k":
         return
     # 1 MiB sequential reads and writes: throughput.
+    # (The 1 MiB jobs are metered over the whole fio process: a new
+    # file's layout would fall in a window within the job.)
     with Meter() as m:
         r = fio("seqread", "read", "1m", 4, "bench.dat")
     emit(**base, workload="seqread_1m", mb_s=r["bw_bytes"] / 1e6, cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs,
@@ -563,8 +654,8 @@ def scaling(variant, rep):
             mount(variant, extra)
             conns = len(xprt_lines())
             for qd in SCALING_DEPTHS:
-                with Meter() as m:
-                    r = fio(f"qd{qd}", "randread", "4k", qd, "bench.dat")
+                m = Meter()
+                r = fio(f"qd{qd}", "randread", "4k", qd, "bench.dat", meter=m)
                 emit(variant=variant, rep=rep, workload="scaling", config=name, iodepth=qd, connections=conns,
                      iops=r["iops"], cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs, **m.counted())
             umount()

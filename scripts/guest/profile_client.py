@@ -106,14 +106,15 @@ def profile(variant, rnd):
         time.sleep(5)
     try:
         # The transport's instructions by function over the job alone (not
-        # the mount's connection setup or the unmount's teardown).
-        blocks0 = bc.block_runs()
-        with bc.Meter() as m:
-            if WORKLOAD == "getattr":
+        # the mount's connection setup or the unmount's teardown), and for
+        # fio within its I/O (not its start-up and exit; see bc.fio).
+        m = bc.Meter(blocks=True)
+        if WORKLOAD == "getattr":
+            with m:
                 r = {"iops": bc.getattr_loop(bc.RUNTIME) / bc.RUNTIME}
-            else:
-                r = bc.fio(f"qd{IODEPTH}", WORKLOAD, "4k", IODEPTH, "bench.dat")
-        blocks1 = bc.block_runs()
+        else:
+            r = bc.fio(f"qd{IODEPTH}", WORKLOAD, "4k", IODEPTH, "bench.dat", meter=m)
+        blocks0, blocks1 = m.blocks0, m.blocks1
         counted = bc.instructions_by_function(blocks0, blocks1)
         entered = bc.entries_by_function(blocks0, blocks1)
     finally:
