@@ -13,8 +13,9 @@
 # beside them those of the previous run of make count, if it was kept.
 # Each workload's samples are kept under the cache with the two builds,
 # for scripts/profile_report.py (--calls DIR, --lines DIR/ours-lines.ko
-# --inside NAME). About three minutes; the counts are exact from run to
-# run to within an instruction or two.
+# --inside NAME). About three minutes; the counts (of the middle of each
+# job: scripts/guest/bench_client.py fio) move by a few instructions from
+# run to run (RPCs in flight at the window's edges), GETATTR's by one.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
