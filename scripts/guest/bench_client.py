@@ -363,6 +363,7 @@ class Meter:
         self.server_cpu = None
         self.blocks = blocks
         self.blocks0 = self.blocks1 = {}
+        self._kept0 = None
 
     def __enter__(self):
         if self.server:
@@ -374,7 +375,7 @@ class Meter:
             # the reading within its 10 ms at both ends, but writing it
             # out takes longer, and the other counters are not to wait
             # for that.
-            self.blocks0 = block_snapshot()
+            self._kept0 = block_snapshot()
         return self
 
     def __exit__(self, *exc):
@@ -385,7 +386,7 @@ class Meter:
         if self.blocks:
             # Taken as soon as the counts above, read after.
             self.blocks1 = read_block_runs(block_snapshot()) if exc[0] is None else {}
-            self.blocks0 = read_block_runs(self.blocks0)
+            self.blocks0 = read_block_runs(self._kept0)
         if self.server and exc[0] is None:
             self.server_cpu = server_busy_jiffies() - self.server_cpu
 
@@ -439,6 +440,8 @@ def fio(name, rw, bs, iodepth, filename, meter=None):
     file, the JSON report) are a fixed cost that, counted, would be
     divided by however many RPCs the run made, so that a run the host
     slowed down would count more per RPC for work no transport did."""
+    # With a meter, fio runs until stopped (the cap is only a backstop);
+    # either way the wait for it is bounded as for a RUNTIME job.
     runtime = RUNTIME if meter is None else RUNTIME + 120
     cmd = (
         f"fio --name={name} --filename={MNT}/{filename} --rw={rw} --bs={bs} "
@@ -446,7 +449,7 @@ def fio(name, rw, bs, iodepth, filename, meter=None):
         f"--time_based --runtime={runtime} --ramp_time=1 --output-format=json "
         f"--percentile_list=50:99"
     )
-    timeout = runtime * 10 + 120
+    timeout = RUNTIME * 10 + 120
     if meter is None:
         out = sh(cmd, timeout=timeout).stdout
     else:
