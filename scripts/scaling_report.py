@@ -57,11 +57,13 @@ def main():
     styles = {"ours": "-", "c": "--"}
     colours = dict(zip(configs, ("tab:blue", "tab:orange", "tab:green", "tab:red")))
     for ax, (field, label) in zip(axes, FIELDS):
+        top = 0
         for cfg in configs:
             for v in ("ours", "c"):
                 xs = [qd for qd in depths if field in med.get((cfg, qd, v), {})]
                 ys = [med[(cfg, qd, v)][field] for qd in xs]
                 if xs:
+                    top = max(top, *ys)
                     ax.plot(xs, ys, styles[v], marker="o", color=colours[cfg],
                             label=f"{'rpcrdma_rs' if v == 'ours' else 'C rpcrdma'}, {cfg}")
         ax.set_xscale("log", base=2)
@@ -69,7 +71,9 @@ def main():
         ax.set_xticklabels([str(d) for d in depths])
         ax.set_xlabel("queue depth (4 KiB random reads)")
         ax.set_title(label)
-        ax.set_ylim(bottom=0)
+        # From zero, with room above the highest point: a line at the
+        # top of the data must not sit on the frame.
+        ax.set_ylim(0, top * 1.08 or 1)
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=7)
     fig.suptitle("rpcrdma_rs against the C client, soft-RoCE under TCG (instructions are exact; IOPS are context)")
