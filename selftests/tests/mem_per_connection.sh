@@ -49,9 +49,10 @@ loaded() {
     --rw=randread --number_ios=4096 > /dev/null 2>&1 || fail "reads over $mod failed"
   m1=$(rdma_xprt_field 24) conns=$(rdma_xprt_field 3)
   # The region count adds up over the mount's connections: a mount that
-  # reconnected made a second set (soft-RoCE moves a queue pair to the
-  # error state when it cannot send a packet, which a slow kernel under
-  # this load has seen). The device's counters say what happened.
+  # reconnected made a second set. On the debug kernel this load has reset
+  # the connection (queue pair in the error state, every completion
+  # flushed; Documentation/testbed.rst): the device's counters are printed
+  # to help find out why.
   [ "${conns:-0}" -le 1 ] || diag "$mod reconnected under the load: $conns connections; soft-RoCE: $(rxe_counters)"
   set -- $(reading); k1=$1
   rm -f "$f"
