@@ -187,6 +187,13 @@ host_requests() {
       "link server on"|"link server off"|"link client on"|"link client off")
         set -- $cmd
         out=$(monitor "$2" "set_link n0 $3" 2>&1) || rc=$? ;;
+      "pause server "[0-9]*|"pause client "[0-9]*)
+        # The guest stops for MS milliseconds, its link and timers with it:
+        # its peer sees every frame to it go unanswered for that long.
+        set -- $cmd
+        out=$(monitor "$2" stop 2>&1) || rc=$?
+        sleep "$(awk -v ms="$3" 'BEGIN { printf "%.3f", ms / 1000 }')"
+        out+=$(monitor "$2" cont 2>&1) || rc=$? ;;
       *) out="unknown host command: $cmd"; rc=1 ;;
     esac
     printf '%s\nrc=%s\n' "$out" "$rc" > "$run/share/hostres.$id.tmp"
