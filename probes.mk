@@ -63,10 +63,16 @@ endif
 # Without that macro (6.12), the compiler building the module takes asm
 # goto (stable from Rust 1.87): the trace events' test is the module's own
 # patched jump on x86-64 (rust/kapi/trace.rs). A question to the compiler,
-# not to the tree: the one probe that compiles something.
+# not to the tree: the one probe that compiles something. Its output goes
+# to a directory of its own, removed after: rustc writes an output file
+# beside its path and renames it into place, so "-o /dev/null" would put
+# a regular file where the null device was (as root: every later
+# "> /dev/null" then fills it, and whatever reads it gets that back).
 ifneq ($(filter rpcrdma_static_branch,$(rpcrdma_cfgs)),rpcrdma_static_branch)
-ifeq ($(shell echo 'pub unsafe fn f() -> bool { core::arch::asm!("/* {l} */", l = label { return true; }); false }' | \
-	$(RUSTC) --edition 2021 --crate-type lib --emit metadata -o /dev/null - >/dev/null 2>&1 && echo y),y)
+ifeq ($(shell d=$$(mktemp -d) && { \
+	echo 'pub unsafe fn f() -> bool { core::arch::asm!("/* {l} */", l = label { return true; }); false }' | \
+	$(RUSTC) --edition 2021 --crate-type lib --emit metadata --out-dir "$$d" - >/dev/null 2>&1 && echo y; }; \
+	rm -rf "$$d"),y)
 rpcrdma_cfgs += rpcrdma_asm_goto
 endif
 endif

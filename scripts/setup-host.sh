@@ -25,6 +25,16 @@ APT_PKGS=(
   debootstrap busybox-static
 )
 
+# A /dev/null that is a regular file (found so on the development machine
+# once, cause unknown) keeps what is thrown away and hands it back to
+# whatever reads it: cargo gives it to rustc as its first probe's source,
+# and every cargo build fails. Made the null device again.
+if [ ! -c /dev/null ]; then
+  log "/dev/null is not the null device: making it again"
+  rm -f /dev/null
+  mknod -m 666 /dev/null c 1 3
+fi
+
 need_apt=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$p")
