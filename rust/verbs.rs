@@ -110,6 +110,10 @@ pub(crate) struct VerbsCounters {
     /// Receive buffers allocated ([`RecvCache`]): it stays put across
     /// reconnects, which reuse a transport's buffers.
     pub(crate) recv_bufs_allocated: AtomicU64,
+    /// Memory regions that exist now: made on a connection
+    /// ([`Connection::grow_mrs`] and those made with the queue pair) and
+    /// not yet freed with it. A gauge, not a count.
+    pub(crate) mrs_live: AtomicU64,
 }
 
 impl VerbsCounters {
@@ -121,6 +125,7 @@ impl VerbsCounters {
             sends_mapped: AtomicU64::new(0),
             probes: AtomicU64::new(0),
             recv_bufs_allocated: AtomicU64::new(0),
+            mrs_live: AtomicU64::new(0),
         }
     }
 }

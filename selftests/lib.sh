@@ -236,6 +236,20 @@ force_disconnect() {
 # module is not loaded, or for the C baseline).
 rs_counter() { cat "/sys/kernel/debug/rpcrdma_rs/$1" 2>/dev/null || echo 0; }
 
+# rs_mrs_freed: after the last unmount, waits (5 s, longer on the debug
+# kernel) for rpcrdma_rs's memory regions to be freed with their
+# connection, which SUNRPC destroys after the unmount returns; prints how
+# many are left (debugfs mrs_live).
+rs_mrs_freed() {
+  local n
+  for _ in $(seq 1 $(( $(slow_secs 5) * 5 ))); do
+    n=$(rs_counter mrs_live)
+    [ "$n" = 0 ] && break
+    sleep 0.2
+  done
+  echo "$n"
+}
+
 # rs_load_hook NAME: loads rpcrdma_rs and fails the test unless its
 # writable debugfs test hook NAME is there.
 rs_load_hook() {

@@ -120,7 +120,7 @@ impl ModuleCounters {
     }
 
     /// The read-only debugfs files: name and counter.
-    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 22] {
+    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 23] {
         [
             (c_str!("mrs_registered"), &self.mrs_registered),
             (c_str!("remote_invalidations"), &self.remote_invalidations),
@@ -139,6 +139,7 @@ impl ModuleCounters {
             (c_str!("sends_signalled"), &self.verbs.sends_signalled),
             (c_str!("sends_mapped"), &self.verbs.sends_mapped),
             (c_str!("recv_bufs_allocated"), &self.verbs.recv_bufs_allocated),
+            (c_str!("mrs_live"), &self.verbs.mrs_live),
             (c_str!("err_vers_sent"), &self.err_vers_sent),
             (c_str!("backward_replies_unsendable"), &self.backward_replies_unsendable),
             (c_str!("invalidate_failures"), &self.invalidate_failures),

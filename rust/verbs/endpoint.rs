@@ -198,7 +198,18 @@ impl<T: ConnHandler> Connection<T> {
     pub(crate) fn create_qp(&mut self, cfg: QpConfig) -> Result {
         let (sizes, policy) = self.conn.events().prepare(&cfg)?;
         let cache = self.conn.events().recv_cache.clone();
-        self.conn.create_qp(sizes, policy, |size| cache.take(size))
+        let made = self.conn.create_qp(sizes, policy, |size| cache.take(size));
+        // Regions made before a failure are freed with the connection
+        // all the same (see `Drop`).
+        self.count_mrs(self.conn.mrs_made());
+        made
+    }
+
+    /// Adds `n` regions made to [`VerbsCounters::mrs_live`].
+    pub(super) fn count_mrs(&self, n: usize) {
+        if n > 0 {
+            self.conn.events().counters.mrs_live.fetch_add(n as u64, Ordering::Relaxed);
+        }
     }
 
     /// Accepts a connection request (the passive side, a server): events
@@ -236,7 +247,9 @@ impl<T: ConnHandler> Connection<T> {
             |size| take.take(size),
             &param,
         )?;
-        Ok(Connection { conn })
+        let this = Connection { conn };
+        this.count_mrs(this.conn.mrs_made());
+        Ok(this)
     }
 
     /// Starts connecting, sending `private_data`; the outcome arrives as a
@@ -298,6 +311,16 @@ impl<T: ConnHandler> Connection<T> {
     pub(crate) fn released_since(&self, epoch: &ReleaseEpoch) -> bool {
         core::sync::atomic::fence(Ordering::SeqCst);
         self.conn.events().released.load(Ordering::Relaxed) != epoch.0
+    }
+}
+
+impl<T: ConnHandler> Drop for Connection<T> {
+    fn drop(&mut self) {
+        // The regions go with the connection (its `conn`, dropped next).
+        let n = self.conn.mrs_made() as u64;
+        if n > 0 {
+            self.conn.events().counters.mrs_live.fetch_sub(n, Ordering::Relaxed);
+        }
     }
 }
 

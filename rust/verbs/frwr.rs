@@ -227,6 +227,7 @@ impl<T: ConnHandler> Connection<T> {
         }
         drop(free);
         st.note_release();
+        self.count_mrs(k);
         Ok(k)
     }
 

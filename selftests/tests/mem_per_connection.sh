@@ -47,7 +47,7 @@ loaded() {
   dd if=/dev/zero of="$f" bs=1M count=8 status=none || fail "write over $mod failed"
   fio --name=qd64 --filename="$f" --size=8m --bs=4k --direct=1 --ioengine=libaio --iodepth=64 \
     --rw=randread --number_ios=4096 > /dev/null 2>&1 || fail "reads over $mod failed"
-  m1=$(rdma_xprt_field 24) conns=$(rdma_xprt_field 3)
+  m1=$(rdma_xprt_field 24) conns=$(rdma_xprt_field 3) live=$(rs_counter mrs_live)
   # The region count adds up over the mount's connections: a mount that
   # reconnected made a second set. On the debug kernel this load has reset
   # the connection (queue pair in the error state, every completion
@@ -57,8 +57,9 @@ loaded() {
   set -- $(reading); k1=$1
   rm -f "$f"
   umount "$MNT" || fail "umount failed"
+  left=$(rs_mrs_freed)
   unload "$mod"
-  echo "$m0 $m1 $((k1 - k0)) $conns" > /tmp/mem_loaded.$mod
+  echo "$m0 $m1 $((k1 - k0)) $conns $live $left" > /tmp/mem_loaded.$mod
 }
 # A first mount loads what the transport and NFS need (on a modular
 # kernel: nfs, sunrpc, rdma_cm...), which stays: not the transport's.
@@ -74,9 +75,10 @@ set -- $(measure rpcrdma); c_k=$1 c_f=$2 c_end=$3
 for mod in rpcrdma_rs rpcrdma rpcrdma_rs rpcrdma; do loaded $mod; done
 diag "per mount (default slots): rpcrdma_rs $rs_k kB kernel memory, $rs_f kB less free; C client $c_k kB, $c_f kB"
 diag "ratio (kernel memory): $(awk -v a="$rs_k" -v b="$c_k" 'BEGIN { printf "%.2f", b ? a / b : 0 }')"
-set -- $(cat /tmp/mem_loaded.rpcrdma_rs); rs_m0=$1 rs_m1=$2 rs_kl=$3 rs_conns=$4
+set -- $(cat /tmp/mem_loaded.rpcrdma_rs); rs_m0=$1 rs_m1=$2 rs_kl=$3 rs_conns=$4 rs_live=$5 rs_left=$6
 set -- $(cat /tmp/mem_loaded.rpcrdma); c_m0=$1 c_m1=$2 c_kl=$3
 diag "memory regions at the mount / after QD64 reads: rpcrdma_rs $rs_m0 / $rs_m1, C client $c_m0 / $c_m1"
+diag "rpcrdma_rs memory regions in existence after the reads: $rs_live; after the unmount: $rs_left"
 diag "kernel memory after QD64 reads: rpcrdma_rs $rs_kl kB, C client $c_kl kB"
 # At the mount, regions for one call (8); under load more, at most two per
 # slot (256 at the default 128 slots) on each connection.
@@ -85,6 +87,9 @@ diag "kernel memory after QD64 reads: rpcrdma_rs $rs_kl kB, C client $c_kl kB"
 [ "${rs_conns:-0}" -ge 1 ] || fail "no connection counted: the reading is wrong"
 [ "$rs_m1" -le $((256 * rs_conns)) ] ||
   fail "rpcrdma_rs made $rs_m1 memory regions on $rs_conns connections: more than two per slot"
+[ "$rs_live" -ge 1 ] && [ "$rs_live" -le 256 ] ||
+  fail "$rs_live memory regions of rpcrdma_rs in existence after the reads: expected 1 to two per slot"
+[ "$rs_left" = 0 ] || fail "$rs_left memory regions of rpcrdma_rs still there after the unmount"
 [ "${rs_k:-0}" -gt 0 ] && [ "${c_k:-0}" -gt 0 ] || fail "a mount took no kernel memory: the reading is wrong"
 leak=$((rs_end - start))
 diag "kernel memory before: $start kB; after rpcrdma_rs's mounts and rmmod: $rs_end kB; after the C client's: $c_end kB"

@@ -5,8 +5,10 @@
 # limited to 4 regions (debugfs max_mrs, as a device with few would have
 # it), 4 KiB O_DIRECT reads at queue depth 16 have more requests than
 # regions, so idle requests keep regions that others wait for. The reads
-# finish, read back what was written, the regions made stay at 4 and the
-# reclaim is counted.
+# finish, read back what was written, the regions made stay at 4 (the
+# mountstats count, over the mount's connections, and debugfs mrs_live,
+# those in existence), the reclaim is counted, and the unmount frees
+# every region.
 . "$(dirname "$0")/../lib.sh"
 only_ours
 unload_all
@@ -26,15 +28,19 @@ timeout 300 fio --name=kept --filename="$f" --size=4m --bs=4k --direct=1 --ioeng
   { cat /tmp/kept.fio; fail "the reads did not finish"; }
 got=$(dd if="$f" bs=64k iflag=direct status=none | md5sum | cut -d' ' -f1)
 r1=$(rs_counter mrs_reclaimed) made=$(rdma_xprt_field 24) bad=$(rdma_xprt_field 20) conns=$(rdma_xprt_field 3)
+live=$(rs_counter mrs_live)
 rm -f "$f"
 umount "$MNT" || fail "umount failed"
+left=$(rs_mrs_freed)
 unload rpcrdma_rs
-diag "regions made $made (cap 4 per connection; connections $conns); regions reclaimed from idle requests $r0 -> $r1; bad replies $bad"
+diag "regions made $made (cap 4 per connection; connections $conns), $live in existence after the reads, $left after the unmount; regions reclaimed from idle requests $r0 -> $r1; bad replies $bad"
 [ "$got" = "$want" ] || fail "data read back wrong"
 # The count adds up over the mount's connections (a reconnect makes a
 # new set).
 [ "${conns:-0}" -ge 1 ] || fail "no connection counted: the reading is wrong"
 [ "$made" -le $((4 * conns)) ] || fail "$made regions made on $conns connections, more than the cap of 4 each"
+[ "$live" -ge 1 ] && [ "$live" -le 4 ] || fail "$live regions in existence on the connection: expected 1 to the cap of 4"
+[ "$left" = 0 ] || fail "$left regions still there after the unmount"
 [ "$r1" -gt "$r0" ] || fail "no kept region was reclaimed: the test did not reach the case"
 [ "$bad" = 0 ] || fail "bad replies: $bad"
 dmesg_assert_clean
