@@ -49,10 +49,11 @@ loaded() {
     --rw=randread --number_ios=4096 > /dev/null 2>&1 || fail "reads over $mod failed"
   m1=$(rdma_xprt_field 24) conns=$(rdma_xprt_field 3) live=$(rs_counter mrs_live)
   # The region count adds up over the mount's connections: a mount that
-  # reconnected made a second set. On the debug kernel this load has reset
-  # the connection (queue pair in the error state, every completion
-  # flushed; Documentation/testbed.rst): the device's counters are printed
-  # to help find out why.
+  # reconnected made a second set (mrs_live counts what exists). On the
+  # debug kernel this load has reset the connection now and then, when
+  # soft-RoCE retransmitted and ran a registration again
+  # (Documentation/testbed.rst, "Soft-RoCE and retransmission"): the
+  # device's counters are printed to show it.
   [ "${conns:-0}" -le 1 ] || diag "$mod reconnected under the load: $conns connections; soft-RoCE: $(rxe_counters)"
   set -- $(reading); k1=$1
   rm -f "$f"
