@@ -25,10 +25,10 @@ APT_PKGS=(
   debootstrap busybox-static
 )
 
-# A /dev/null that is a regular file (found so on the development machine
-# once, cause unknown) keeps what is thrown away and hands it back to
-# whatever reads it: cargo gives it to rustc as its first probe's source,
-# and every cargo build fails. Made the null device again.
+# A /dev/null that is a regular file (a module build as root made one
+# before 3bd8c34: probes.mk) keeps what is thrown away and hands it back
+# to whatever reads it: cargo gives it to rustc as its first probe's
+# source, and every cargo build fails. Made the null device again.
 if [ ! -c /dev/null ]; then
   log "/dev/null is not the null device: making it again"
   rm -f /dev/null
