@@ -57,28 +57,36 @@ tracefs_ready() {
   [ -d /sys/kernel/tracing/events ]
 }
 
-# fio_loop STATE NAME SIZE IODEPTH RATE: the load of the fault tests, in
-# the background (its pid in $load): small fio jobs one after another,
-# O_DIRECT 16 KiB random writes with crc32c headers, each read back and
-# verified, on $MNT/NAME.0 and NAME.1 in turn, until STATE/stop appears.
-# Each job ends by writing its number to STATE/rounds; a failed one's
-# number goes to STATE/failed and its output to STATE/fio.failed.
-fio_loop() {
-  local state=$1 name=$2 size=$3 depth=$4 rate=$5
+# fio_repeat STATE JOB [ARGS...]: in the background (its pid in $load),
+# runs the command JOB ARGS... N (N the run's number, from 1) again and
+# again until STATE/stop appears. Each run ends by writing its number to
+# STATE/rounds; a failed one's number goes to STATE/failed and its output
+# to STATE/fio.failed.
+fio_repeat() {
+  local state=$1
+  shift
   rm -rf "$state"; mkdir -p "$state"; echo 0 > "$state/rounds"
   (
     i=0
     while [ ! -e "$state/stop" ]; do
       i=$((i + 1))
-      fio --name=f --filename="$MNT/$name.$((i % 2))" --size="$size" --bs=16k --rw=randwrite --direct=1 \
-          --ioengine=libaio --iodepth="$depth" --verify=crc32c --verify_fatal=1 --do_verify=1 \
-          --rate="$rate" --output="$state/fio.$i" > /dev/null 2>> "$state/fio.$i" ||
+      "$@" "$i" > "$state/fio.$i" 2>&1 ||
         { echo "$i" >> "$state/failed"; cp "$state/fio.$i" "$state/fio.failed"; }
       rm -f "$state/fio.$i"
       echo $i > "$state/rounds"
     done
   ) &
   load=$!
+}
+
+# fio_loop STATE NAME SIZE IODEPTH RATE: the load of the fault tests
+# (fio_repeat): small fio jobs one after another, O_DIRECT 16 KiB random
+# writes with crc32c headers, each read back and verified, on
+# $MNT/NAME.0 and NAME.1 in turn.
+fio_loop() { fio_repeat "$1" fio_loop_job "${@:2}"; }
+fio_loop_job() { # NAME SIZE IODEPTH RATE N
+  fio --name=f --filename="$MNT/$1.$(($5 % 2))" --size="$2" --bs=16k --rw=randwrite --direct=1 \
+    --ioengine=libaio --iodepth="$3" --verify=crc32c --verify_fatal=1 --do_verify=1 --rate="$4"
 }
 
 # rxe_counters: this guest's soft-RoCE counters that are not zero.

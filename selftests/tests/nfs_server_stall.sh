@@ -36,25 +36,13 @@ trap cleanup EXIT
 
 retries() { cat /sys/class/infiniband/*/ports/1/hw_counters/completer_retry_err 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
 
-# read_loop BS FILE: fio runs over FILE until $state/stop appears, each
-# two jobs that read every block once in random order: one at queue depth
-# 64 (the load), one at 8 that checks each block (checking at 64 would
-# leave fio too busy to keep 64 reads in flight). Counts the runs in
-# $state/rounds, a failed one's output in $state/fio.failed.
-read_loop() {
-  rm -rf $state; mkdir -p $state; echo 0 > $state/rounds
-  (
-    i=0
-    while [ ! -e $state/stop ]; do
-      i=$((i + 1))
-      fio --filename="$2" --bs="$1" --rw=randread --direct=1 --ioengine=libaio --output=$state/fio.out \
-          --name=load --iodepth=64 --name=check --iodepth=8 --verify=crc32c --verify_fatal=1 \
-          > /dev/null 2>> $state/fio.out ||
-        { echo "$i" >> $state/failed; cp $state/fio.out $state/fio.failed; }
-      echo $i > $state/rounds
-    done
-  ) &
-  load=$!
+# read_run BS FILE N: one fio run over FILE, two jobs that read every
+# block once in random order: one at queue depth 64 (the load), one at 8
+# that checks each block (checking at 64 would leave fio too busy to keep
+# 64 reads in flight). Repeated by fio_repeat (lib.sh) until $state/stop.
+read_run() {
+  fio --filename="$2" --bs="$1" --rw=randread --direct=1 --ioengine=libaio \
+    --name=load --iodepth=64 --name=check --iodepth=8 --verify=crc32c --verify_fatal=1
 }
 
 fails=0
@@ -63,7 +51,7 @@ for bs in 1k 4k; do
   fio --name=w --filename="$f" --size=$size --bs=$bs --rw=write --direct=1 --ioengine=libaio --iodepth=16 \
       --verify=crc32c --do_verify=0 > /dev/null 2>&1 || fail "cannot write $f"
   conns0=$(rdma_xprt_field 3) retry0=$(retries) flushed0=$(rs_counter flushed_connections)
-  read_loop $bs "$f"
+  fio_repeat $state read_run $bs "$f"
   for _ in $(seq 1 $pauses); do
     sleep 4
     out=$(host_cmd "pause server $pause_ms") && printf '%s' "$out" | grep -q 'rc=0' || fail "pause: $out"
