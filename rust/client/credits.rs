@@ -53,6 +53,14 @@ impl EpShared {
 /// finds regions once the others' come back.
 pub(super) const MRS_AT_CONNECT: usize = verbs::MAX_MRS;
 
+/// Most pages one memory region covers: a page-aligned 1 MiB payload.
+/// Not `MAX_PAYLOAD / PAGE_SIZE`, which counts the extra page of an
+/// unaligned payload: 257 entries make an 8224-byte scatterlist, which
+/// the allocator serves with 16 KiB of whole pages, and double the
+/// device's page list (soft-RoCE's 16-byte entries go from a 4 KiB
+/// allocation to an 8 KiB one), for every region.
+const MR_MAX_PAGES: u32 = (1 << 20) / PAGE_SIZE;
+
 /// What a connection's queues are sized to.
 pub(super) struct QueueSizes {
     /// Requests the connection carries (our credit request).
@@ -72,14 +80,12 @@ impl RdmaXprt {
     /// largest region and Send the device allows.
     pub(super) fn size_queues(&self, conn: &Connection<EpShared>, caps: &DeviceCaps) -> Result<QueueSizes> {
         // One region covers a whole page-aligned 1 MiB payload where the
-        // device allows (an unaligned one takes two). Its scatterlist is
-        // then exactly 8 KiB: one more page would put every region's list
-        // in a 16 KiB allocation.
+        // device allows (an unaligned one takes two); see `MR_MAX_PAGES`.
         // Fewer where a test says so (debugfs `mr_pages`, as a device with
         // short page lists would have it).
         let cap = u32::try_from(COUNTERS.mr_pages.load(Ordering::Relaxed)).unwrap_or(u32::MAX);
         let device_pages = if cap == 0 { caps.max_fast_reg_pages } else { caps.max_fast_reg_pages.min(cap) };
-        let mr_pages = device_pages.min(MAX_PAYLOAD / PAGE_SIZE);
+        let mr_pages = device_pages.min(MR_MAX_PAGES);
         // No pages at all is too few as well. connect() refuses such a
         // device before it gets here, but the division below must not
         // depend on that: a division the compiler cannot prove safe is a
