@@ -29,11 +29,12 @@ unload_all
 command -v fio > /dev/null || skip "fio not installed"
 
 sunreclaim() { awk '$1 == "SUnreclaim:" { print $2 }' /proc/meminfo; }
-# settle: drops the page cache, dentries and inodes, and lets RCU and the
-# workqueues free what they hold.
+# settle: drops the page cache, dentries and inodes, lets RCU and the
+# workqueues free what they hold, and shrinks the slab caches.
 settle() {
   sync
   for _ in 1 2 3; do echo 3 > /proc/sys/vm/drop_caches; sleep 2; done
+  shrink_slabs
 }
 # slab_caches: "name active_objs" per cache, where /proc/slabinfo exists
 # (not with SLUB_TINY, as on the regular test kernel).

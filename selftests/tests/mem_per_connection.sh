@@ -12,14 +12,9 @@
 only_ours
 unload_all
 # reading: "SUnreclaim+VmallocUsed MemFree", kB, after dropping caches
-# and having every slab cache give back its empty slabs (SLUB keeps some
-# on per-CPU partial lists: freed objects, still counted in SUnreclaim;
-# on Debian's stock image they made the leak check below read 240 to
-# 270 kB with no object of ours left).
+# and shrinking the slab caches (lib.sh shrink_slabs).
 reading() {
-  sync; echo 3 > /proc/sys/vm/drop_caches
-  for f in /sys/kernel/slab/*/shrink; do echo 1 > "$f"; done 2> /dev/null
-  sleep 0.5
+  sync; echo 3 > /proc/sys/vm/drop_caches; shrink_slabs; sleep 0.5
   awk '/^SUnreclaim:/ { k += $2 } /^VmallocUsed:/ { k += $2 } /^MemFree:/ { f = $2 } END { print k, f }' /proc/meminfo
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
