@@ -25,7 +25,8 @@
 //! | `conn.rs` | per-connection state and its completion/CM handlers |
 //! | `marshal.rs` | sending a call (RFC 8166 section 3.5, 4) |
 //! | `chunks.rs` | Read, Write and Reply chunks (RFC 8166 section 3.4, 4.2) |
-//! | `regions.rs` | memory regions made on demand (for the chunks) |
+//! | `regions.rs` | memory regions made on demand (for the chunks), the one a request keeps |
+//! | `recvbufs.rs` | Receive buffers kept across reconnects |
 //! | `reply.rs` | receiving a reply and completing its call |
 //! | `credits.rs` | credits (RFC 8166 section 3.3.1) |
 //! | `inline.rs` | inline thresholds (RFC 8166 section 3.3.2, RFC 8797) |
@@ -36,6 +37,8 @@
 //! | `stats.rs` | counters: mountstats, debugfs |
 //! | `params.rs` | module parameters |
 //! | `device.rs` | the ib_core client |
+
+#![deny(unsafe_code)]
 
 mod backchannel;
 mod chunks;
@@ -49,6 +52,7 @@ mod liveness;
 mod marshal;
 mod params;
 mod regions;
+mod recvbufs;
 mod reply;
 mod slots;
 pub(crate) mod stats;

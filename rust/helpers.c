@@ -15,16 +15,17 @@
 #include <linux/sunrpc/auth.h>
 #include "helpers.h"
 
-const char *rpcrdma_rs_ib_device_name(const struct ib_device *device)
-{
-	return dev_name(&device->dev);
-}
-
 struct rdma_cm_id *rpcrdma_rs_create_id(struct net *net,
 		int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
 		void *context)
 {
 	return rdma_create_id(net, handler, context, RDMA_PS_TCP, IB_QPT_RC);
+}
+
+/* The running task, as an identity only (compared, never dereferenced). */
+void *rpcrdma_rs_current_task(void)
+{
+	return current;
 }
 
 struct net *rpcrdma_rs_init_net(void)
@@ -62,9 +63,50 @@ struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, void *context,
 	return ib_alloc_cq_any(device, context, nr_cqe, IB_POLL_WORKQUEUE);
 }
 
-int rpcrdma_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr)
+int rpcrdma_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
+		const struct ib_recv_wr **bad_wr)
 {
-	return ib_post_recv(qp, wr, NULL);
+	return ib_post_recv(qp, wr, bad_wr);
+}
+
+/*
+ * Moves @qp to the error state at once (as ib_drain_qp does first): every
+ * posted work request is flushed, and the peer reaches nothing through it.
+ */
+void rpcrdma_rs_qp_to_error(struct ib_qp *qp)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+
+	ib_modify_qp(qp, &attr, IB_QP_STATE);
+}
+
+/*
+ * A page reference for a mapping that names @page: refused (false) for a
+ * slab page, whose count is the slab's, not the page's owner's.
+ */
+bool rpcrdma_rs_try_get_page(struct page *page)
+{
+	struct folio *folio = page_folio(page);
+
+	if (folio_test_slab(folio))
+		return false;
+	folio_get(folio);
+	return true;
+}
+
+void rpcrdma_rs_put_page(struct page *page)
+{
+	put_page(page);
+}
+
+int rpcrdma_rs_page_count(struct page *page)
+{
+	return page_count(page);
+}
+
+void *rpcrdma_rs_page_address(struct page *page)
+{
+	return page_address(page);
 }
 
 u64 rpcrdma_rs_dma_map_to_device(struct ib_device *device, void *addr, size_t len)
@@ -200,6 +242,16 @@ void rpcrdma_rs_clear_rq_cong(struct rpc_xprt *xprt, struct rpc_rqst *rqst)
 {
 	spin_lock(&xprt->transport_lock);
 	rqst->rq_cong = 0;
+	spin_unlock(&xprt->transport_lock);
+}
+
+void rpcrdma_rs_set_connect_timeout(struct rpc_xprt *xprt,
+		unsigned long connect, unsigned long reconnect)
+{
+	spin_lock(&xprt->transport_lock);
+	xprt->connect_timeout = connect;
+	if (reconnect < xprt->max_reconnect_timeout)
+		xprt->max_reconnect_timeout = reconnect;
 	spin_unlock(&xprt->transport_lock);
 }
 
@@ -342,32 +394,22 @@ bool rpcrdma_rs_bc_enqueue(struct rpc_rqst *rqst)
 }
 
 /*
- * Call and reply buffers for a request whose sizes do not fit its slot's
- * own buffer (rare: very large calls or replies). One kmalloc'd block,
- * the call buffer first, as SUNRPC's rpc_malloc lays them out; that
- * allocator is not exported on every supported kernel line (7.x), so the
- * transport keeps its own on all of them. -ENOMEM makes the RPC layer
- * retry later.
+ * A call and reply buffer of @size bytes for @task's request, too large
+ * for its slot's own page: pages from the page allocator, one compound
+ * allocation (a mapping of them takes page references, which a kmalloc'ed
+ * buffer could not give). SUNRPC's rpc_malloc is not exported on every
+ * supported kernel line (7.x). NULL makes the RPC layer retry later.
  */
-int rpcrdma_rs_buf_alloc(struct rpc_task *task)
+struct page *rpcrdma_rs_alloc_buf(struct rpc_task *task, size_t size)
 {
-	struct rpc_rqst *rqst = task->tk_rqstp;
-	size_t size = (size_t)rqst->rq_callsize + rqst->rq_rcvsize;
-	void *buf = kmalloc(size, rpc_task_gfp_mask() | __GFP_NOWARN);
-
-	if (!buf)
-		return -ENOMEM;
-	rqst->rq_buffer = buf;
-	rqst->rq_rbuffer = (char *)buf + rqst->rq_callsize;
-	return 0;
+	return alloc_pages(rpc_task_gfp_mask() | __GFP_COMP | __GFP_NOWARN,
+			   get_order(size));
 }
 
-/* Frees what rpcrdma_rs_buf_alloc gave @task's request. */
-void rpcrdma_rs_buf_free(struct rpc_task *task)
+/* Drops the allocation's own reference: mappings may hold others. */
+void rpcrdma_rs_free_buf(struct page *page)
 {
-	kfree(task->tk_rqstp->rq_buffer);
-	task->tk_rqstp->rq_buffer = NULL;
-	task->tk_rqstp->rq_rbuffer = NULL;
+	put_page(page);
 }
 
 /*

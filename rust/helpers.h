@@ -27,8 +27,6 @@ struct work_struct;
 struct xdr_buf;
 struct rpc_rqst;
 
-const char *rpcrdma_rs_ib_device_name(const struct ib_device *device);
-
 /* rdma_cm and verbs */
 struct rdma_cm_id *rpcrdma_rs_create_id(struct net *net,
 		int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
@@ -37,7 +35,13 @@ struct ib_pd *rpcrdma_rs_alloc_pd(struct ib_device *device);
 void rpcrdma_rs_dealloc_pd(struct ib_pd *pd);
 struct ib_cq *rpcrdma_rs_alloc_cq(struct ib_device *device, void *context,
 		int nr_cqe);
-int rpcrdma_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);
+int rpcrdma_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
+		const struct ib_recv_wr **bad_wr);
+void rpcrdma_rs_qp_to_error(struct ib_qp *qp);
+bool rpcrdma_rs_try_get_page(struct page *page);
+void rpcrdma_rs_put_page(struct page *page);
+int rpcrdma_rs_page_count(struct page *page);
+void *rpcrdma_rs_page_address(struct page *page);
 u64 rpcrdma_rs_dma_map_to_device(struct ib_device *device, void *addr, size_t len);
 u64 rpcrdma_rs_dma_map_from_device(struct ib_device *device, void *addr, size_t len);
 u64 rpcrdma_rs_dma_map_page(struct ib_device *device, struct page *page,
@@ -66,6 +70,8 @@ void rpcrdma_rs_complete_and_unpin_rqst(struct rpc_rqst *rqst, int copied);
 void rpcrdma_rs_unpin_rqst(struct rpc_rqst *rqst);
 void rpcrdma_rs_set_cwnd(struct rpc_xprt *xprt, unsigned long cwnd);
 void rpcrdma_rs_clear_rq_cong(struct rpc_xprt *xprt, struct rpc_rqst *rqst);
+void rpcrdma_rs_set_connect_timeout(struct rpc_xprt *xprt,
+		unsigned long connect, unsigned long reconnect);
 void rpcrdma_rs_reset_cong(struct rpc_xprt *xprt, unsigned long cwnd);
 
 /* delayed work on system_long_wq */
@@ -93,8 +99,8 @@ bool rpcrdma_rs_bc_enqueue(struct rpc_rqst *rqst);
 
 /* call and reply buffers too large for a slot (rpc_malloc is not exported
  * on every kernel line) */
-int rpcrdma_rs_buf_alloc(struct rpc_task *task);
-void rpcrdma_rs_buf_free(struct rpc_task *task);
+struct page *rpcrdma_rs_alloc_buf(struct rpc_task *task, size_t size);
+void rpcrdma_rs_free_buf(struct page *page);
 
 /* debugfs counters (rpcrdma_rs/ in debugfs), values owned by Rust */
 struct dentry;
@@ -105,6 +111,7 @@ void rpcrdma_rs_debugfs_exit(struct dentry *dir);
 
 /* the passive side and the verbs self-test */
 struct net *rpcrdma_rs_init_net(void);
+void *rpcrdma_rs_current_task(void);
 void rpcrdma_rs_cm_id_set_handler(struct rdma_cm_id *id,
 		int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
 		void *context);

@@ -6,15 +6,17 @@
 //!
 //! - [`endpoint`]: a [`Connection`] and its handler ([`ConnHandler`]):
 //!   setting it up, connecting, the release epoch, teardown.
-//! - [`send`]: sending, and when a Send asks for a completion (every few
-//!   Sends, and always for one that maps pages).
-//! - [`recv`]: Receive buffers kept across reconnects ([`RecvCache`]) (the
-//!   batched reposting is the connection's, in kapi).
-//! - [`frwr`]: the pool of memory regions, registration and invalidation.
+//! - [`send`]: sending; the ring of Send buffers, the Send queue's room
+//!   and when a Send asks for a completion (every few Sends, and always
+//!   for one that maps pages).
+//! - [`recv`]: consumed Receives reposted in batches.
+//! - [`frwr`]: the pool of memory regions, registration and release.
 //! - [`probe`]: the liveness probe.
 //! - [`freelist`]: the allocation-free index stack the pools use.
 //! - [`selftest`]: a loopback test of what a server needs (listen and
 //!   accept, RDMA Write and Read, Send With Invalidate, a held Receive).
+
+#![deny(unsafe_code)]
 
 pub(crate) mod endpoint;
 pub(crate) mod freelist;
@@ -26,17 +28,17 @@ pub(crate) mod send;
 
 use core::sync::atomic::AtomicU64;
 
-pub(crate) use crate::kapi::ib::conn::SendFailed;
-pub(crate) use crate::kapi::ib::QpSizes;
-pub(crate) use crate::kapi::ib::{
-    Acceptor, CmEvent, Completion, DeviceCaps, HeldRecv, Holding, Incoming, Invalidated, Listener,
-    OnePostedRegistration, OneRegistration, PagesInFlight, PostedRegistration, Received, Registered, Registration,
-    RwDir, SendDone, SendWriter, SgWriter, MAX_MRS, MAX_SEND_SGES,
+use kernel::{
+    alloc::{flags::GFP_KERNEL, KVec},
+    error::Result,
 };
-pub(crate) use endpoint::{Connection, Live, ReleaseEpoch};
+
+pub(crate) use crate::kapi::ib::{
+    Acceptor, CmEvent, Completion, ConnRequest, DeviceCaps, DeviceName, HeldRecv, InFlight, Lender, Listener, Mapping,
+    Received, Registered, Registration, Released, RemoteInv, RwSeg, SendFailed, SendWriter, SgWriter, MAX_SEND_SGES,
+};
+pub(crate) use endpoint::{Connection, Live};
 pub(crate) use freelist::FreeList;
-pub(crate) use frwr::KeptMr;
-pub(crate) use recv::RecvCache;
 
 /// The transport logic riding on a [`Connection`].
 pub(crate) trait ConnHandler: Send + Sync + Sized {
@@ -83,13 +85,71 @@ pub(crate) trait ConnHandler: Send + Sync + Sized {
     fn inject_local_inv_failure(&self) -> bool {
         false
     }
+
+    /// A test hook: true if the next Send that carries REG_MRs is to reach
+    /// the queue pair only in part (its REG_MRs, not the Send). Never,
+    /// unless the handler says so.
+    fn inject_partial_post(&self) -> bool {
+        false
+    }
+
+    /// A Receive buffer of `size` bytes for a new connection (an owner may
+    /// keep its buffers across connections); a new one unless the handler
+    /// says otherwise. Sleeps.
+    fn recv_buffer(&self, size: usize) -> Result<KVec<u8>> {
+        Ok(KVec::from_elem(0u8, size, GFP_KERNEL)?)
+    }
+
+    /// The connection is being torn down: its Receive buffers, unmapped,
+    /// for the handler to keep or free (freed unless it says otherwise).
+    /// Sleeps, but must not allocate: it runs where a connection goes away.
+    fn recv_buffers_freed(&self, bufs: impl Iterator<Item = KVec<u8>>) {
+        bufs.for_each(drop);
+    }
+
+    /// An R/W operation posted alone ([`Connection::rw_post`]) completed:
+    /// its `cookie` and how. Nothing unless the handler says otherwise.
+    fn rw_done(&self, _cookie: u64, _how: Completion) {}
+
+    /// Send buffers or memory regions came back (a Send completion that
+    /// reclaimed some, a region given back to the pool): a sender waiting
+    /// for them may try again. Called after the release, before the
+    /// handler's own wake-ups.
+    fn released(&self) {}
 }
 
 /// Queue pair and buffer sizing, and the Send and Receive policy.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct QpConfig {
-    /// The queues and buffers to make.
-    pub(crate) sizes: QpSizes,
+    /// Send buffers (= Sends that may be outstanding).
+    pub(crate) send_bufs: usize,
+    /// Bytes in each Send buffer.
+    pub(crate) send_buf_size: usize,
+    /// SGEs a Send may carry (at most [`MAX_SEND_SGES`]).
+    pub(crate) send_sges: usize,
+    /// Receive buffers.
+    pub(crate) recv_bufs: usize,
+    /// Consumed Receives are reposted together, in one chained post, once
+    /// this many have gathered (at least one); `recv_bufs` must include
+    /// that many spares.
+    pub(crate) recv_batch: usize,
+    /// Bytes in each Receive buffer.
+    pub(crate) recv_buf_size: usize,
+    /// Memory regions made with the queue pair.
+    pub(crate) mrs: usize,
+    /// Most memory regions the connection may make in all.
+    pub(crate) max_mrs: usize,
+    /// Pages each memory region can cover.
+    pub(crate) mr_pages: u32,
+    /// Send queue slots the Sends and the REG_MRs posted with them may
+    /// hold at once (at least one Send with `max_send_regs` of them). The
+    /// queue pair also gets a slot per memory region for its LOCAL_INV.
+    pub(crate) send_wrs: usize,
+    /// Most REG_MRs one Send carries in front of it.
+    pub(crate) max_send_regs: usize,
+    /// R/W operations in flight at once (a server's RDMA Reads and
+    /// Writes); 0 for a client.
+    pub(crate) rdma_ctxs: u32,
     /// A Send is signalled at least once every this many Sends; the ones
     /// in between are reclaimed by the next signalled completion.
     pub(crate) signal_interval: u32,
@@ -107,8 +167,9 @@ pub(crate) struct VerbsCounters {
     pub(crate) sends_mapped: AtomicU64,
     /// Liveness probes posted ([`Connection::probe`]).
     pub(crate) probes: AtomicU64,
-    /// Receive buffers allocated ([`RecvCache`]): it stays put across
-    /// reconnects, which reuse a transport's buffers.
+    /// Receive buffers allocated (counted by the owner that makes them:
+    /// the client keeps them across reconnects, which reuse a transport's
+    /// buffers).
     pub(crate) recv_bufs_allocated: AtomicU64,
     /// Memory regions that exist now: made on a connection
     /// ([`Connection::grow_mrs`] and those made with the queue pair) and

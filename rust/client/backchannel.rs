@@ -66,8 +66,8 @@ impl RdmaXprt {
             return Err(errno::ENOTCONN());
         }
         let xid = u32::from_be(rqst.xid_be());
-        let epoch = ep.conn.release_epoch();
-        let sent = ep.conn.send_unregistered(|out| {
+        let epoch = ep.shared().release_epoch();
+        let sent = ep.conn.send_copied(|out| {
             out.copy(|buf| {
                 let hdr = encode_header(
                     buf,
@@ -82,8 +82,8 @@ impl RdmaXprt {
             })
         });
         match sent {
-            // Copied only: nothing of the request stays mapped.
-            Ok(_unmapped) => {
+            // Copied: nothing of the request is in the device's reach.
+            Ok(()) => {
                 trace::cb_reply(|| x.addr_str(), xid);
                 rqst.sent(len);
                 Ok(())
@@ -111,7 +111,7 @@ enum Undelivered {
 
 /// The backchannel requests of a transport, and which are free.
 pub(super) struct BcPool {
-    rqsts: KVec<Pin<KBox<BcRqst>>>,
+    rqsts: KVec<BcRqst>,
     free: Pin<KBox<SpinLock<FreeList>>>,
 }
 
@@ -153,8 +153,8 @@ impl BcPool {
 
 impl EpShared {
     pub(super) fn backward_call(&self, xid: u32, msg: &[u8]) {
-        trace::cb_call(|| self.xprt.addr_str(), xid);
-        match self.bc.deliver(self.xprt, msg) {
+        trace::cb_call(|| self.xprt.get().addr_str(), xid);
+        match self.bc.deliver(self.xprt.get(), msg) {
             Ok(()) => {
                 COUNTERS.backward_calls.fetch_add(1, Ordering::Relaxed);
             }
@@ -164,7 +164,7 @@ impl EpShared {
                 if MSG.allow() {
                     pr_warn!(
                         "{}: server sent more than the {} backward calls we granted; reconnecting\n",
-                        self.xprt.addr_str(),
+                        self.xprt.get().addr_str(),
                         BC_SLOTS
                     );
                 }
@@ -183,7 +183,7 @@ impl EpShared {
     pub(super) fn refuse_backward_chunks(&self, conn: &Live<'_, Self>, xid: u32) {
         static MSG: RateLimit = RateLimit::new();
         if MSG.allow() {
-            pr_warn!("{}: backward call with chunks refused with ERR_CHUNK\n", self.xprt.addr_str());
+            pr_warn!("{}: backward call with chunks refused with ERR_CHUNK\n", self.xprt.get().addr_str());
         }
         self.count_bad_reply(xid, c_str!("backward call with chunks"));
         let v2 = self.is_v2();

@@ -5,20 +5,47 @@
 
 use kernel::prelude::*;
 
-use crate::verbs::{self, KeptMr, OneRegistration, Registration, SgWriter};
+use crate::verbs::{self, Registration, SgWriter};
 use crate::{
     kapi::{
-        page::PageRef,
-        rpc::{Rqst, Which, XdrBuf},
+        page::{Dir, Inbound, Outbound, PageRef},
+        rpc::{LentRqst, XdrBuf},
         PAGE_SIZE,
     },
     proto::{plan, v1},
 };
 
-use super::{conn::Endpoint, marshal::Planned, reply::Kind, slots::ReqState};
+use super::{conn::Endpoint, marshal::Planned, regions::KeptMr, reply::Kind, slots::ReqState};
+
+/// Most memory regions one call registers: its Read, Write and Reply
+/// chunks together. The Send queue always has room for one Send with that
+/// many REG_MRs in front of it, and a connection starts with that many.
+pub(super) const MAX_MRS: usize = 8;
 
 /// Most segments one Write or Reply chunk is offered with.
-pub(super) const MAX_CHUNK_SEGMENTS: usize = verbs::MAX_MRS / 2;
+pub(super) const MAX_CHUNK_SEGMENTS: usize = MAX_MRS / 2;
+
+/// Which buffer of a request a chunk's regions cover, by the way its data
+/// moves: a call's (`Outbound`: the server reads it, a Read chunk) or a
+/// reply's (`Inbound`: the server writes it, a Write or Reply chunk).
+pub(super) trait ChunkDir: Dir + Sized {
+    /// The call's buffer, or the reply's.
+    fn buf<'a>(rqst: &'a LentRqst<'_>) -> XdrBuf<'a, Self>;
+}
+
+impl ChunkDir for Outbound {
+    #[inline(always)]
+    fn buf<'a>(rqst: &'a LentRqst<'_>) -> XdrBuf<'a, Self> {
+        rqst.call_buf()
+    }
+}
+
+impl ChunkDir for Inbound {
+    #[inline(always)]
+    fn buf<'a>(rqst: &'a LentRqst<'_>) -> XdrBuf<'a, Self> {
+        rqst.reply_buf()
+    }
+}
 
 /// How a request's reply will come back.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
@@ -130,7 +157,7 @@ pub(super) fn segment(r: verbs::Registered) -> v1::Segment {
 /// its segments into `out`; returns how many there are.
 pub(super) fn register_read_chunk(
     ep: &Endpoint,
-    rqst: &Rqst<'_>,
+    rqst: &LentRqst<'_>,
     p: &Planned,
     reg: &mut Registration,
     out: &mut [v1::ReadSegment; MAX_CHUNK_SEGMENTS],
@@ -145,7 +172,8 @@ pub(super) fn register_read_chunk(
         }
         _ => None,
     };
-    register_extents(ep, rqst, p, reg, Which::Call, one, |i, segment| {
+    let regions = p.shape.call.chunk_regions(&p.shape.snd);
+    register_extents::<Outbound>(ep, rqst, p, reg, regions.as_slice(), one, |i, segment| {
         if let Some(seg) = out.get_mut(i) {
             *seg = v1::ReadSegment { position, segment };
         }
@@ -157,7 +185,7 @@ pub(super) fn register_read_chunk(
 /// request's record of what it offered; returns how many there are.
 pub(super) fn register_reply_chunk(
     ep: &Endpoint,
-    rqst: &Rqst<'_>,
+    rqst: &LentRqst<'_>,
     p: &Planned,
     reg: &mut Registration,
     segs: &mut [v1::Segment; MAX_CHUNK_SEGMENTS],
@@ -170,82 +198,69 @@ pub(super) fn register_reply_chunk(
         }
         _ => None,
     };
-    register_extents(ep, rqst, p, reg, Which::Reply, one, |i, segment| {
+    let regions = p.shape.reply.chunk_regions(&p.rcv);
+    register_extents::<Inbound>(ep, rqst, p, reg, regions.as_slice(), one, |i, segment| {
         if let Some(seg) = segs.get_mut(i) {
             *seg = segment;
         }
     })
 }
 
-/// Registers `ext`, the one MR of a chunk in `rqst`'s call (`CALL`: its
-/// data, for a Read chunk) or reply (its room, for a Write chunk), for the
-/// call `xid`, with the region the request `kept` if it has one; its
-/// segment goes to `out` (a segment returned would come back through
-/// memory all the same, to be copied there). Returns the token that holds
-/// the region, for the Send. One copy for each direction: which buffer and
-/// which access are constants in each.
+/// Registers `ext`, the one MR of a chunk in `rqst`'s call (`Outbound`:
+/// its data, for a Read chunk) or reply (`Inbound`: its room, for a Write
+/// chunk), into `reg` for the call `xid`, with the region the request
+/// `kept` if it has one; its segment goes to `out` (a segment returned
+/// would come back through memory all the same, to be copied there). One
+/// copy for each direction: which buffer and which access are constants
+/// in each.
 #[inline]
-pub(super) fn register_one<const CALL: bool>(
+pub(super) fn register_one<D: ChunkDir>(
     ep: &Endpoint,
-    rqst: &Rqst<'_>,
+    rqst: &LentRqst<'_>,
+    reg: &mut Registration,
     kept: Option<&KeptMr>,
     xid: u32,
     ext: &plan::MrExtent,
     out: &mut v1::Segment,
-) -> Result<OneRegistration> {
-    // The server reads a call's pieces and writes a reply's.
-    let which = if CALL { Which::Call } else { Which::Reply };
-    let (seg, one) = ep.conn.register_kept_one(kept, CALL, xid, |w| fill_sg(rqst.buf(which), ext, w))?;
+) -> Result {
+    // The region the request kept from its last call, if it is this
+    // connection's; else one from the pool.
+    let index = match kept.and_then(|k| k.take(ep.conn.conn_id())) {
+        Some(i) => i,
+        None => ep.conn.pool_take()?,
+    };
+    let seg = ep.conn.register_at::<D>(reg, index, xid, |w| fill_sg(D::buf(rqst), ext, w))?;
     *out = segment(seg);
-    Ok(one)
+    Ok(())
 }
 
-/// Registers `ext`, one MR of a chunk of the general planner's in
-/// `rqst`'s buffer `which` (the call's, for a Read chunk; the reply's),
-/// into `reg` for the call `xid`; returns its segment.
-fn register_planned_one(
-    ep: &Endpoint,
-    rqst: &Rqst<'_>,
-    reg: &mut Registration,
-    which: Which,
-    xid: u32,
-    ext: &plan::MrExtent,
-) -> Result<v1::Segment> {
-    // The server reads a call's pieces and writes a reply's.
-    let to_device = matches!(which, Which::Call);
-    ep.conn.register(reg, to_device, xid, |w| fill_sg(rqst.buf(which), ext, w)).map(segment)
-}
-
-/// Registers the pieces of the chunk the plan `p` asks for in `rqst`'s
-/// buffer `which` (the call's data for a Read chunk, the reply's room for a
-/// Write or Reply chunk) and hands each one's segment to `put` with its
-/// index; returns how many there are. `one` is the chunk's single extent when the planner
-/// found one (the usual case), which skips gathering and splitting its
-/// regions.
+/// Registers the pieces `regions` of the chunk the plan `p` asks for in
+/// `rqst`'s buffer of direction `D` (the call's data for a Read chunk, the
+/// reply's room for a Write or Reply chunk) and hands each one's segment
+/// to `put` with its index; returns how many there are. `one` is the
+/// chunk's single extent when the planner found one (the usual case),
+/// which skips gathering and splitting its regions.
 #[inline]
-fn register_extents(
+fn register_extents<D: ChunkDir>(
     ep: &Endpoint,
-    rqst: &Rqst<'_>,
+    rqst: &LentRqst<'_>,
     p: &Planned,
     reg: &mut Registration,
-    which: Which,
+    regions: &[plan::Region],
     one: Option<plan::MrExtent>,
     mut put: impl FnMut(usize, v1::Segment),
 ) -> Result<usize> {
+    let xid = p.shape.xid;
     if let Some(ext) = one {
-        put(0, register_planned_one(ep, rqst, reg, which, p.shape.xid, &ext)?);
+        let seg = ep.conn.register::<D>(reg, xid, |w| fill_sg(D::buf(rqst), &ext, w))?;
+        put(0, segment(seg));
         return Ok(1);
     }
     let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
-    let regions = if which == Which::Call {
-        p.shape.call.chunk_regions(&p.shape.snd)
-    } else {
-        p.shape.reply.chunk_regions(&p.rcv)
-    };
-    let n = plan::split_regions(regions.as_slice(), p.limits.geometry(), p.limits.max_segments, &mut exts)
-        .map_err(|_| EIO)?;
+    let n = plan::split_regions(regions, p.limits.geometry(), p.limits.max_segments, &mut exts).map_err(|_| EIO)?;
     for (i, ext) in exts.iter().enumerate().take(n) {
-        put(i, register_planned_one(ep, rqst, reg, which, p.shape.xid, ext)?);
+        let seg = ep.conn.register::<D>(reg, xid, |w| fill_sg(D::buf(rqst), ext, w))?;
+        put(i, segment(seg));
     }
     Ok(n)
 }
@@ -253,7 +268,7 @@ fn register_extents(
 /// The planner's view of a request's buffer `b`: for a call its data
 /// (`len`), for a reply its room (`buflen`).
 #[inline]
-pub(super) fn desc(b: XdrBuf<'_>, which: Which) -> plan::XdrBufDesc {
+pub(super) fn desc<D: Dir>(b: XdrBuf<'_, D>) -> plan::XdrBufDesc {
     let ((head_offset, head_len), (tail_offset, tail_len)) = (b.head(), b.tail());
     let (page_base, page_len) = b.pages();
     let (len, buflen, flags) = b.lengths_and_flags();
@@ -262,7 +277,7 @@ pub(super) fn desc(b: XdrBuf<'_>, which: Which) -> plan::XdrBufDesc {
         page_base,
         page_len,
         tail: plan::Kvec { page_offset: tail_offset, len: tail_len },
-        len: if which == Which::Call { len } else { buflen },
+        len: if D::INBOUND { buflen } else { len },
         flags,
     }
 }
@@ -270,7 +285,7 @@ pub(super) fn desc(b: XdrBuf<'_>, which: Which) -> plan::XdrBufDesc {
 /// Fills `w` with the pages of `ext`, a piece of `b` the planner chose.
 /// The kind of piece is tested once, not for every page.
 #[inline(always)]
-pub(super) fn fill_sg(b: XdrBuf<'_>, ext: &plan::MrExtent, w: &mut SgWriter<'_>) -> Result {
+pub(super) fn fill_sg<D: Dir>(b: XdrBuf<'_, D>, ext: &plan::MrExtent, w: &mut SgWriter<'_, D>) -> Result {
     match ext.kind {
         plan::RegionKind::Pages => fill_sg_with(ext, w, |n| b.page(n)),
         plan::RegionKind::Head => fill_sg_with(ext, w, |n| b.head_page(n)),
@@ -280,7 +295,11 @@ pub(super) fn fill_sg(b: XdrBuf<'_>, ext: &plan::MrExtent, w: &mut SgWriter<'_>)
 
 /// [`fill_sg`] for one kind of piece, whose page `n` is `page(n)`.
 #[inline(always)]
-fn fill_sg_with<'a>(ext: &plan::MrExtent, w: &mut SgWriter<'_>, page: impl Fn(u32) -> Option<PageRef<'a>>) -> Result {
+fn fill_sg_with<'a, D: Dir>(
+    ext: &plan::MrExtent,
+    w: &mut SgWriter<'_, D>,
+    page: impl Fn(u32) -> Option<PageRef<'a, D>>,
+) -> Result {
     let (mut left, mut off, mut n) = (ext.len, ext.offset, ext.first_page);
     for _ in 0..ext.npages {
         let len = PAGE_SIZE.saturating_sub(off).min(left);
@@ -296,7 +315,10 @@ fn fill_sg_with<'a>(ext: &plan::MrExtent, w: &mut SgWriter<'_>, page: impl Fn(u3
 
 /// Calls `f` with each piece (page, offset in it, length) of the page list
 /// of `b`, in order.
-pub(super) fn for_each_page<'a>(b: XdrBuf<'a>, mut f: impl FnMut(PageRef<'a>, u32, u32) -> Result) -> Result {
+pub(super) fn for_each_page<'a>(
+    b: XdrBuf<'a, Outbound>,
+    mut f: impl FnMut(PageRef<'a, Outbound>, u32, u32) -> Result,
+) -> Result {
     let (page_base, page_len) = b.pages();
     let mut left = page_len;
     let mut idx = page_base / PAGE_SIZE;

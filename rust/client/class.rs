@@ -8,7 +8,7 @@ use kernel::{alloc::flags::GFP_KERNEL, c_str, prelude::*, str::CStr, sync::Arc};
 
 use crate::kapi::{
     errno,
-    rpc::{self, ClassSlot, CreateArgs, RpcTimeout, TransportClass, XprtParams, MAX_NETIDS},
+    rpc::{self, ClassSlot, ClassSlotRef, CreateArgs, RpcTimeout, TransportClass, XprtParams, MAX_NETIDS},
     time, PAGE_SIZE,
 };
 
@@ -54,9 +54,7 @@ impl TransportClass for RdmaTransport {
     const IDENT: u32 = XPRT_TRANSPORT_RDMA;
     const NETIDS: [&'static CStr; MAX_NETIDS] = [c_str!("rdma"), c_str!("rdma6")];
 
-    fn slot() -> &'static ClassSlot {
-        &CLASS
-    }
+    const SLOT: ClassSlotRef = ClassSlotRef::new(&CLASS);
 
     fn setup(args: &CreateArgs<'_>) -> Result<rpc::NewXprt> {
         if args.is_backchannel() {

@@ -14,12 +14,13 @@ use kernel::{
 
 use crate::verbs::{CmEvent, Completion, ConnHandler, Connection, Live, Received, VerbsCounters};
 use crate::{
-    kapi::{errno, ratelimit::RateLimit, rpc::Xprt, trace},
+    kapi::{errno, ratelimit::RateLimit, rpc::XprtRef, trace},
     proto::{cm, plan, v2::ConnVersion, xchar::Characteristics},
 };
 
 use super::{
     backchannel::BcPool,
+    recvbufs::RecvCache,
     connect::CmState,
     params,
     slots::SlotTable,
@@ -30,7 +31,7 @@ use super::{
 /// The part of a connection its completion and CM handlers share.
 #[pin_data]
 pub(super) struct EpShared {
-    pub(super) xprt: Xprt<'static>,
+    pub(super) xprt: XprtRef,
     pub(super) cfg: EpConfig,
     #[pin]
     pub(super) state: SpinLock<(CmState, Option<cm::Negotiated>)>,
@@ -50,6 +51,11 @@ pub(super) struct EpShared {
     pub(super) slots: Arc<SlotTable>,
     pub(super) bc: Arc<BcPool>,
     pub(super) stats: Arc<Stats>,
+    /// The transport's Receive buffers, kept across its connections.
+    pub(super) recv_cache: Arc<RecvCache>,
+    /// Bumped whenever Send buffers or memory regions come back; see
+    /// [`EpShared::release_epoch`].
+    released: AtomicU64,
     /// The protocol version of this connection.
     #[pin]
     pub(super) version: SpinLock<ConnVersion>,
@@ -91,14 +97,15 @@ pub(super) struct EpConfig {
 
 impl EpShared {
     pub(super) fn new(
-        xprt: Xprt<'static>,
+        xprt: XprtRef,
         max_requests: u32,
         cfg: EpConfig,
         slots: Arc<SlotTable>,
         bc: Arc<BcPool>,
         stats: Arc<Stats>,
+        recv_cache: Arc<RecvCache>,
     ) -> impl PinInit<Self, Error> {
-        let server_key = version::server_key(xprt.peer_bytes());
+        let server_key = version::server_key(xprt.get().peer_bytes().as_bytes());
         let start = version::start(server_key, cfg.settings.versions, cfg.settings.inline_read);
         try_pin_init!(EpShared {
             cfg,
@@ -122,12 +129,14 @@ impl EpShared {
             slots,
             bc,
             stats,
+            recv_cache,
+            released: AtomicU64::new(0),
         })
     }
 
     pub(super) fn force_disconnect(&self) {
         if !self.disconnecting.swap(true, Ordering::AcqRel) {
-            self.xprt.force_disconnect();
+            self.xprt.get().force_disconnect();
         }
     }
 
@@ -140,16 +149,15 @@ impl EpShared {
         what: &str,
         encode: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> bool {
-        match conn.send_unregistered(|out| out.copy(encode)) {
-            // Copied only: nothing stays mapped.
-            Ok(_copied_only) => true,
+        match conn.send_copied(|out| out.copy(encode)) {
+            Ok(()) => true,
             Err(e) => {
                 COUNTERS.backward_replies_unsendable.fetch_add(1, Ordering::Relaxed);
                 static MSG: RateLimit = RateLimit::new();
                 if MSG.allow() {
                     pr_warn!(
                         "{}: cannot send {} (error {}): closing the connection\n",
-                        self.xprt.addr_str(),
+                        self.xprt.get().addr_str(),
                         what,
                         e.to_errno()
                     );
@@ -191,8 +199,8 @@ impl ConnHandler for EpShared {
             CmEvent::DeviceRemoval => {
                 // The connection's resources must go for the removal to
                 // finish: the close the disconnect below starts frees them.
-                pr_info!("{}: RDMA device going away: disconnecting\n", self.xprt.addr_str());
-                trace::disconnect(|| self.xprt.addr_str(), ENODEV.to_errno());
+                pr_info!("{}: RDMA device going away: disconnecting\n", self.xprt.get().addr_str());
+                trace::disconnect(|| self.xprt.get().addr_str(), ENODEV.to_errno());
                 let was = self.state.lock().0;
                 self.set(CmState::Closed);
                 if was == CmState::Established {
@@ -200,7 +208,7 @@ impl ConnHandler for EpShared {
                 }
             }
             CmEvent::Disconnected | CmEvent::AddrChange => {
-                trace::disconnect(|| self.xprt.addr_str(), errno::ECONNRESET().to_errno());
+                trace::disconnect(|| self.xprt.get().addr_str(), errno::ECONNRESET().to_errno());
                 let was = self.state.lock().0;
                 self.set(CmState::Closed);
                 if was == CmState::Established {
@@ -212,7 +220,7 @@ impl ConnHandler for EpShared {
     }
 
     fn received(&self, conn: Live<'_, Self>, msg: Received<'_>) {
-        self.reply(&conn, msg.data, msg.invalidated_rkey);
+        self.reply(&conn, msg.data, msg.invalidated);
     }
 
     fn receive_failed(&self, status: u32) {
@@ -238,7 +246,7 @@ impl ConnHandler for EpShared {
         if MSG.allow() {
             pr_warn!(
                 "{}: queue pair in the error state with no error completion of ours: reconnecting\n",
-                self.xprt.addr_str()
+                self.xprt.get().addr_str()
             );
         }
         self.force_disconnect();
@@ -248,15 +256,36 @@ impl ConnHandler for EpShared {
         &COUNTERS.verbs
     }
 
+    fn recv_buffer(&self, size: usize) -> Result<KVec<u8>> {
+        self.recv_cache.take(size)
+    }
+
+    fn recv_buffers_freed(&self, bufs: impl Iterator<Item = KVec<u8>>) {
+        self.recv_cache.give_back(bufs);
+    }
+
+    #[inline]
+    fn released(&self) {
+        self.released.fetch_add(1, Ordering::Relaxed);
+        // Pairs with the fence in `released_since`: either the waiter sees
+        // this bump, or its "waiting" flag is visible to our wake-up.
+        core::sync::atomic::fence(Ordering::SeqCst);
+    }
+
     fn inject_local_inv_failure(&self) -> bool {
         COUNTERS.take_local_inv_failure()
+    }
+
+    #[inline]
+    fn inject_partial_post(&self) -> bool {
+        COUNTERS.take_partial_post()
     }
 
     fn invalidate_failed(&self) {
         COUNTERS.invalidate_failures.fetch_add(1, Ordering::Relaxed);
         static MSG: RateLimit = RateLimit::new();
         if MSG.allow() {
-            pr_warn!("{}: cannot invalidate memory regions: closing the connection\n", self.xprt.addr_str());
+            pr_warn!("{}: cannot invalidate memory regions: closing the connection\n", self.xprt.get().addr_str());
         }
         self.force_disconnect();
     }
@@ -267,14 +296,14 @@ impl ConnHandler for EpShared {
             Completion::Flushed => errno::ECONNABORTED().to_errno(),
             Completion::Failed(_) => EIO.to_errno(),
         };
-        trace::probe(|| self.xprt.addr_str(), status);
+        trace::probe(|| self.xprt.get().addr_str(), status);
         if let Completion::Failed(status) = how {
             COUNTERS.liveness_probe_failures.fetch_add(1, Ordering::Relaxed);
             static MSG: RateLimit = RateLimit::new();
             if MSG.allow() {
                 pr_warn!(
                     "{}: replies overdue and the server's queue pair does not answer a probe (status {}): reconnecting\n",
-                    self.xprt.addr_str(),
+                    self.xprt.get().addr_str(),
                     status
                 );
             }
@@ -284,7 +313,7 @@ impl ConnHandler for EpShared {
 
     fn send_done(&self, how: Completion) {
         match how {
-            Completion::Ok => self.xprt.write_space(),
+            Completion::Ok => self.xprt.get().write_space(),
             Completion::Flushed => {}
             Completion::Failed(status) => {
                 static MSG: RateLimit = RateLimit::new();
@@ -305,5 +334,54 @@ pub(super) struct Endpoint {
 impl Endpoint {
     pub(super) fn shared(&self) -> &EpShared {
         self.conn.handler()
+    }
+}
+
+/// A reading of a connection's release count ([`EpShared::release_epoch`]).
+/// Each release on the connection adds one to its count; a reading is the
+/// count when it was taken plus the releases its holder made since, so
+/// that the holder's own releases never look like somebody else's.
+pub(super) struct ReleaseEpoch(u64);
+
+impl ReleaseEpoch {
+    /// Counts `n` releases the holder made itself.
+    pub(super) fn own(&mut self, n: u64) {
+        self.0 = self.0.wrapping_add(n);
+    }
+}
+
+impl EpShared {
+    /// A reading of the count of resource releases (Send buffers, memory
+    /// regions), taken before trying to send.
+    ///
+    /// Closes the lost-wakeup window of "no buffer, wait for space": read
+    /// it before trying to send; after a failure with `ENOBUFS`, mark the
+    /// transport as waiting (`xprt_wait_for_buffer_space`), then ask
+    /// [`EpShared::released_since`]. If something was released after the
+    /// reading, its wake-up may have found no waiter: retry at once. If
+    /// not, every later release sees the waiting mark and wakes the task.
+    /// What the attempt itself gave back (a call's unposted regions) moves
+    /// the reading with it: a caller retrying for its own releases would
+    /// retry for ever.
+    ///
+    /// The reading only has to come before the attempt (an acquire load, a
+    /// plain load on x86): a release the attempt missed then counts after
+    /// it. Telling a waiter from a release that missed its mark is
+    /// [`EpShared::released_since`]'s, whose fence pairs with the one in
+    /// every release; one per RPC here would be a locked instruction for
+    /// nothing.
+    #[inline]
+    pub(super) fn release_epoch(&self) -> ReleaseEpoch {
+        ReleaseEpoch(self.released.load(Ordering::Acquire))
+    }
+
+    /// True if resources were released on this connection since `epoch`
+    /// was read, other than by the reader itself. Call it after marking
+    /// the caller as waiting: the fence orders that mark before this
+    /// reading, as each release orders its count before it looks for
+    /// waiters.
+    pub(super) fn released_since(&self, epoch: &ReleaseEpoch) -> bool {
+        core::sync::atomic::fence(Ordering::SeqCst);
+        self.released.load(Ordering::Relaxed) != epoch.0
     }
 }

@@ -8,18 +8,18 @@ use core::sync::atomic::Ordering;
 
 use kernel::{
     alloc::flags::GFP_KERNEL,
-    c_str,
     prelude::*,
     sync::{Arc, ArcBorrow},
 };
 
 use crate::verbs::Connection;
+use crate::kapi::ib::ConnHandle;
 use crate::{
     kapi::{
         errno,
         rpc::{SendLocked, Task, Xprt},
         time, trace,
-        work::{self, DelayedWorkItem},
+        work::{self, DelayedWork, DelayedWorkItem},
     },
     proto::{cm, credits},
 };
@@ -37,39 +37,43 @@ use super::{
 pub(super) const RESOLVE_TIMEOUT_MS: u32 = 5000;
 
 impl RdmaXprt {
-    pub(super) fn disconnect(&self, locked: &mut SendLocked<'_>) {
+    /// Drops the transport's connection; returns its identity, which
+    /// says when it is gone: its teardown runs in whoever drops the last
+    /// reference (a worker or a release may hold one for a while).
+    pub(super) fn disconnect(&self, locked: &mut SendLocked<'_>) -> Option<Arc<ConnHandle>> {
         let ep = self.ep.replace(locked, None).unwrap_or(None);
         if ep.is_some() {
             // Its late replies no longer move the window (RFC 8166
             // section 3.3.3: credits belong to a connection).
             *self.window.lock() = 0;
         }
-        if let Some(ep) = ep.as_ref() {
-            trace::disconnect(|| self.xprt.addr_str(), 0);
-            let shared = ep.shared();
-            if shared.version.lock().probing() {
-                // The probe was lost: start with Version One next time
-                // (draft section 5.2).
-                version::remember_v1_only(shared.server_key);
-                pr_info!("{}: no answer to the Version Two probe: Version One from now on\n", self.xprt.addr_str());
-            }
+        let ep = ep?;
+        trace::disconnect(|| self.xprt.get().addr_str(), 0);
+        let shared = ep.shared();
+        if shared.version.lock().probing() {
+            // The probe was lost: start with Version One next time
+            // (draft section 5.2).
+            version::remember_v1_only(shared.server_key);
+            pr_info!("{}: no answer to the Version Two probe: Version One from now on\n", self.xprt.get().addr_str());
         }
+        let handle = ep.conn.handle().clone();
         // Dropping the last reference drains and tears the connection down.
         drop(ep);
+        Some(handle)
     }
 
     /// Establishes a new connection (connect worker).
     pub(super) fn establish(&self) -> Result<Arc<Endpoint>> {
-        let x = self.xprt;
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         let shared = Arc::pin_init(
             EpShared::new(
-                x,
+                self.xprt.clone(),
                 self.max_requests,
                 EpConfig { settings: self.settings, generation, window: self.window.clone() },
                 self.slots.clone(),
                 self.bc.clone(),
                 self.stats.clone(),
+                self.recv_cache.clone(),
             ),
             GFP_KERNEL,
         )?;
@@ -83,7 +87,7 @@ impl RdmaXprt {
         if !caps.frwr || caps.max_fast_reg_pages == 0 {
             pr_err!(
                 "device {} cannot do fast registration (FRWR), which NFS/RDMA needs\n",
-                conn.device_name().unwrap_or(c_str!("?"))
+                conn.device_name()
             );
             return Err(errno::EPROTONOSUPPORT());
         }
@@ -111,8 +115,8 @@ impl RdmaXprt {
     /// Creates the connection's cm_id and resolves the server's address
     /// and a route to it.
     fn resolve(&self, shared: &Arc<EpShared>) -> Result<Connection<EpShared>> {
-        let x = self.xprt;
-        let conn = Connection::new(x.net(), shared.clone(), &self.recv_cache)?;
+        let x = self.xprt.get();
+        let conn = Connection::new(x.net(), shared.clone())?;
         conn.resolve_addr(x.peer_addr(), RESOLVE_TIMEOUT_MS)?;
         shared.wait(CmState::AddrResolved, RESOLVE_TIMEOUT_MS)?;
         conn.resolve_route(RESOLVE_TIMEOUT_MS)?;
@@ -122,15 +126,27 @@ impl RdmaXprt {
 }
 
 impl DelayedWorkItem for RdmaXprt {
+    fn work(&self) -> &DelayedWork<Self, 0> {
+        &self.connect_work
+    }
+
     /// The connect worker: drops the old connection, sets up a new one and
     /// tells SUNRPC how it went.
     fn run(this: Arc<Self>) {
-        let x = this.xprt;
+        let x = this.xprt.get();
         // The send lock `connect` handed over, held until the end: without
         // it, a run nobody asked for, with nothing to do.
         let Some(mut lock) = this.connect_lock.lock().take() else { return };
         let mut locked = lock.locked();
-        this.disconnect(&mut locked);
+        if let Some(old) = this.disconnect(&mut locked) {
+            // The old connection's tokens (in requests that go again on
+            // the new one) are ended once it is gone: wait for that, so
+            // that a token a request holds is always of the current
+            // connection or of one that is gone. Whoever still holds it
+            // (a release, a worker) lets go soon: nothing it does waits
+            // for the send lock this worker holds.
+            old.wait_gone();
+        }
         this.tried.store(true, Ordering::Relaxed);
         let result = this.establish();
         *this.pending.lock() = None;
@@ -141,7 +157,7 @@ impl DelayedWorkItem for RdmaXprt {
                     "connected to {} port {} via {}: inline thresholds {} (calls) and {} (replies)\n",
                     x.addr_str(),
                     x.port(),
-                    ep.conn.device_name().unwrap_or(c_str!("?")),
+                    ep.conn.device_name(),
                     n.send_threshold,
                     n.recv_threshold
                 );
@@ -165,7 +181,7 @@ impl DelayedWorkItem for RdmaXprt {
                 }
                 // The old value is the None `disconnect` left.
                 if this.ep.replace(&mut locked, Some(ep)).is_ok() {
-                    x.count_connect();
+                    x.count_connect(&locked);
                     x.set_connected();
                     this.receives_seen.store(u64::MAX, Ordering::Relaxed);
                     RdmaXprt::schedule_liveness(&this);
@@ -217,13 +233,13 @@ impl EpShared {
     /// new queue pair, even for a mount's first call. Anything else is a
     /// refusal (`ECONNREFUSED`), as the C client has it.
     pub(super) fn rejected(&self, status: i32, pdata_len: usize) {
-        trace::reject(|| self.xprt.addr_str(), status);
+        trace::reject(|| self.xprt.get().addr_str(), status);
         let errno = match cm::rejection(status) {
             cm::Rejection::Stale => {
                 COUNTERS.stale_rejections.fetch_add(1, Ordering::Relaxed);
                 pr_info!(
                     "{}: connection rejected as stale (the server still holds an older one): trying again\n",
-                    self.xprt.addr_str()
+                    self.xprt.get().addr_str()
                 );
                 errno::ENOTCONN()
             }
@@ -274,13 +290,13 @@ impl RdmaXprt {
             x.connect_not_started(EAGAIN);
             return;
         };
-        // Only one exists (the lock has one holder): nothing is replaced.
-        *this.connect_lock.lock() = Some(lock);
         let delay = if this.tried.load(Ordering::Relaxed) {
-            x.reconnect_delay(time::ms_to_jiffies(INIT_REEST_S * 1000))
+            x.reconnect_delay(&lock, time::ms_to_jiffies(INIT_REEST_S * 1000))
         } else {
             0
         };
+        // Only one exists (the lock has one holder): nothing is replaced.
+        *this.connect_lock.lock() = Some(lock);
         // Already queued: the one queued does the job.
         drop(work::enqueue::<_, 0>(this.into(), delay));
     }

@@ -6,9 +6,9 @@
 
 use core::sync::atomic::Ordering;
 
-use kernel::{c_str, prelude::*};
+use kernel::prelude::*;
 
-use crate::verbs::{self, Connection, DeviceCaps, QpConfig, QpSizes};
+use crate::verbs::{self, Connection, DeviceCaps, QpConfig};
 use crate::{
     kapi::{errno, trace, PAGE_SIZE},
     proto::{credits, plan},
@@ -16,6 +16,7 @@ use crate::{
 
 use super::{
     backchannel::{BC_RECEIVES, BC_SLOTS},
+    chunks::MAX_MRS,
     class::MAX_PAYLOAD,
     conn::EpShared,
     stats::COUNTERS,
@@ -42,7 +43,7 @@ impl EpShared {
         if *owner == self.cfg.generation {
             trace::credits(xid, self.credits.load(Ordering::Relaxed), grant);
             self.credits.store(grant, Ordering::Relaxed);
-            self.xprt.set_cwnd(credits::cwnd_from_credits(grant));
+            self.xprt.get().set_cwnd(credits::cwnd_from_credits(grant));
         }
         drop(owner);
     }
@@ -51,7 +52,7 @@ impl EpShared {
 /// Memory regions made with a connection: as many as one call may use
 /// (its Read, Write and Reply chunks together), so that a call always
 /// finds regions once the others' come back.
-pub(super) const MRS_AT_CONNECT: usize = verbs::MAX_MRS;
+pub(super) const MRS_AT_CONNECT: usize = MAX_MRS;
 
 /// Most pages one memory region covers: a page-aligned 1 MiB payload.
 /// Not `MAX_PAYLOAD / PAGE_SIZE`, which counts the extra page of an
@@ -91,10 +92,10 @@ impl RdmaXprt {
         // depend on that: a division the compiler cannot prove safe is a
         // panic call site, and one that ends a function is one objtool
         // cannot follow (panic_const_div_by_zero is not in its list).
-        if mr_pages == 0 || (MAX_PAYLOAD / PAGE_SIZE).div_ceil(mr_pages) as usize > verbs::MAX_MRS - 2 {
+        if mr_pages == 0 || (MAX_PAYLOAD / PAGE_SIZE).div_ceil(mr_pages) as usize > MAX_MRS - 2 {
             pr_err!(
                 "device {} registers at most {} pages at once: too few to carry 1 MiB I/O\n",
-                conn.device_name().unwrap_or(c_str!("?")),
+                conn.device_name(),
                 device_pages
             );
             return Err(ENOMEM);
@@ -118,7 +119,7 @@ impl RdmaXprt {
             / per_request;
         let max_requests = (self.max_requests as usize).min(limit);
         if max_requests == 0 {
-            pr_err!("device {:?} cannot hold any RPC-over-RDMA request\n", conn.device_name());
+            pr_err!("device {} cannot hold any RPC-over-RDMA request\n", conn.device_name());
             return Err(ENOMEM);
         }
         // The copied header and head, page pieces, the copied tail.
@@ -126,7 +127,7 @@ impl RdmaXprt {
         if send_sges < plan::MIN_SEND_SGES as usize {
             pr_err!(
                 "device {} allows {} SGEs per Send; RPC-over-RDMA needs {}\n",
-                conn.device_name().unwrap_or(c_str!("?")),
+                conn.device_name(),
                 caps.max_send_sge,
                 plan::MIN_SEND_SGES
             );
@@ -137,20 +138,21 @@ impl RdmaXprt {
         let cap = usize::try_from(COUNTERS.max_mrs.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
         let max_mrs = if cap == 0 { max_requests * 2 } else { (max_requests * 2).min(cap) };
         let qp = QpConfig {
-            sizes: QpSizes {
-                send_bufs: 2 * max_requests + BC_SLOTS,
-                send_buf_size: inline_send as usize,
-                send_sges,
-                recv_bufs: max_requests + BC_RECEIVES + recv_batch,
-                recv_batch,
-                recv_buf_size: inline_recv as usize,
-                // Enough for any one call; more are made as calls need
-                // them (`regions.rs`), up to two per request.
-                mrs: MRS_AT_CONNECT.min(max_mrs),
-                max_mrs,
-                mr_pages,
-                send_wrs: 2 * (2 * max_requests + BC_SLOTS),
-            },
+            send_bufs: 2 * max_requests + BC_SLOTS,
+            send_buf_size: inline_send as usize,
+            send_sges,
+            recv_bufs: max_requests + BC_RECEIVES + recv_batch,
+            recv_batch,
+            recv_buf_size: inline_recv as usize,
+            // Enough for any one call; more are made as calls need them
+            // (`regions.rs`), up to two per request.
+            mrs: MRS_AT_CONNECT.min(max_mrs),
+            max_mrs,
+            mr_pages,
+            send_wrs: 2 * (2 * max_requests + BC_SLOTS),
+            max_send_regs: MAX_MRS,
+            // A client moves no data by RDMA Read or Write itself.
+            rdma_ctxs: 0,
             signal_interval: credits::default_signal_interval(max_requests as u32),
         };
         Ok(QueueSizes { max_requests, mr_pages, send_sges, qp })

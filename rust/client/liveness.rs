@@ -9,7 +9,7 @@ use kernel::sync::Arc;
 
 use crate::kapi::{
     time, trace,
-    work::{self, DelayedWorkItem},
+    work::{self, DelayedWork, DelayedWorkItem},
 };
 
 use super::{params, xprt::RdmaXprt};
@@ -27,6 +27,10 @@ pub(super) const LIVENESS: u64 = 1;
 /// happens (a slow server is not a dead one); a dead one fails it after the
 /// device's retries, and the connection is dropped and set up again.
 impl DelayedWorkItem<LIVENESS> for RdmaXprt {
+    fn work(&self) -> &DelayedWork<Self, LIVENESS> {
+        &self.liveness
+    }
+
     fn run(this: Arc<Self>) {
         if this.dying.load(Ordering::SeqCst) {
             return;
@@ -35,13 +39,13 @@ impl DelayedWorkItem<LIVENESS> for RdmaXprt {
         let Some(ep) = this.endpoint() else { return };
         let seen = ep.conn.receives();
         let last = this.receives_seen.swap(seen, Ordering::Relaxed);
-        if seen == last && this.xprt.replies_awaited() > 0 {
+        if seen == last && this.xprt.get().replies_awaited() > 0 {
             // An error means the connection is on its way down anyway.
             match ep.conn.probe() {
-                Ok(true) => trace::probe(|| this.xprt.addr_str(), 1),
+                Ok(true) => trace::probe(|| this.xprt.get().addr_str(), 1),
                 // One is out already.
                 Ok(false) => {}
-                Err(e) => trace::probe(|| this.xprt.addr_str(), e.to_errno()),
+                Err(e) => trace::probe(|| this.xprt.get().addr_str(), e.to_errno()),
             }
         }
         drop(ep);

@@ -7,13 +7,12 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use crate::verbs::{
-    OneRegistration, PagesInFlight, PostedRegistration, Registration, ReleaseEpoch, SendFailed, SendWriter,
-};
+use crate::verbs::{InFlight, Mapping, Registration, SendFailed, SendWriter};
 use crate::{
     kapi::{
         errno,
-        rpc::{Lent, Rqst, SendLocked, Transport, Which, Xprt},
+        page::{Inbound, Outbound},
+        rpc::{Lent, LentRqst, Rqst, SendLocked, Transport, Xprt},
         trace, PAGE_SIZE,
     },
     proto::{
@@ -26,7 +25,7 @@ use super::{
     chunks::{
         desc, for_each_page, register_one, register_read_chunk, register_reply_chunk, ReplyShape, MAX_CHUNK_SEGMENTS,
     },
-    conn::{Endpoint, EpShared},
+    conn::{Endpoint, EpShared, ReleaseEpoch},
     inline::CallParams,
     slots::{ReqState, Slot},
     stats::{Stats, COUNTERS},
@@ -78,6 +77,9 @@ impl RdmaXprt {
     /// missing. Nothing in here sleeps.
     pub(super) fn marshal(&self, ep: &Endpoint, rqst: &Rqst<'_>, slot: &Slot, epoch: &mut ReleaseEpoch) -> Result {
         let shared = ep.shared();
+        // The request as its slot lends it: its buffers' pages are the
+        // slot's lender's, for the call's token alone to name.
+        let rqst = slot.storage.lent_rqst(rqst).ok_or(EINVAL)?;
         let xid = u32::from_be(rqst.xid_be());
         let CallParams { version, send: inline_send, recv: inline_recv } = match shared.call_params() {
             Some(p) => p,
@@ -86,46 +88,41 @@ impl RdmaXprt {
         // A sparse reply page array (NFSv3 GETACL) gets its pages before
         // any of them is planned or registered.
         rqst.fill_sparse_pages()?;
-        let snd = desc(rqst.buf(Which::Call), Which::Call);
-        let reply_len = rqst.buf(Which::Reply).lengths_and_flags().1;
+        let snd = desc(rqst.call_buf());
+        let reply_len = rqst.reply_room();
         // Most calls are small and so are their replies (GETATTR, ACCESS,
         // LOOKUP): no chunk to plan or register.
         if let Some((call, rp)) = plan::plan_small(&snd, reply_len, inline_send, inline_recv, PULLUP_THRESHOLD) {
             // The call copied whole after an RDMA_MSG header without chunk
-            // lists: no registration token to carry or record, and the Send
-            // only copies, so its pages token holds nothing either. The
-            // fill is this path's own, not `post`'s: one closure used from
-            // both would take `SendWriter::copy` out of line
-            // (benchmarks.rst).
+            // lists: the Send names nothing of the request's, so it needs
+            // no token. The fill is this path's own, not `post`'s: one
+            // closure used from both would take `SendWriter::copy` out of
+            // line (benchmarks.rst).
             let credits = shared.max_requests.load(Ordering::Relaxed);
-            let pages = ep.conn.send_unregistered(|out| {
+            ep.conn.send_copied(|out| {
                 out.copy(|buf| {
                     let lists = CallLists::Any(v1::ChunkLists::NONE);
                     let hdr = encode_header(buf, version, xid, credits, false, v2::Direction::Call, lists)?;
-                    copy_call_after(rqst, buf, hdr, snd.len as usize)
+                    copy_call_after(&rqst, buf, hdr, snd.len as usize)
                 })
             })?;
-            if let Err(pages) = pages.nothing_in_flight() {
-                keep_pages(slot, pages);
-            }
             self.count_call(&call, &rp, &snd, 0);
-            trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd, call, reply: rp }));
+            trace::marshal(&rqst, xid, || marshalled(&CallShape { version, xid, snd, call, reply: rp }));
             return Ok(());
         }
-        self.register_and_send(ep, rqst, slot, (version, xid), (inline_send, inline_recv), snd, epoch)
+        self.register_and_send(ep, &rqst, slot, (version, xid), (inline_send, inline_recv), snd, epoch)
     }
 
     /// Registers the chunks of the call `rqst` (`xid`, of `version`, its
     /// buffer `snd`, under the inline thresholds `(send, receive)`) and
     /// sends it; see [`RdmaXprt::marshal`]. If the Send is posted, the
-    /// slot's state holds what was posted, else every region registered
-    /// for the call is given back (releases of the caller's own in
-    /// `epoch`).
+    /// slot's state holds its token, else every region registered for the
+    /// call is given back (releases of the caller's own in `epoch`).
     #[allow(clippy::too_many_arguments)]
     fn register_and_send(
         &self,
         ep: &Endpoint,
-        rqst: &Rqst<'_>,
+        rqst: &LentRqst<'_>,
         slot: &Slot,
         (version, xid): (Version, u32),
         (inline_send, inline_recv): (u32, u32),
@@ -145,11 +142,16 @@ impl RdmaXprt {
         // `EpShared::take_request`). A call that fails leaves it set over
         // an empty state; the next send or the release clears it.
         slot.set_holds(&mut st, true);
-        let ReqState { reg: posted, sent, reply, segs, offered } = &mut *st;
+        let ReqState { inflight, reply, segs, offered } = &mut *st;
+        // The call's token: it holds what the call registers, and the Send.
+        let lender = slot.storage.lender();
+        // EBUSY: the request's reply is being completed (its lender is
+        // closed meanwhile): try again, to find it answered.
+        let mut reg = ep.conn.begin(lender).map_err(|e| if e == EBUSY { EAGAIN } else { e })?;
         let kept = slot.kept();
         let vx = (version, xid);
-        let out = (posted, sent, reply, offered);
-        let rcv = desc(rqst.buf(Which::Reply), Which::Reply);
+        let out = (inflight, reply, offered);
+        let rcv = desc(rqst.reply_buf());
         let thresholds = (inline_send, inline_recv);
         let g = plan::Geometry { page_size: PAGE_SIZE, max_pages: shared.mr_pages.load(Ordering::Relaxed) };
         let ddp = rqst.ddp_allowed();
@@ -160,33 +162,37 @@ impl RdmaXprt {
         if let Some((call, rp, ext)) = plan::plan_one_mr(&snd, &rcv, ddp, thresholds, PULLUP_THRESHOLD, g) {
             if let Some(position) = call.read_position() {
                 let mut read_one = v1::ReadSegment { position, segment: v1::Segment::default() };
-                let one = register_one::<true>(ep, rqst, Some(kept), xid, &ext, &mut read_one.segment)?;
+                let registered =
+                    register_one::<Outbound>(ep, rqst, &mut reg, Some(kept), xid, &ext, &mut read_one.segment);
+                if let Err(e) = registered {
+                    release_unposted(ep, slot, reg, epoch);
+                    return Err(e);
+                }
                 let planned = (call, rp, CallLists::OneRead(&read_one), ReplyShape::Inline, 0);
-                return self
-                    .post_and_record::<{ PostShape::ONE_READ }, _>(ep, rqst, vx, &snd, one, epoch, planned, out);
+                return self.post_and_record::<{ PostShape::ONE_READ }>(ep, rqst, slot, vx, &snd, reg, epoch, planned, out);
             }
             let [first, ..] = segs;
-            let one = register_one::<false>(ep, rqst, Some(kept), xid, &ext, first)?;
+            if let Err(e) = register_one::<Inbound>(ep, rqst, &mut reg, Some(kept), xid, &ext, first) {
+                release_unposted(ep, slot, reg, epoch);
+                return Err(e);
+            }
             let planned = (call, rp, CallLists::OneWrite(first), ReplyShape::WriteChunk, 1);
-            return self.post_and_record::<{ PostShape::ONE_WRITE }, _>(ep, rqst, vx, &snd, one, epoch, planned, out);
+            return self.post_and_record::<{ PostShape::ONE_WRITE }>(ep, rqst, slot, vx, &snd, reg, epoch, planned, out);
         }
-        // The general planner's: a token for any number of regions, given
-        // back whole if the call fails before it is posted. The usual
-        // calls above carry none: their one region's token is given back
-        // by the post that fails.
-        let mut reg = Registration::empty();
+        // The general planner's: any number of regions, given back whole
+        // if the call fails before it is posted.
         let mut read_segs = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
         let planned = self.register_planned(ep, rqst, vx, (snd, rcv), thresholds, &mut reg, &mut read_segs, segs);
         let (call, rp, reads, reply_shape, writes) = match planned {
             Ok((call, rp, nr, reply_shape, nw)) => match (read_segs.get(..nr), segs.get(..nw)) {
                 (Some(reads), Some(writes)) => (call, rp, reads, reply_shape, writes),
                 _ => {
-                    release_unposted(ep, reg, epoch);
+                    release_unposted(ep, slot, reg, epoch);
                     return Err(EINVAL);
                 }
             },
             Err(e) => {
-                release_unposted(ep, reg, epoch);
+                release_unposted(ep, slot, reg, epoch);
                 return Err(e);
             }
         };
@@ -198,41 +204,42 @@ impl RdmaXprt {
             ReplyShape::ReplyChunk => v1::ChunkLists { reads, writes: &[], reply: Some(writes) },
         };
         let planned = (call, rp, CallLists::Any(lists), reply_shape, nw);
-        self.post_and_record::<{ PostShape::ANY }, _>(ep, rqst, vx, &snd, reg, epoch, planned, out)
+        self.post_and_record::<{ PostShape::ANY }>(ep, rqst, slot, vx, &snd, reg, epoch, planned, out)
     }
 
-    /// Posts the call (see [`RdmaXprt::post`]) with the regions
-    /// `registered` holds, as `planned` (the call's and reply's plans, the
-    /// chunk lists, how the reply will arrive and how many segments the
-    /// call offers for it), and records what was posted in `out` (the slot
-    /// state's fields). On failure the regions are given back, as releases
-    /// of the caller's own in `epoch`. Inlined into each plan's branch of
-    /// [`RdmaXprt::register_and_send`], one copy per `SHAPE`.
+    /// Posts the call (see [`RdmaXprt::post`]) with the token `reg` (the
+    /// regions registered for it), as `planned` (the call's and reply's
+    /// plans, the chunk lists, how the reply will arrive and how many
+    /// segments the call offers for it), and records the posted token in
+    /// `out` (the slot state's fields). On failure the regions are given
+    /// back, as releases of the caller's own in `epoch`. Inlined into each
+    /// plan's branch of [`RdmaXprt::register_and_send`], one copy per
+    /// `SHAPE`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn post_and_record<const SHAPE: u8, R: Carried>(
+    fn post_and_record<const SHAPE: u8>(
         &self,
         ep: &Endpoint,
-        rqst: &Rqst<'_>,
+        rqst: &LentRqst<'_>,
+        slot: &Slot,
         (version, xid): (Version, u32),
         snd: &plan::XdrBufDesc,
-        registered: R,
+        reg: Registration,
         epoch: &mut ReleaseEpoch,
         (call, rp, lists, reply_shape, nw): (plan::CallPlan, plan::ReplyPlan, CallLists<'_>, ReplyShape, usize),
-        (posted, sent, reply, offered): (&mut PostedRegistration, &mut PagesInFlight, &mut ReplyShape, &mut usize),
+        (inflight, reply, offered): (&mut Option<InFlight>, &mut ReplyShape, &mut usize),
     ) -> Result {
-        match self.post::<SHAPE, R>(ep, rqst, (version, xid), call, snd, registered, lists) {
-            Ok((regions, pages)) => {
-                self.count_call(&call, &rp, snd, regions.len());
+        match self.post::<SHAPE>(ep, rqst, (version, xid), call, snd, reg, lists) {
+            Ok(t) => {
+                self.count_call(&call, &rp, snd, t.len());
                 trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd: *snd, call, reply: rp }));
-                *posted = regions;
-                *sent = pages;
+                *inflight = Some(t);
                 *reply = reply_shape;
                 *offered = nw;
                 Ok(())
             }
             Err(f) => {
-                release_unposted(ep, f.reg.into(), epoch);
+                release_unposted(ep, slot, f.reg, epoch);
                 Err(f.err)
             }
         }
@@ -251,7 +258,7 @@ impl RdmaXprt {
     fn register_planned(
         &self,
         ep: &Endpoint,
-        rqst: &Rqst<'_>,
+        rqst: &LentRqst<'_>,
         (version, xid): (Version, u32),
         (snd, rcv): (plan::XdrBufDesc, plan::XdrBufDesc),
         thresholds: (u32, u32),
@@ -294,7 +301,7 @@ impl RdmaXprt {
         let v = g.for_call(xid).ok_or_else(errno::EPROTONOSUPPORT)?;
         drop(g);
         if unprobed && v == Version::V2 {
-            trace::version(|| self.xprt.addr_str(), xid, trace::VersionEvent::Probe as u32, 2);
+            trace::version(|| self.xprt.get().addr_str(), xid, trace::VersionEvent::Probe as u32, 2);
         }
         Ok(v)
     }
@@ -306,7 +313,7 @@ impl RdmaXprt {
     fn plan(
         &self,
         shared: &EpShared,
-        rqst: &Rqst<'_>,
+        rqst: &LentRqst<'_>,
         version: Version,
         xid: u32,
         (snd, rcv): (plan::XdrBufDesc, plan::XdrBufDesc),
@@ -337,19 +344,19 @@ impl RdmaXprt {
     /// each caller's constants.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn post<const SHAPE: u8, R: Carried>(
+    fn post<const SHAPE: u8>(
         &self,
         ep: &Endpoint,
-        rqst: &Rqst<'_>,
+        rqst: &LentRqst<'_>,
         (version, xid): (Version, u32),
         call: plan::CallPlan,
         snd: &plan::XdrBufDesc,
-        reg: R,
+        reg: Registration,
         lists: CallLists<'_>,
-    ) -> Posted<R> {
+    ) -> core::result::Result<InFlight, SendFailed> {
         let nomsg = matches!(call, plan::CallPlan::LongCall { .. });
         let credits = ep.shared().max_requests.load(Ordering::Relaxed);
-        reg.send(ep, |out| {
+        ep.conn.send(reg, |out: &mut SendWriter<'_, Mapping>| {
             // The transport header and what is copied right after it. The
             // offsets are sums of the call's lengths (a `u32`): should one
             // wrap, the copy would refuse the range it names.
@@ -370,7 +377,7 @@ impl RdmaXprt {
                 copy_call_after(rqst, buf, hdr, copied as usize)
             })?;
             if matches!(call, plan::CallPlan::Inline { pullup: false }) {
-                for_each_page(rqst.buf(Which::Call), |page, off, len| out.map_page(page, off, len))?;
+                for_each_page(rqst.call_buf(), |page, off, len| out.map_page(page, off, len))?;
             }
             // Most calls have nothing after their page list (a 4 KiB
             // WRITE's tail is empty): no second copy then.
@@ -434,33 +441,6 @@ fn marshalled(p: &CallShape) -> trace::Marshalled {
         xdr: (s.head.len, s.page_len, s.tail.len),
         rtype,
         wtype,
-    }
-}
-
-/// What posting a call with the registration token `R` gives: the posted
-/// token and the Send's pages token, or the unposted token back.
-type Posted<R> = core::result::Result<(PostedRegistration, PagesInFlight), SendFailed<R>>;
-
-/// A registration token a call's Send carries: the general planner's
-/// [`Registration`], or the usual call's [`OneRegistration`], whose one
-/// region the post chains without a loop.
-trait Carried: Sized + Into<Registration> {
-    /// Sends on `ep` the message `fill` builds, behind these regions; see
-    /// [`Connection::send`](crate::verbs::Connection::send).
-    fn send(self, ep: &Endpoint, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Posted<Self>;
-}
-
-impl Carried for Registration {
-    #[inline(always)]
-    fn send(self, ep: &Endpoint, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Posted<Self> {
-        ep.conn.send(self, fill)
-    }
-}
-
-impl Carried for OneRegistration {
-    #[inline(always)]
-    fn send(self, ep: &Endpoint, fill: impl FnOnce(&mut SendWriter<'_>) -> Result) -> Posted<Self> {
-        ep.conn.send_one(self, fill)
     }
 }
 
@@ -544,12 +524,10 @@ pub(super) fn copy_call_after(rqst: &Rqst<'_>, buf: &mut [u8], hdr: usize, len: 
 
 /// Makes the task wait for Send buffers or memory regions after a send
 /// failed for want of them, without losing a release that raced with the
-/// failure (see [`Connection::release_epoch`]).
-///
-/// [`Connection::release_epoch`]: crate::verbs::Connection::release_epoch
+/// failure (see [`EpShared::release_epoch`]).
 pub(super) fn wait_for_space(x: Xprt<'_>, ep: &Endpoint, epoch: &ReleaseEpoch) {
     x.wait_for_buffer_space();
-    if ep.conn.released_since(epoch) {
+    if ep.shared().released_since(epoch) {
         x.write_space();
     }
 }
@@ -591,7 +569,7 @@ impl RdmaXprt {
         if slot.holds() {
             drop_stale(ep, slot);
         }
-        let mut epoch = ep.conn.release_epoch();
+        let mut epoch = ep.shared().release_epoch();
         rqst.stamp_xmit();
         if let Err(e) = this.marshal(ep, rqst, slot, &mut epoch) {
             let (e, close) = Self::send_failed(this, x, ep, rqst, &epoch, e);
@@ -636,6 +614,9 @@ impl RdmaXprt {
         if e == errno::ENOTCONN() {
             return (e, true);
         }
+        if e == EAGAIN {
+            return (e, false);
+        }
         trace::marshal_failed(u32::from_be(rqst.xid_be()), e.to_errno());
         this.stats.failed_marshal.fetch_add(1, Ordering::Relaxed);
         (EIO, false)
@@ -652,35 +633,39 @@ fn may_resend(ep: &Endpoint, rqst: &Rqst<'_>) -> bool {
     ep.shared().resend_xid.compare_exchange(xid, NO_XID, Ordering::AcqRel, Ordering::Relaxed).is_ok()
 }
 
-/// Drops what the request in `slot` still holds of the connection it was
-/// sent on before: re-sent on a new connection, its regions went away with
-/// the old one. Sleeps (not under the lock).
+/// Ends what the request in `slot` still holds of its last call before it
+/// is sent again: its token is of a connection that is gone (the call
+/// goes again on a new one, and a connection's teardown comes before the
+/// next one is made), or of this one (a probe the server refused, sent
+/// again). Sleeps (not under the lock).
 #[cold]
 #[inline(never)]
 fn drop_stale(ep: &Endpoint, slot: &Slot) {
     let mut st = slot.state().lock();
-    let (stale, sent) = st.take();
+    let stale = st.take();
     slot.set_holds(&mut st, false);
     drop(st);
-    let _ = ep.conn.invalidate(stale, None);
-    let _ = ep.conn.wait_sent(sent);
+    let Some(t) = stale else { return };
+    let lender = slot.storage.lender();
+    let t = match ep.conn.release(lender, t, None) {
+        Ok(_) => return,
+        Err(t) => t,
+    };
+    if lender.wait_dead(t).is_err() {
+        pr_err!("a request's token is neither its connection's nor its own: the request stays unusable\n");
+    }
 }
 
-/// Gives back the regions a call registered but did not send, as releases
-/// of the caller's own in `epoch`.
+/// Gives back the regions a call registered but did not send (the token
+/// `reg` of `slot`'s lender), as releases of the caller's own in `epoch`.
 #[cold]
 #[inline(never)]
-fn release_unposted(ep: &Endpoint, reg: Registration, epoch: &mut ReleaseEpoch) {
-    let _ = ep.conn.release_unposted(reg, epoch);
-}
-
-/// Records in `slot` the pages token of a small call's Send, which only
-/// copies and so maps nothing: kept all the same should it ever hold
-/// pages, for the reply or the release to wait for.
-#[cold]
-#[inline(never)]
-fn keep_pages(slot: &Slot, pages: PagesInFlight) {
-    let mut st = slot.state().lock();
-    st.sent = pages;
-    slot.set_holds(&mut st, true);
+fn release_unposted(ep: &Endpoint, slot: &Slot, reg: Registration, epoch: &mut ReleaseEpoch) {
+    match ep.conn.release_unposted(slot.storage.lender(), reg) {
+        // Its own releases: they must not make the caller retry.
+        Ok((_released, n)) => epoch.own(n as u64),
+        Err(_reg) => {
+            pr_err!("a call's registration is neither its connection's nor its own: the request stays unusable\n");
+        }
+    }
 }

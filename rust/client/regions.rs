@@ -5,14 +5,14 @@
 //! waits for buffer space, and a worker makes more, up to two per request:
 //! a mount that never moves chunks, or only a few at a time, keeps a few
 //! regions instead of hundreds (each with its page list in the device).
-//! A request keeps one region between its calls ([`KeptMr`](crate::verbs::KeptMr)); when no
+//! A request keeps one region between its calls ([`KeptMr`]); when no
 //! more can be made, the worker takes the kept ones back for the calls
 //! that wait.
 //! Regions are made in process context, never in the send path (which
 //! holds the slot's spinlock); once made they stay until the connection
 //! goes, so the per-RPC path never allocates.
 
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::{
     prelude::*,
@@ -22,10 +22,58 @@ use kernel::{
 use crate::kapi::{
     ratelimit::RateLimit,
     trace,
-    work::{self, DelayedWorkItem},
+    work::{self, DelayedWork, DelayedWorkItem},
 };
 
 use super::{conn::Endpoint, credits::MRS_AT_CONNECT, stats::COUNTERS, xprt::RdmaXprt};
+
+/// Bits of a [`KeptMr`] word that hold the region's index.
+const KEPT_INDEX_BITS: u32 = 16;
+
+/// A memory region one request keeps from its call for its next one, so
+/// that the usual call (one region) takes and gives back its region
+/// without the pool's lock (the C client keeps idle regions per request
+/// the same way). The region is idle while kept. It belongs to one
+/// connection, by its number: one of another connection is forgotten
+/// (that connection's regions go with it). Taking it, here or through
+/// [`SlotTable::reclaim_kept`](super::slots::SlotTable::reclaim_kept), is one atomic exchange, so an idle region
+/// is in one place only: kept, or in the pool.
+///
+/// A request keeps one at most, so the requests' regions cannot starve
+/// the pool for long: once no more can be made, the reclaim gives them
+/// back.
+pub(crate) struct KeptMr(AtomicU64);
+
+impl KeptMr {
+    /// Keeps nothing.
+    pub(crate) const fn new() -> Self {
+        KeptMr(AtomicU64::new(0))
+    }
+
+    /// Takes the region kept for the connection numbered `generation`, if
+    /// any.
+    /// One exchange, without a read first: a request's region is kept
+    /// between its calls, so there mostly is one.
+    #[inline]
+    pub(super) fn take(&self, generation: u64) -> Option<usize> {
+        let v = self.0.swap(0, Ordering::AcqRel);
+        (v != 0 && v >> KEPT_INDEX_BITS == generation).then_some((v & 0xffff) as usize)
+    }
+
+    /// Keeps region `index` of the connection `generation` (never 0);
+    /// returns what the pool is to have back: a region of the same
+    /// connection kept before, or `index` if it cannot be kept.
+    #[inline]
+    pub(super) fn keep(&self, generation: u64, index: usize) -> Option<usize> {
+        let Ok(i) = u16::try_from(index) else { return Some(index) };
+        if generation == 0 || generation >> (64 - KEPT_INDEX_BITS) != 0 {
+            return Some(index);
+        }
+        let old = self.0.swap(generation << KEPT_INDEX_BITS | u64::from(i), Ordering::AcqRel);
+        (old != 0 && old >> KEPT_INDEX_BITS == generation).then_some((old & 0xffff) as usize)
+    }
+}
+
 
 /// The work ID of [`RdmaXprt`]'s region maker (see [`super::liveness`]).
 pub(super) const GROW_MRS: u64 = 2;
@@ -42,6 +90,10 @@ impl RdmaXprt {
 }
 
 impl DelayedWorkItem<GROW_MRS> for RdmaXprt {
+    fn work(&self) -> &DelayedWork<Self, GROW_MRS> {
+        &self.grow_mrs
+    }
+
     fn run(this: Arc<Self>) {
         if this.dying.load(Ordering::SeqCst) {
             return;
@@ -57,8 +109,8 @@ impl DelayedWorkItem<GROW_MRS> for RdmaXprt {
             let back = this.slots.reclaim_kept(&ep);
             if back > 0 {
                 COUNTERS.mrs_reclaimed.fetch_add(back as u64, Ordering::Relaxed);
-                trace::mrs_refresh(|| this.xprt.addr_str(), 0, ep.conn.mrs_made() as u32);
-                this.xprt.write_space();
+                trace::mrs_refresh(|| this.xprt.get().addr_str(), 0, ep.conn.mrs_made() as u32);
+                this.xprt.get().write_space();
                 return;
             }
         }
@@ -66,9 +118,9 @@ impl DelayedWorkItem<GROW_MRS> for RdmaXprt {
             Ok(0) => {}
             Ok(made) => {
                 this.stats.mrs_allocated.fetch_add(made as u64, Ordering::Relaxed);
-                trace::mrs_refresh(|| this.xprt.addr_str(), made as u32, ep.conn.mrs_made() as u32);
+                trace::mrs_refresh(|| this.xprt.get().addr_str(), made as u32, ep.conn.mrs_made() as u32);
                 // The waiting calls try again.
-                this.xprt.write_space();
+                this.xprt.get().write_space();
             }
             // The calls wait for regions in use to come back (there are
             // some: none was idle).
@@ -77,7 +129,7 @@ impl DelayedWorkItem<GROW_MRS> for RdmaXprt {
                 if MSG.allow() {
                     pr_warn!(
                         "{}: cannot make more memory regions (error {}): calls wait for those in use\n",
-                        this.xprt.addr_str(),
+                        this.xprt.get().addr_str(),
                         e.to_errno()
                     );
                 }

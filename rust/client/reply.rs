@@ -7,13 +7,9 @@ use core::sync::atomic::Ordering;
 
 use kernel::{c_str, prelude::*, str::CStr};
 
-use crate::verbs::{Holding, Live, PagesInFlight, PostedRegistration};
+use crate::verbs::{Live, RemoteInv};
 use crate::{
-    kapi::{
-        ratelimit::RateLimit,
-        rpc::{Released, ReleasedRqst},
-        trace,
-    },
+    kapi::{ratelimit::RateLimit, rpc::ReleasedRqst, trace},
     proto::{v1, v2},
 };
 
@@ -30,7 +26,7 @@ impl EpShared {
     /// (`why`, for the `bad_reply` trace event; `xid` as it said, if it
     /// said).
     pub(super) fn count_bad_reply(&self, xid: u32, why: &'static CStr) {
-        trace::bad_reply(|| self.xprt.addr_str(), xid, why);
+        trace::bad_reply(|| self.xprt.get().addr_str(), xid, why);
         // In the transport's statistics, which outlive the connection: the
         // mountstats count only grows.
         self.stats.bad_reply.fetch_add(1, Ordering::Relaxed);
@@ -44,12 +40,12 @@ impl EpShared {
         self.count_bad_reply(xid, c_str!("chunk does not match the one offered"));
         static MSG: RateLimit = RateLimit::new();
         if MSG.allow() {
-            pr_warn!("{}: reply chunk does not match the one offered ({:?}): RPC failed\n", self.xprt.addr_str(), e);
+            pr_warn!("{}: reply chunk does not match the one offered ({:?}): RPC failed\n", self.xprt.get().addr_str(), e);
         }
         EIO
     }
 
-    pub(super) fn reply(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) {
+    pub(super) fn reply(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<RemoteInv>) {
         let Some(v2) = self.settle_version(conn, data, invalidated) else {
             return;
         };
@@ -66,7 +62,7 @@ impl EpShared {
         };
         let (returned, xid, credits, payload) = match common {
             Some(r @ (returned, xid, _, payload)) => {
-                self.xprt.clear_reestablish_timeout();
+                self.xprt.get().clear_reestablish_timeout();
                 if is_backward_call(xid, payload) {
                     // As for any RDMA_MSG (see `decode_other`).
                     match returned {
@@ -112,7 +108,7 @@ impl EpShared {
             }
             return None;
         };
-        self.xprt.clear_reestablish_timeout();
+        self.xprt.get().clear_reestablish_timeout();
         match &inc.kind {
             // Version One tells a backward call by its RPC message, Version
             // Two also by the header's direction (they must agree).
@@ -147,20 +143,20 @@ impl EpShared {
     }
 
     /// Finds the request `xid`, judges what its reply returns against what
-    /// the call offered, and takes its regions and Send back: after this
-    /// the server can no longer write into them (RFC 8166 s. 3.4.5), and
-    /// the call's pages are free. Sleeps. Inlined into the Receive
-    /// handler: the request and the verdict are not returned through
-    /// memory.
+    /// the call offered, and ends its token: after this the server can no
+    /// longer write into its regions (RFC 8166 s. 3.4.5), and the call's
+    /// pages are free. Sleeps. Inlined into the Receive handler: the
+    /// request and the verdict are not returned through memory.
     #[inline(always)]
     pub(super) fn take_request(
         &self,
         conn: &Live<'_, Self>,
         returned: Returned<'_>,
         xid: u32,
-        invalidated: Option<u32>,
-    ) -> Option<(ReleasedRqst, Verdict)> {
-        let rqst = self.xprt.lookup(xid.to_be())?;
+        invalidated: Option<RemoteInv>,
+    ) -> Option<(ReleasedRqst<'_>, Verdict)> {
+        let rqst = self.xprt.get().lookup(xid.to_be())?;
+        let slot = self.slots.slot_of_pinned(&rqst)?;
         // A slot whose flag is clear holds its Default state (a small
         // call's: most calls), which nobody writes until this reply
         // completes the call: judged without the lock. A call with chunks
@@ -168,46 +164,61 @@ impl EpShared {
         // reply; one that sets it only after it was read here is a
         // retransmission this reply does not answer, and this reply acts
         // as if it had taken the lock before that call did.
-        let (reg, sent, verdict, kept) = match self.slots.slot_of_pinned(&rqst).filter(|slot| slot.holds()) {
-            Some(slot) => {
-                let mut st = slot.state().lock();
-                if !conn.owns(&st.reg, &st.sent) {
-                    // A late reply from a connection being torn down: the
-                    // call went out again on the next one, whose reply it
-                    // waits for (and whose regions it holds).
-                    return None;
-                }
-                let verdict = st.judge(returned);
-                let (reg, sent) = st.take();
-                slot.set_holds(&mut st, false);
-                (reg, sent, verdict, Some(slot.kept()))
+        let (t, verdict) = if slot.holds() {
+            let mut st = slot.state().lock();
+            if st.inflight.as_ref().is_some_and(|t| t.conn_id() != conn.conn_id()) {
+                // A late reply from a connection being torn down: the
+                // call went out again on the next one, whose reply it
+                // waits for (and whose token it holds).
+                return None;
             }
-            None => (PostedRegistration::none(), PagesInFlight::none(), ReqState::default().judge(returned), None),
+            let verdict = st.judge(returned);
+            let t = st.take();
+            slot.set_holds(&mut st, false);
+            (t, verdict)
+        } else {
+            (None, ReqState::default().judge(returned))
         };
-        let registered = reg.len();
-        // Most calls registered nothing, and most of the others one region
-        // (which the server invalidated): that one inline, the rest a call.
-        // The request keeps a region for its next call.
-        let (inv, local) = match reg.split() {
-            Holding::Nothing(inv) => (inv, 0),
-            Holding::One(one) => conn.invalidate_one(one, invalidated, kept),
-            Holding::Many(reg) => conn.invalidate(reg, invalidated, kept),
+        let lender = slot.storage.lender();
+        let proof = match t {
+            // Most calls registered nothing and mapped nothing: no token.
+            None => lender.released_idle()?,
+            Some(t) => {
+                let registered = t.len();
+                // Most of the others one region (which the server
+                // invalidated): that one inline, the rest a call. The
+                // request keeps a region for its next call.
+                // The first region taken back is kept for the request's
+                // next call; one kept before goes to the pool.
+                let (id, kept) = (conn.conn_id(), slot.kept());
+                let reuse = |i| {
+                    if let Some(back) = kept.keep(id, i) {
+                        conn.pool_put(back);
+                    }
+                };
+                let (proof, local) = match conn.release(lender, t, invalidated, reuse) {
+                    Ok(r) => r,
+                    // Not this request's or this connection's: checked
+                    // above, so never.
+                    Err(_t) => return None,
+                };
+                count_invalidations(&self.stats, registered, local);
+                if registered > 0 {
+                    // A task may be waiting for memory regions to send its
+                    // call.
+                    self.xprt.get().write_space();
+                }
+                proof
+            }
         };
-        count_invalidations(&self.stats, registered, local);
-        if registered > 0 {
-            // A task may be waiting for memory regions to send its call.
-            self.xprt.write_space();
-        }
-        // The reply can overtake the Send's completion: the call's pages go
-        // back to SUNRPC only once the HCA is done reading them.
-        let done = sent.nothing_in_flight().unwrap_or_else(|sent| conn.wait_sent(sent));
-        Some((rqst.released(Released::new(inv, done)), verdict))
+        let rqst = slot.storage.released(rqst, proof).ok()?;
+        Some((rqst, verdict))
     }
 
     /// Completes the request `rqst` with the reply `xid` (granting
     /// `credits`), whose RPC message is `payload` and whose chunks the
     /// verdict judged.
-    pub(super) fn complete(&self, xid: u32, credits: u32, rqst: ReleasedRqst, payload: &[u8], verdict: Verdict) {
+    pub(super) fn complete(&self, xid: u32, credits: u32, rqst: ReleasedRqst<'_>, payload: &[u8], verdict: Verdict) {
         let bad = |why| {
             self.count_bad_reply(xid, why);
             EIO
@@ -247,7 +258,7 @@ impl EpShared {
 /// (`written` bytes, a Write chunk: RFC 8166 section 3.5.3); `inline` is the
 /// rest of the reply, which surrounds the data: what the head holds goes
 /// before it, the rest follows the XDR-padded data.
-fn complete_write_chunk(mut rqst: ReleasedRqst, inline: &[u8], written: u32) {
+fn complete_write_chunk(mut rqst: ReleasedRqst<'_>, inline: &[u8], written: u32) {
     let (head_len, page_len) = (rqst.receive_buf().head().1, rqst.receive_buf().pages().1);
     let Some(padded) = written.checked_next_multiple_of(4).filter(|_| written <= page_len) else {
         return rqst.fail(EIO);

@@ -3,43 +3,44 @@
 //! What the transport holds for each request between sending it and its
 //! release.
 
-use core::{
-    mem::offset_of,
-    sync::atomic::{AtomicBool, Ordering},
-};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::{new_spinlock, prelude::*, sync::SpinLock};
 
-use crate::verbs::{FreeList, KeptMr, PagesInFlight, PostedRegistration};
+use crate::verbs::{FreeList, InFlight};
 use crate::{
-    kapi::rpc::{FreedRqst, PinnedRqst, PinnedSlice, Rqst, RqstStorage, Task, Xprt},
+    kapi::{
+        cell::PinnedSlice,
+        rpc::{FreedRqst, PinnedRqst, Rqst, RqstStorage, Task, Xprt},
+    },
     proto::v1,
 };
 
 use super::{
     chunks::{ReplyShape, MAX_CHUNK_SEGMENTS},
     conn::Endpoint,
+    regions::KeptMr,
     stats::count_invalidations,
     xprt::RdmaXprt,
 };
 
 /// What the transport holds for one request between sending it and its
-/// release: the memory regions it registered, the pages its Send may still
-/// be reading, and how its reply comes back. The reply is checked against
-/// it in place, under the slot's lock: nothing of it is copied per RPC.
+/// release: the token of what its call put in the peer's and the device's
+/// reach (its memory regions, and the Send if it maps pages), and how its
+/// reply comes back. The reply is checked against it in place, under the
+/// slot's lock: nothing of it is copied per RPC.
 ///
 /// # Invariants
 ///
 /// Whenever its slot's `holds` flag is clear, the state is its
-/// [`Default`]: no region, no pages, a reply inline. A small call
+/// [`Default`]: no token, a reply inline. A small call
 /// (`plan::plan_small`) relies on it to be sent without locking the state
 /// (`RdmaXprt::marshal`): what it would record is there already; and so
 /// does its reply, judged without locking it (`EpShared::take_request`).
 /// Every other call sets the flag, with the state locked, before it
 /// registers or posts anything.
 pub(super) struct ReqState {
-    pub(super) reg: PostedRegistration,
-    pub(super) sent: PagesInFlight,
+    pub(super) inflight: Option<InFlight>,
     pub(super) reply: ReplyShape,
     /// The segments of the Write or Reply chunk the call offered (the
     /// first `offered`): the only memory the server may say it wrote
@@ -49,42 +50,30 @@ pub(super) struct ReqState {
 }
 
 impl ReqState {
-    /// Takes the request's regions and its Send's pages token out of the
-    /// slot, for the caller to invalidate and wait for, and leaves the
-    /// state as a fresh slot's (the segments offered are no longer
-    /// counted).
-    pub(super) fn take(&mut self) -> (PostedRegistration, PagesInFlight) {
+    /// Takes the request's token out of the slot, for the caller to end,
+    /// and leaves the state as a fresh slot's (the segments offered are
+    /// no longer counted).
+    pub(super) fn take(&mut self) -> Option<InFlight> {
         self.reply = ReplyShape::Inline;
         self.offered = 0;
-        (self.reg.take(), self.sent.take())
+        self.inflight.take()
     }
 }
 
 impl Default for ReqState {
     fn default() -> Self {
-        ReqState {
-            reg: PostedRegistration::none(),
-            sent: PagesInFlight::none(),
-            reply: ReplyShape::Inline,
-            segs: [v1::Segment::default(); MAX_CHUNK_SEGMENTS],
-            offered: 0,
-        }
+        ReqState { inflight: None, reply: ReplyShape::Inline, segs: [v1::Segment::default(); MAX_CHUNK_SEGMENTS], offered: 0 }
     }
 }
 
-/// A request slot: the `rpc_rqst` SUNRPC borrows and the transport's state
-/// for it. The state is only touched by whoever currently acts for the
-/// request (its task, or the reply handler while the request is pinned),
-/// behind a spinlock all the same.
-///
-/// Aligned, and so sized, to a power of two: the hot path finds a slot
-/// from its request's address four or five times per RPC, and dividing
-/// by its size is then a shift (656 bytes would take a multiply by a
-/// reciprocal; the padding costs 368 bytes a slot).
+/// A request slot: the request storage SUNRPC borrows (with the lender of
+/// its memory) and the transport's state for it. The state is only
+/// touched by whoever currently acts for the request (its task, or the
+/// reply handler while the request is pinned), behind a spinlock all the
+/// same.
 #[pin_data]
-#[repr(align(1024))]
 pub(super) struct Slot {
-    storage: RqstStorage,
+    pub(super) storage: RqstStorage,
     #[pin]
     state: SpinLock<ReqState>,
     /// Set (with the state locked) by every call but a small one before it
@@ -128,28 +117,20 @@ impl Slot {
     }
 }
 
-// Should the slot outgrow its alignment, its size would be a multiple of
-// 1024 that need not be a power of two.
-const _: () = assert!(core::mem::size_of::<Slot>().is_power_of_two());
-
 /// The request slots of a transport (`max_requests` of them), and which are
 /// free.
 pub(super) struct SlotTable {
-    /// In one allocation that never moves, so that a request's slot
-    /// follows from its address with a range check and a division: the hot
-    /// path looks it up four or five times per RPC.
+    /// In one allocation, each slot initialised in place (its locks are
+    /// pinned); a request's slot is the one its storage's tag names.
     slots: PinnedSlice<Slot>,
     free: Pin<KBox<SpinLock<FreeList>>>,
 }
-
-/// Where a slot's `rpc_rqst` lies inside it.
-const RQST_IN_SLOT: usize = offset_of!(Slot, storage) + RqstStorage::RQST_OFFSET;
 
 impl SlotTable {
     /// `n` slots, all free.
     pub(super) fn new(n: usize) -> Result<Self> {
         let slots = PinnedSlice::new(n, |index| {
-            let storage = RqstStorage::new()?;
+            let storage = RqstStorage::new(index)?;
             Ok(pin_init!(Slot {
                 storage,
                 state <- new_spinlock!(ReqState::default(), "rpcrdma_rs:slot"),
@@ -193,22 +174,18 @@ impl SlotTable {
     /// pool.
     #[inline(always)]
     pub(super) fn free(&self, x: Xprt<'_>, rqst: FreedRqst<'_>) {
-        let Some(slot) = self.slot_at(rqst.addr()) else { return };
+        let Some(slot) = self.slots.get(rqst.tag()) else { return };
         if slot.storage.take_back(x, rqst) {
             self.free.lock().push(slot.index);
         }
     }
 
-    /// `buf_alloc`: the request's buffers in its slot, if they fit.
-    #[inline]
-    pub(super) fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
-        self.slot_of(rqst).is_some_and(|slot| slot.storage.provide_buffers(rqst))
-    }
-
     /// Gives the regions the requests keep for `ep`'s connection back to
     /// its pool; returns how many.
     pub(super) fn reclaim_kept(&self, ep: &Endpoint) -> usize {
-        self.slots.iter().filter(|slot| ep.conn.reclaim_kept(&slot.kept)).count()
+        let id = ep.conn.conn_id();
+        let back = |slot: &&Slot| slot.kept.take(id).map(|i| ep.conn.pool_put(i)).is_some();
+        self.slots.iter().filter(back).count()
     }
 
     /// See [`RqstStorage::forget_cong`].
@@ -221,37 +198,28 @@ impl SlotTable {
     /// The slot holding `rqst`, if it is one of this table's.
     #[inline]
     pub(super) fn slot_of(&self, rqst: &Rqst<'_>) -> Option<&Slot> {
-        self.slot_at(rqst.addr())
+        self.slots.get(rqst.tag()).filter(|slot| slot.storage.owns(rqst))
     }
 
     /// The slot holding a pinned request.
     #[inline]
     pub(super) fn slot_of_pinned(&self, rqst: &PinnedRqst) -> Option<&Slot> {
-        self.slot_at(rqst.addr())
-    }
-
-    /// The slot whose `rpc_rqst` is at `addr`, if it is one of this table's.
-    #[inline]
-    fn slot_at(&self, addr: usize) -> Option<&Slot> {
-        self.slots.at_addr(addr, RQST_IN_SLOT)
+        self.slots.get(rqst.tag()).filter(|slot| slot.storage.owns_pinned(rqst))
     }
 }
 
 impl RdmaXprt {
     /// Gives back what a request that ended without its reply still holds.
-    /// Returns true if its buffers are its slot's own (nothing to free):
-    /// the slot is looked up once for both.
     #[inline]
-    pub(super) fn release_held(&self, x: Xprt<'_>, rqst: &Rqst<'_>) -> bool {
-        let Some(slot) = self.slots.slot_of(rqst) else { return false };
+    pub(super) fn release_held(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
+        let Some(slot) = self.slots.slot_of(rqst) else { return };
         // An RPC that ended without its reply (signal, timeout) may still
         // have regions the server could write into: invalidate them before
         // its pages go back. The usual case: the reply handler already took
-        // both back.
+        // them back.
         if slot.holds() {
             self.release_held_slow(x, slot);
         }
-        slot.storage.owns_buffers(rqst)
     }
 
     /// [`RdmaXprt::release_held`] for a request whose slot's state may
@@ -260,25 +228,34 @@ impl RdmaXprt {
     #[cold]
     #[inline(never)]
     fn release_held_slow(&self, x: Xprt<'_>, slot: &Slot) {
+        // The connection first: a token taken out of the slot below is of
+        // it, or of one that is gone (a connection's tokens are all ended,
+        // or it is gone, before the next one is made).
+        let ep = self.endpoint();
         let mut st = slot.state().lock();
-        let (reg, sent) = st.take();
+        let t = st.take();
         slot.set_holds(&mut st, false);
         drop(st);
-        if reg.is_empty() && sent.is_none() {
-            return;
+        let Some(t) = t else { return };
+        let lender = slot.storage.lender();
+        let registered = t.len();
+        let t = match ep.as_ref().filter(|ep| ep.conn.conn_id() == t.conn_id()) {
+            Some(ep) => match ep.conn.release(lender, t, None) {
+                Ok((_released, local)) => {
+                    count_invalidations(&self.stats, registered, local);
+                    // A task may be waiting for memory regions to send its
+                    // call.
+                    x.write_space();
+                    return;
+                }
+                Err(t) => t,
+            },
+            None => t,
+        };
+        // Of a connection that is gone, or going: its teardown ends
+        // everything it registered.
+        if lender.wait_dead(t).is_err() {
+            pr_err!("a request's token is neither its connection's nor its own: the request stays unusable\n");
         }
-        if let Some(ep) = self.endpoint() {
-            let _done = ep.conn.wait_sent(sent);
-            if !reg.is_empty() {
-                let registered = reg.len();
-                let (_invalidated, local) = ep.conn.invalidate(reg, None);
-                count_invalidations(&self.stats, registered, local);
-                // A task may be waiting for memory regions to send its call.
-                x.write_space();
-            }
-        }
-        // Without a connection the token is stale: its regions were
-        // released when that connection was torn down, and dropping the
-        // token here releases nothing twice.
     }
 }

@@ -73,6 +73,11 @@ pub(crate) struct ModuleCounters {
     /// A test hook (debugfs `fail_local_inv`, writable): the next N
     /// LOCAL_INV posts fail as if the device had refused them.
     pub(crate) fail_local_inv: AtomicU64,
+    /// A test hook (debugfs `fail_partial_post`, writable): the next N
+    /// Sends that carry REG_MRs reach the queue pair only in part (the
+    /// REG_MRs, not the Send), as a device that refused the chain part of
+    /// the way would leave them.
+    pub(crate) fail_partial_post: AtomicU64,
     /// A test hook (debugfs `max_mrs`, writable): the most memory regions
     /// a new connection may make, as a device with few would allow (0:
     /// two per request, the default).
@@ -113,6 +118,7 @@ impl ModuleCounters {
             mrs_reclaimed: AtomicU64::new(0),
             stale_rejections: AtomicU64::new(0),
             fail_local_inv: AtomicU64::new(0),
+            fail_partial_post: AtomicU64::new(0),
             max_mrs: AtomicU64::new(0),
             mr_pages: AtomicU64::new(0),
             reject_stale: AtomicU64::new(0),
@@ -149,9 +155,10 @@ impl ModuleCounters {
     }
 
     /// The writable debugfs files (test hooks): name and value.
-    pub(crate) fn debugfs_knobs(&'static self) -> [(&'static CStr, &'static AtomicU64); 4] {
+    pub(crate) fn debugfs_knobs(&'static self) -> [(&'static CStr, &'static AtomicU64); 5] {
         [
             (c_str!("fail_local_inv"), &self.fail_local_inv),
+            (c_str!("fail_partial_post"), &self.fail_partial_post),
             (c_str!("max_mrs"), &self.max_mrs),
             (c_str!("mr_pages"), &self.mr_pages),
             (c_str!("reject_stale"), &self.reject_stale),
@@ -161,6 +168,13 @@ impl ModuleCounters {
     /// Takes one injected LOCAL_INV failure, if any is left.
     pub(super) fn take_local_inv_failure(&self) -> bool {
         take_one(&self.fail_local_inv)
+    }
+
+    /// Takes one injected partial post, if any is left (one load when
+    /// there is none: it is asked for every Send with REG_MRs).
+    #[inline]
+    pub(super) fn take_partial_post(&self) -> bool {
+        take_one(&self.fail_partial_post)
     }
 
     /// Takes one injected stale rejection, if any is left.

@@ -14,7 +14,7 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use kernel::{c_str, prelude::*};
 
-use crate::verbs::Live;
+use crate::verbs::{Live, RemoteInv};
 use crate::{
     kapi::{errno, trace},
     proto::{
@@ -86,7 +86,7 @@ impl EpShared {
     /// was consumed here, else whether it is to be read as Version Two's
     /// ([`EpShared::is_v2`], with the settled version read once).
     #[inline(always)]
-    pub(super) fn settle_version(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) -> Option<bool> {
+    pub(super) fn settle_version(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<RemoteInv>) -> Option<bool> {
         match self.settled() {
             None => self.settle_version_now(conn, data, invalidated).then(|| self.is_v2()),
             Some(v) => Some(v == Version::V2),
@@ -97,7 +97,7 @@ impl EpShared {
     /// first replies on a connection only.
     #[cold]
     #[inline(never)]
-    fn settle_version_now(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<u32>) -> bool {
+    fn settle_version_now(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<RemoteInv>) -> bool {
         let (decision, settled) = {
             let mut g = self.version.lock();
             let mut d = match &mut *g {
@@ -117,7 +117,7 @@ impl EpShared {
         };
         // The answer's XID (none if it is too short to have one).
         let xid = v1::peek(data).ok().map(|p| p.xid);
-        trace::version(|| self.xprt.addr_str(), xid.unwrap_or(0), trace::VersionEvent::Settled as u32, settled);
+        trace::version(|| self.xprt.get().addr_str(), xid.unwrap_or(0), trace::VersionEvent::Settled as u32, settled);
         self.apply_decision(conn, xid, invalidated, decision)
     }
 
@@ -129,16 +129,16 @@ impl EpShared {
         &self,
         conn: &Live<'_, Self>,
         xid: Option<u32>,
-        invalidated: Option<u32>,
+        invalidated: Option<RemoteInv>,
         decision: Decision,
     ) -> bool {
-        let addr = self.xprt.addr_str();
+        let addr = self.xprt.get().addr_str();
         match decision {
             Decision::NotForProbe => true,
             // A refused probe (RejectedV2) still settles Version Two; the
             // error fails the probe's RPC in `reply`, and grants nothing.
             Decision::UseV2 { .. } | Decision::RejectedV2(_) => {
-                trace::version(|| self.xprt.addr_str(), xid.unwrap_or(0), trace::VersionEvent::Accepted as u32, 2);
+                trace::version(|| self.xprt.get().addr_str(), xid.unwrap_or(0), trace::VersionEvent::Accepted as u32, 2);
                 COUNTERS.v2_connections.fetch_add(1, Ordering::Relaxed);
                 pr_info!("{}: using RPC-over-RDMA Version Two\n", addr);
                 // Our characteristics go only where the grant has room for
@@ -164,7 +164,7 @@ impl EpShared {
                     high
                 );
                 let Some(xid) = xid else { return false };
-                trace::version(|| self.xprt.addr_str(), xid, trace::VersionEvent::Fallback as u32, 1);
+                trace::version(|| self.xprt.get().addr_str(), xid, trace::VersionEvent::Fallback as u32, 1);
                 self.resend_xid.store(u64::from(xid), Ordering::Release);
                 if let Some((rqst, _)) = self.take_request(conn, Returned::Error, xid, invalidated) {
                     // SUNRPC encodes and transmits it again (call_status).

@@ -40,7 +40,7 @@ impl EpShared {
         // ([`Self::grant`]); later replies grant afresh.
         let max = self.max_requests.load(Ordering::Relaxed);
         self.grant_debt.store(1, Ordering::Relaxed);
-        trace::xchar(|| self.xprt.addr_str(), 0, xid, 1);
+        trace::xchar(|| self.xprt.get().addr_str(), 0, xid, 1);
         self.send_answer(conn, "ROPT_INITXCH", |buf| {
             op.encode_message(xid, max, v2::Direction::Call, buf).map_err(|_| EINVAL)
         });
@@ -60,7 +60,7 @@ impl EpShared {
         let op = match XchOp::from_optional(o) {
             Ok(op) => op,
             Err(e) => {
-                trace::xchar(|| self.xprt.addr_str(), 1, xid, 0);
+                trace::xchar(|| self.xprt.get().addr_str(), 1, xid, 0);
                 self.count_bad_reply(xid, c_str!("malformed characteristics message"));
                 return err(e.reply());
             }
@@ -72,7 +72,7 @@ impl EpShared {
             XchOp::ReqXch { .. } => 3,
             XchOp::RespXch { .. } => 4,
         };
-        trace::xchar(|| self.xprt.addr_str(), 1, xid, code);
+        trace::xchar(|| self.xprt.get().addr_str(), 1, xid, code);
         match op {
             XchOp::InitXch { .. } | XchOp::UpdXch { .. } => {
                 let (before, merged, after) = {
@@ -91,7 +91,7 @@ impl EpShared {
                 if before != after {
                     pr_info!(
                         "{}: server's receive buffer is {} bytes: calls up to {} bytes go inline\n",
-                        self.xprt.addr_str(),
+                        self.xprt.get().addr_str(),
                         after,
                         after.min(self.cfg.settings.inline_write)
                     );

@@ -13,13 +13,16 @@ use kernel::{
 };
 
 use crate::kapi::{
-    rpc::{self, ConnectLock, FreedBcRqst, FreedRqst, Lent, Rqst, SendLocked, SendLockedCell, StatsWriter, Task, Xprt},
+    rpc::{
+        self, ConnectLock, FreedBcRqst, FreedRqst, Lent, Rqst, RqstStorage, SendLocked, SendLockedCell, StatsWriter, Task,
+        Xprt, XprtRef,
+    },
     work::{self, DelayedWork},
 };
-use crate::verbs::RecvCache;
 
 use super::{
     backchannel::{BcPool, BC_SLOTS},
+    recvbufs::RecvCache,
     conn::{Endpoint, EpShared},
     liveness::LIVENESS,
     params,
@@ -44,7 +47,7 @@ pub(crate) struct RdmaXprt {
     /// The connection's Receive count when the liveness check last looked
     /// (`u64::MAX` after a connect: not looked yet).
     pub(super) receives_seen: AtomicU64,
-    pub(super) xprt: Xprt<'static>,
+    pub(super) xprt: XprtRef,
     pub(super) max_requests: u32,
     /// The parameters as they were when the transport was created.
     pub(super) settings: params::Settings,
@@ -78,7 +81,7 @@ pub(crate) struct RdmaXprt {
 
 impl RdmaXprt {
     pub(super) fn new(
-        xprt: Xprt<'static>,
+        xprt: XprtRef,
         max_requests: u32,
         settings: params::Settings,
     ) -> Result<impl PinInit<Self, Error>> {
@@ -87,7 +90,7 @@ impl RdmaXprt {
         let bc = Arc::new(BcPool::new(BC_SLOTS)?, GFP_KERNEL)?;
         let recv_cache = Arc::pin_init(RecvCache::new(&COUNTERS.verbs), GFP_KERNEL)?;
         let window = Arc::pin_init(new_spinlock!(0, "rpcrdma_rs:window"), GFP_KERNEL)?;
-        let ep = SendLockedCell::new(xprt, None);
+        let ep = SendLockedCell::new(xprt.get(), None);
         Ok(try_pin_init!(RdmaXprt {
             connect_work <- DelayedWork::new(),
             liveness <- DelayedWork::new(),
@@ -143,12 +146,12 @@ impl rpc::Transport for RdmaXprt {
     }
 
     #[inline]
-    fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
-        self.slots.provide_buffers(rqst)
+    fn storage<'a>(&'a self, rqst: &Rqst<'_>) -> Option<&'a RqstStorage> {
+        self.slots.slot_of(rqst).map(|slot| &slot.storage)
     }
 
     #[inline]
-    fn release_request(&self, x: Xprt<'_>, rqst: &Rqst<'_>) -> bool {
+    fn release_request(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
         self.release_held(x, rqst)
     }
 
@@ -157,8 +160,10 @@ impl rpc::Transport for RdmaXprt {
     }
 
     fn close(&self, x: Xprt<'_>, locked: &mut SendLocked<'_>) {
-        self.disconnect(locked);
-        x.disconnect_done();
+        // Its teardown completes in whoever drops the last reference; the
+        // connect worker waits for it before making the next connection.
+        drop(self.disconnect(locked));
+        x.disconnect_done(locked);
     }
 
     #[inline]
@@ -194,10 +199,7 @@ impl rpc::Transport for RdmaXprt {
         // from queueing itself again.
         drop(work::cancel_sync::<_, LIVENESS>(self));
         drop(work::cancel_sync::<_, GROW_MRS>(self));
-        self.disconnect(locked);
+        drop(self.disconnect(locked));
     }
 }
 
-crate::impl_has_delayed_work!(impl HasDelayedWork<0> for RdmaXprt { connect_work });
-crate::impl_has_delayed_work!(impl HasDelayedWork<1> for RdmaXprt { liveness });
-crate::impl_has_delayed_work!(impl HasDelayedWork<2> for RdmaXprt { grow_mrs });

@@ -12,6 +12,7 @@
 
 use core::{
     cell::UnsafeCell,
+    marker::PhantomData,
     ops::{Deref, DerefMut},
     sync::atomic::{AtomicU8, Ordering},
 };
@@ -54,7 +55,7 @@ impl<T> LeaseCell<T> {
         self.state.compare_exchange(IDLE, LEASED, Ordering::Acquire, Ordering::Relaxed).ok()?;
         // INVARIANT: the state went from idle to leased here: this is the
         // one lease.
-        Some(Lease { cell: self })
+        Some(Lease { cell: self, _value: PhantomData })
     }
 
     /// Takes back a value handed off with [`Lease::hand_off`]; `None` if
@@ -70,7 +71,7 @@ impl<T> LeaseCell<T> {
         self.state.compare_exchange(AWAY, LEASED, Ordering::Acquire, Ordering::Relaxed).ok()?;
         // INVARIANT: the state went from away to leased here: this is the
         // one lease.
-        Some(Lease { cell: self })
+        Some(Lease { cell: self, _value: PhantomData })
     }
 
     /// Takes the value if it is idle, or away with whoever it was handed to
@@ -92,7 +93,35 @@ impl<T> LeaseCell<T> {
         }
         // INVARIANT: the state went from idle or away to leased here: this
         // is the one lease.
-        Some(Lease { cell: self })
+        Some(Lease { cell: self, _value: PhantomData })
+    }
+
+    /// Makes a value that was handed off idle again, without taking it
+    /// back first: for the holder of a hand-off that is done with it and
+    /// has nothing to change in it (one store, where `take_back` and a
+    /// dropped lease are an exchange and a store).
+    ///
+    /// # Safety
+    ///
+    /// The value is away, handed off to the caller (who holds what the
+    /// hand-off was for, and gives it up here), and whoever it was handed
+    /// to is done with it, as for [`LeaseCell::take_back`].
+    #[inline]
+    pub(crate) unsafe fn give_back(&self) {
+        self.state.store(IDLE, Ordering::Release);
+    }
+
+    /// The value's address: for computing the address of a field (never
+    /// to be dereferenced outside a lease).
+    #[inline]
+    pub(crate) fn as_ptr(&self) -> *mut T {
+        self.value.get()
+    }
+
+    /// True if the value is idle: nobody leases it and it is not away.
+    #[inline]
+    pub(crate) fn is_idle(&self) -> bool {
+        self.state.load(Ordering::Acquire) == IDLE
     }
 
     /// The value, through the only reference to the cell (teardown, after
@@ -105,12 +134,17 @@ impl<T> LeaseCell<T> {
 /// The one holder of a [`LeaseCell`]'s value. Dropping it makes the value
 /// idle again.
 ///
+/// Like a mutex guard, a lease is `Send` when `T` is and `Sync` only when
+/// `T` is: sharing it shares `&T` (the `PhantomData` says so; the cell
+/// reference alone would make it `Sync` for any `T: Send`).
+///
 /// # Invariants
 ///
 /// `cell`'s state is `LEASED` and this is its only lease.
 #[must_use = "dropping a lease makes the buffer idle again at once"]
 pub(crate) struct Lease<'a, T> {
     cell: &'a LeaseCell<T>,
+    _value: PhantomData<&'a mut T>,
 }
 
 impl<T> Lease<'_, T> {
@@ -238,5 +272,55 @@ impl<T> Drop for RawPin<T> {
     fn drop(&mut self) {
         // SAFETY: allocated by `KBox::into_raw` in `new`, freed once.
         drop(unsafe { kernel::alloc::KBox::from_raw(self.ptr.as_ptr()) });
+    }
+}
+
+/// `n` values initialised in place in one allocation that never moves: each
+/// is pinned for the slice's life.
+///
+/// # Invariants
+///
+/// `v` is never grown or shrunk after `new`, so its elements never move.
+pub(crate) struct PinnedSlice<T> {
+    v: kernel::alloc::KVVec<T>,
+}
+
+impl<T> PinnedSlice<T> {
+    /// `n` values, the `i`th made by `init(i)`. The allocation may come
+    /// from vmalloc: nothing in it may be mapped for DMA.
+    pub(crate) fn new<I: kernel::prelude::PinInit<T>>(
+        n: usize,
+        mut init: impl FnMut(usize) -> kernel::error::Result<I>,
+    ) -> kernel::error::Result<Self> {
+        let mut v = kernel::alloc::KVVec::<T>::with_capacity(n, kernel::alloc::flags::GFP_KERNEL)?;
+        for i in 0..n {
+            let init = init(i)?;
+            let Some(place) = v.spare_capacity_mut().first_mut() else {
+                return Err(kernel::error::code::ENOMEM);
+            };
+            // SAFETY: `place` is the uninitialised element `i` of an
+            // allocation that never moves: the vector has room for all `n`
+            // values and is never grown or shrunk (type invariant), so the
+            // value stays where it is initialised, pinned, until the slice
+            // is dropped (which drops it in place).
+            match unsafe { super::compat::pin_init_at(init, place.as_mut_ptr()) } {
+                Ok(()) => {}
+                Err(never) => match never {},
+            }
+            // SAFETY: elements `0..=i` are initialised.
+            unsafe { super::compat::kvec_add_initialised(&mut v, 1) };
+        }
+        Ok(PinnedSlice { v })
+    }
+
+    /// The `i`th value.
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> Option<&T> {
+        self.v.get(i)
+    }
+
+    /// Every value.
+    pub(crate) fn iter(&self) -> core::slice::Iter<'_, T> {
+        self.v.iter()
     }
 }

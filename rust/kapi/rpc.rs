@@ -15,6 +15,7 @@
 //! before SUNRPC's memory is freed). Callbacks get `&T` and borrowed handles
 //! ([`Xprt`], [`Task`], [`Rqst`]) that are only valid for the call.
 
+mod addr;
 mod bc;
 pub(crate) mod class;
 mod ops;
@@ -24,6 +25,7 @@ mod storage;
 mod xdr;
 mod xprt;
 
+pub(crate) use addr::*;
 pub(crate) use bc::*;
 pub(crate) use class::*;
 pub(crate) use ops::*;

@@ -10,32 +10,20 @@ use kernel::{
     error::Result,
     new_spinlock,
     prelude::*,
-    str::CStr,
     sync::{Arc, SpinLock},
 };
 
 use super::{
-    freelist::FreeList, recv::RecvCache, CmEvent, Completion, ConnHandler, DeviceCaps, HeldRecv, QpConfig, Received,
-    RwDir, VerbsCounters,
+    freelist::FreeList,
+    recv::RecvBatch,
+    send::SendRing,
+    CmEvent, Completion, ConnHandler, DeviceCaps, DeviceName, HeldRecv, QpConfig, Received, VerbsCounters,
 };
-use crate::{
-    kapi::{
-        ib::{Conn, ConnBox, ConnParam, Events, Incoming, QpSizes},
-        net::{Net, SockAddr},
-        page::PageRef,
-    },
-    proto::credits::SendSignals,
+use crate::kapi::{
+    ib::{Conn, ConnBox, ConnHandle, ConnParam, ConnRequest, Events, QpSizes, RwChunk, RwPosted, RwSeg},
+    net::{Net, SockAddr},
+    page::Dir,
 };
-
-/// The Send policy of a connection before its queue pair exists (no
-/// buffers).
-fn no_sends() -> SendSignals {
-    SendSignals::new(0, 1)
-}
-
-/// Connection generations, so that a token can tell whether the connection
-/// it was made on still exists.
-static GENERATION: AtomicU64 = AtomicU64::new(1);
 
 /// What a connection's completion handlers share, beside the handler.
 #[pin_data]
@@ -46,11 +34,6 @@ pub(crate) struct EpState<T: ConnHandler> {
     /// Memory regions free for registration.
     #[pin]
     pub(super) free_mrs: SpinLock<FreeList>,
-    /// Where the Receive buffers go back when the connection is torn down.
-    pub(super) recv_cache: Arc<RecvCache>,
-    /// Bumped whenever Send buffers or memory regions are given back; see
-    /// [`Connection::release_epoch`].
-    released: AtomicU64,
     /// A registration found no region idle since this was last taken
     /// ([`Connection::take_mrs_wanted`]).
     pub(super) mrs_wanted: AtomicBool,
@@ -60,56 +43,72 @@ pub(crate) struct EpState<T: ConnHandler> {
 }
 
 impl<T: ConnHandler> EpState<T> {
-    fn new(handler: Arc<T>, cache: Arc<RecvCache>, free_mrs: FreeList) -> impl PinInit<Self> {
+    fn new(handler: Arc<T>, free_mrs: FreeList) -> impl PinInit<Self> {
         let counters = handler.counters();
         pin_init!(EpState {
             handler,
             counters,
             free_mrs <- new_spinlock!(free_mrs, "rpcrdma_rs:free_mrs"),
-            recv_cache: cache,
-            released: AtomicU64::new(0),
             mrs_wanted: AtomicBool::new(false),
             receives: AtomicU64::new(0),
         })
     }
 
-    /// The queue sizes, Send policy and region pool `cfg` asks for.
-    fn sizes(cfg: &QpConfig) -> Result<(QpSizes, SendSignals, FreeList)> {
-        let mut sizes = cfg.sizes;
-        sizes.recv_batch = sizes.recv_batch.clamp(1, sizes.recv_bufs.max(1));
-        let free_mrs = FreeList::first(sizes.mrs, sizes.max_mrs)?;
-        let buffers = u32::try_from(sizes.send_bufs).map_err(|_| EINVAL)?;
-        let policy = SendSignals::new(buffers, cfg.signal_interval);
-        Ok((sizes, policy, free_mrs))
+    /// The queue sizes, Send ring, Receive batch and region pool `cfg`
+    /// asks for.
+    fn sizes(cfg: &QpConfig) -> Result<(QpSizes, SendRing, RecvBatch, FreeList)> {
+        let recv_batch = cfg.recv_batch.clamp(1, cfg.recv_bufs.max(1));
+        let max_mrs = cfg.max_mrs.max(cfg.mrs);
+        let free_mrs = FreeList::first(cfg.mrs, max_mrs)?;
+        // Room for one Send with every registration it may carry, at least.
+        let budget = cfg.send_wrs.max(cfg.max_send_regs.saturating_add(1));
+        let ring = SendRing::new(cfg.send_bufs, budget, cfg.signal_interval)?;
+        let batch = RecvBatch::new(cfg.recv_bufs, recv_batch)?;
+        // The Sends and the REG_MRs chained in front take their slots from
+        // the ring's budget; each region has at most one LOCAL_INV posted
+        // (its invalidation waits for it before the region is used again),
+        // so one slot per region covers those.
+        let sizes = QpSizes {
+            send_bufs: cfg.send_bufs,
+            send_buf_size: cfg.send_buf_size,
+            send_sges: cfg.send_sges,
+            recv_bufs: cfg.recv_bufs,
+            recv_buf_size: cfg.recv_buf_size,
+            mrs: cfg.mrs,
+            max_mrs,
+            mr_pages: cfg.mr_pages,
+            send_wrs: budget.checked_add(max_mrs).ok_or(EINVAL)?,
+            rdma_ctxs: cfg.rdma_ctxs,
+        };
+        Ok((sizes, ring, batch, free_mrs))
     }
 
-    /// Sets up the pools for `cfg`; returns what the queue pair needs.
-    fn prepare(&self, cfg: &QpConfig) -> Result<(QpSizes, SendSignals)> {
-        let (sizes, policy, free_mrs) = Self::sizes(cfg)?;
-        *self.free_mrs.lock() = free_mrs;
-        Ok((sizes, policy))
-    }
-
-    /// Records that resources came back, before the caller wakes waiters.
+    /// Says that resources came back, before the caller wakes waiters.
+    #[inline]
     pub(super) fn note_release(&self) {
-        self.released.fetch_add(1, Ordering::Relaxed);
-        // Pairs with the fence in `released_since`: either the waiter sees
-        // this bump, or its "waiting" flag is visible to our wake-up.
-        core::sync::atomic::fence(Ordering::SeqCst);
+        self.handler.released();
     }
 }
 
 impl<T: ConnHandler> Events for EpState<T> {
-    type Sends = SendSignals;
+    type Sends = SendRing;
+    type RecvLocal = RecvBatch;
 
     fn cm_event(&self, event: CmEvent<'_>) {
         self.handler.cm_event(event);
     }
 
-    fn received(&self, conn: &Conn<Self>, msg: Received<'_>) {
+    fn received(&self, conn: &Conn<Self>, _local: &mut RecvBatch, msg: Received<'_>) {
         // This handler never runs twice at once (one CQ): no locked add.
         self.receives.store(self.receives.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
         self.handler.received(Live(conn), msg);
+    }
+
+    #[inline]
+    fn recv_idle(&self, conn: &Conn<Self>, local: &mut RecvBatch, index: usize) {
+        if local.push(index) && conn.post_recvs(|| local.pop()).is_err() {
+            self.handler.receive_failed(u32::MAX);
+        }
     }
 
     fn work_failed(&self, status: u32) {
@@ -131,22 +130,16 @@ impl<T: ConnHandler> Events for EpState<T> {
         self.handler.probe_done(how);
     }
 
-    fn recv_buffers_freed(&self, bufs: impl Iterator<Item = KVec<u8>>) {
-        self.recv_cache.give_back(bufs);
+    fn rw_done(&self, cookie: u64, how: Completion) {
+        self.handler.rw_done(cookie, how);
     }
-}
 
-/// A reading of a connection's release count
-/// ([`Connection::release_epoch`]). Each release on the connection adds
-/// one to its count; a reading is the count when it was taken plus the
-/// releases its holder made since, so that the holder's own releases
-/// never look like somebody else's.
-pub(crate) struct ReleaseEpoch(u64);
+    fn inject_partial_post(&self) -> bool {
+        self.handler.inject_partial_post()
+    }
 
-impl ReleaseEpoch {
-    /// Counts `n` releases the holder made itself.
-    pub(super) fn own(&mut self, n: u64) {
-        self.0 = self.0.wrapping_add(n);
+    fn recv_buffers_freed(&self, bufs: impl Iterator<Item = KVec<u8>>) {
+        self.handler.recv_buffers_freed(bufs);
     }
 }
 
@@ -158,17 +151,27 @@ pub(crate) struct Connection<T: ConnHandler> {
 
 impl<T: ConnHandler> Connection<T> {
     /// Creates the rdma_cm identifier in `net` (which takes its own
-    /// reference on the namespace); events go to `handler`, Receive
-    /// buffers come from and go back to `cache`.
-    pub(crate) fn new(net: &Net, handler: Arc<T>, cache: &Arc<RecvCache>) -> Result<Self> {
-        let state = EpState::new(handler, cache.clone(), FreeList::new());
-        let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
-        Ok(Connection { conn: ConnBox::<EpState<T>>::new(net, state, generation, no_sends())? })
+    /// reference on the namespace); events go to `handler`, and so do
+    /// Receive buffers when the connection goes.
+    pub(crate) fn new(net: &Net, handler: Arc<T>) -> Result<Self> {
+        let state = EpState::new(handler, FreeList::new());
+        Ok(Connection { conn: ConnBox::<EpState<T>>::new(net, state, SendRing::idle())? })
     }
 
     /// The handler given to [`Connection::new`].
     pub(crate) fn handler(&self) -> &Arc<T> {
         &self.conn.events().handler
+    }
+
+    /// The connection's number, unique among all connections.
+    #[inline]
+    pub(crate) fn conn_id(&self) -> u64 {
+        self.conn.conn_id()
+    }
+
+    /// The connection's identity, which says when it is gone.
+    pub(crate) fn handle(&self) -> &Arc<ConnHandle> {
+        self.conn.handle()
     }
 
     /// Starts resolving `dst` to a device and address; the outcome arrives
@@ -188,17 +191,18 @@ impl<T: ConnHandler> Connection<T> {
         self.conn.device_caps()
     }
 
-    /// The resolved device's name, for messages.
-    pub(crate) fn device_name(&self) -> Option<&CStr> {
-        self.conn.device_name()
+    /// The resolved device's name, for messages (`?` before resolution).
+    pub(crate) fn device_name(&self) -> DeviceName {
+        self.conn.device_name().unwrap_or_default()
     }
 
     /// Creates the PD, CQs, RC queue pair and buffers, and posts every
     /// Receive. Call once, after route resolution.
     pub(crate) fn create_qp(&mut self, cfg: QpConfig) -> Result {
-        let (sizes, policy) = self.conn.events().prepare(&cfg)?;
-        let cache = self.conn.events().recv_cache.clone();
-        let made = self.conn.create_qp(sizes, policy, |size| cache.take(size));
+        let (sizes, ring, batch, free_mrs) = EpState::<T>::sizes(&cfg)?;
+        *self.conn.events().free_mrs.lock() = free_mrs;
+        let handler = self.conn.events().handler.clone();
+        let made = self.conn.create_qp(sizes, ring, batch, |size| handler.recv_buffer(size));
         // Regions made before a failure are freed with the connection
         // all the same (see `Drop`).
         self.count_mrs(self.conn.mrs_made());
@@ -215,18 +219,24 @@ impl<T: ConnHandler> Connection<T> {
     /// Accepts a connection request (the passive side, a server): events
     /// go to `handler`, queues as `cfg` says; `private_data` goes back to
     /// the peer, and we may have `initiator_depth` RDMA Reads in flight
-    /// against it. Call from the [`Acceptor`](super::Acceptor)'s `request`.
+    /// against it. Call it from a thread of the acceptor's, not from the
+    /// [`Acceptor`](super::Acceptor)'s `request` (the CM's handler): the
+    /// request may wait in a queue meanwhile. On failure the request comes
+    /// back (unless it is over), to accept again or drop.
     pub(crate) fn accept(
-        req: Incoming<'_>,
+        req: ConnRequest,
         handler: Arc<T>,
-        cache: &Arc<RecvCache>,
         cfg: QpConfig,
         private_data: &[u8],
         initiator_depth: u8,
-    ) -> Result<Self> {
+    ) -> core::result::Result<Self, (kernel::error::Error, Option<ConnRequest>)> {
         // The pools are in place before the first Receive can complete.
-        let (sizes, policy, free_mrs) = EpState::<T>::sizes(&cfg)?;
-        let state = EpState::new(handler, cache.clone(), free_mrs);
+        let (sizes, ring, batch, free_mrs) = match EpState::<T>::sizes(&cfg) {
+            Ok(s) => s,
+            Err(e) => return Err((e, Some(req))),
+        };
+        let buffers = handler.clone();
+        let state = EpState::new(handler, free_mrs);
         let param = ConnParam {
             private_data,
             responder_resources: 0,
@@ -235,16 +245,14 @@ impl<T: ConnHandler> Connection<T> {
             rnr_retry_count: 0,
             retry_count: 6,
         };
-        let generation = GENERATION.fetch_add(1, Ordering::Relaxed);
-        let take = cache.clone();
         let conn = ConnBox::<EpState<T>>::accept(
             req,
             state,
-            generation,
             sizes,
-            no_sends(),
-            policy,
-            |size| take.take(size),
+            SendRing::idle(),
+            ring,
+            batch,
+            |size| buffers.recv_buffer(size),
             &param,
         )?;
         let this = Connection { conn };
@@ -278,40 +286,6 @@ impl<T: ConnHandler> Connection<T> {
     pub(crate) fn receives(&self) -> u64 {
         self.conn.events().receives.load(Ordering::Relaxed)
     }
-
-    /// A reading of the count of resource releases (Send buffers, memory
-    /// regions), taken before trying to send.
-    ///
-    /// Closes the lost-wakeup window of "no buffer, wait for space": read
-    /// it before trying to send; after a failure with `ENOBUFS`, mark the
-    /// transport as waiting (`xprt_wait_for_buffer_space`), then ask
-    /// [`Connection::released_since`]. If something was released after
-    /// the reading, its wake-up may have found no waiter: retry at once.
-    /// If not, every later release sees the waiting mark and wakes the
-    /// task. What the attempt itself gave back
-    /// ([`Connection::release_unposted`]) moves the reading with it: a
-    /// caller retrying for its own releases would retry for ever.
-    ///
-    /// The reading only has to come before the attempt (an acquire load,
-    /// a plain load on x86): a release the attempt missed then counts
-    /// after it. Telling a waiter from a release that missed its mark is
-    /// [`Connection::released_since`]'s, whose fence pairs with the one in
-    /// every release; one per RPC here would be a locked instruction for
-    /// nothing.
-    #[inline]
-    pub(crate) fn release_epoch(&self) -> ReleaseEpoch {
-        ReleaseEpoch(self.conn.events().released.load(Ordering::Acquire))
-    }
-
-    /// True if resources were released on this connection since `epoch`
-    /// was read, other than by the reader itself. Call it after marking
-    /// the caller as waiting: the fence orders that mark before this
-    /// reading, as each release orders its count before it looks for
-    /// waiters.
-    pub(crate) fn released_since(&self, epoch: &ReleaseEpoch) -> bool {
-        core::sync::atomic::fence(Ordering::SeqCst);
-        self.conn.events().released.load(Ordering::Relaxed) != epoch.0
-    }
 }
 
 impl<T: ConnHandler> Drop for Connection<T> {
@@ -328,13 +302,10 @@ impl<T: ConnHandler> Drop for Connection<T> {
 pub(crate) struct Live<'a, T: ConnHandler>(pub(super) &'a Conn<EpState<T>>);
 
 impl<T: ConnHandler> Live<'_, T> {
-    /// True if what `reg` and `sent` hold (if anything) was registered or
-    /// sent on this connection. A reply that arrives on a connection being
-    /// torn down, for a call already sent again on its successor, finds
-    /// the successor's tokens in the slot: they are not this connection's
-    /// to invalidate or wait for.
-    pub(crate) fn owns(&self, reg: &super::PostedRegistration, sent: &super::PagesInFlight) -> bool {
-        self.0.owns(reg, sent)
+    /// The connection's number (see [`Connection::conn_id`]).
+    #[inline]
+    pub(crate) fn conn_id(&self) -> u64 {
+        self.0.conn_id()
     }
 }
 
@@ -345,14 +316,51 @@ impl<T: ConnHandler> Connection<T> {
         self.conn.with_held(h, f)
     }
 
-    /// Gives a held Receive back to be reposted.
-    pub(crate) fn release_held(&self, h: HeldRecv) {
+    /// Gives a held Receive back to be reposted; fails for another
+    /// connection's.
+    pub(crate) fn release_held(&self, h: HeldRecv) -> Result {
         self.conn.release_held(h)
     }
 
-    /// RDMA Write of local `pages` to, or Read into them from, the peer's
-    /// segment (`remote_addr`, `rkey`). Sleeps until done.
-    pub(crate) fn rdma_rw(&self, dir: RwDir, pages: &[(PageRef<'_>, u32, u32)], remote_addr: u64, rkey: u32) -> Result {
-        self.conn.rdma_rw(dir, pages, remote_addr, rkey)
+    /// Prepares an RDMA Write of local `Outbound` pages to, or Read into
+    /// `Inbound` ones from, the peer's segments `segs` (one chunk): see
+    /// [`Conn::rw_prepare`](crate::kapi::ib::Conn::rw_prepare). Sleeps.
+    pub(crate) fn rw_prepare<D: Dir>(&self, segs: &[RwSeg<'_, '_, D>], cookie: u64) -> Result<RwChunk<D>> {
+        self.conn.rw_prepare(segs, cookie)
+    }
+
+    /// Posts `c` alone; [`ConnHandler::rw_done`] gets its completion, and
+    /// [`Connection::rw_wait`] waits for it.
+    pub(crate) fn rw_post<D: Dir>(&self, c: RwChunk<D>) -> core::result::Result<RwPosted<D>, (Error, RwChunk<D>)> {
+        self.conn.rw_post(c)
+    }
+
+    /// Waits until `p` completes, then ends it. Sleeps.
+    pub(crate) fn rw_wait<D: Dir>(&self, p: RwPosted<D>) -> core::result::Result<Completion, RwPosted<D>> {
+        self.conn.rw_wait(p)
+    }
+
+    /// Ends `c`, never posted.
+    pub(crate) fn rw_discard<D: Dir>(&self, c: RwChunk<D>) -> core::result::Result<(), RwChunk<D>> {
+        self.conn.rw_discard(c)
+    }
+
+    /// One R/W operation, start to end: prepared, posted and waited for.
+    /// Fails with `EIO` if the device reports an error. Sleeps.
+    pub(crate) fn rdma_rw<D: Dir>(&self, segs: &[RwSeg<'_, '_, D>]) -> Result {
+        let c = self.rw_prepare(segs, 0)?;
+        let p = match self.rw_post(c) {
+            Ok(p) => p,
+            Err((e, c)) => {
+                let _ = self.rw_discard(c);
+                return Err(e);
+            }
+        };
+        match self.rw_wait(p) {
+            Ok(Completion::Ok) => Ok(()),
+            Ok(_) => Err(EIO),
+            // Of this connection: never.
+            Err(_p) => Err(EINVAL),
+        }
     }
 }

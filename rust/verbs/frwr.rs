@@ -4,161 +4,91 @@
 //! chunk's pages and invalidating them after the reply (RFC 8166 section
 //! 3.4; the regions themselves are [`kapi::ib::mr`](crate::kapi::ib::mr)).
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
 
 use kernel::error::Result;
 
 use super::{
-    endpoint::{Connection, EpState, Live, ReleaseEpoch},
-    ConnHandler, Invalidated, OnePostedRegistration, OneRegistration, PostedRegistration, Registered, Registration,
-    SgWriter,
+    endpoint::{Connection, EpState, Live},
+    ConnHandler, InFlight, Lender, Registered, Registration, Released, RemoteInv, SgWriter,
 };
-use crate::kapi::{errno, ib::Conn};
-
-/// Bits of a [`KeptMr`] word that hold the region's index.
-const KEPT_INDEX_BITS: u32 = 16;
-
-/// A memory region one request keeps from its call for its next one, so
-/// that the usual call (one region) takes and gives back its region
-/// without the pool's lock (the C client keeps idle regions per request
-/// the same way). The region is idle while kept. It belongs to one
-/// connection, by generation: one of another connection is forgotten
-/// (that connection's regions go with it). Taking it, here or through
-/// [`Connection::reclaim_kept`], is one atomic exchange, so an idle region
-/// is in one place only: kept, or in the pool.
-///
-/// A request keeps one at most, so the requests' regions cannot starve
-/// the pool for long: once no more can be made, the reclaim gives them
-/// back.
-pub(crate) struct KeptMr(AtomicU64);
-
-impl KeptMr {
-    /// Keeps nothing.
-    pub(crate) const fn new() -> Self {
-        KeptMr(AtomicU64::new(0))
-    }
-
-    /// Takes the region kept for the connection `generation`, if any.
-    /// One exchange, without a read first: a request's region is kept
-    /// between its calls, so there mostly is one.
-    #[inline]
-    fn take(&self, generation: u64) -> Option<usize> {
-        let v = self.0.swap(0, Ordering::AcqRel);
-        (v != 0 && v >> KEPT_INDEX_BITS == generation).then_some((v & 0xffff) as usize)
-    }
-
-    /// Keeps region `index` of the connection `generation` (never 0);
-    /// returns what the pool is to have back: a region of the same
-    /// connection kept before, or `index` if it cannot be kept.
-    #[inline]
-    fn keep(&self, generation: u64, index: usize) -> Option<usize> {
-        let Ok(i) = u16::try_from(index) else { return Some(index) };
-        if generation == 0 || generation >> (64 - KEPT_INDEX_BITS) != 0 {
-            return Some(index);
-        }
-        let old = self.0.swap(generation << KEPT_INDEX_BITS | u64::from(i), Ordering::AcqRel);
-        (old != 0 && old >> KEPT_INDEX_BITS == generation).then_some((old & 0xffff) as usize)
-    }
-}
+use crate::kapi::{errno, ib::Conn, page::Dir};
 
 impl<T: ConnHandler> EpState<T> {
-    /// Puts region `index` back in the pool. Out of line: the usual
-    /// call's region is kept by its request, not pooled.
+    /// Puts region `index` back in the pool.
     #[inline(never)]
-    fn pool_mr(&self, index: usize) {
+    pub(super) fn pool_mr(&self, index: usize) {
         self.free_mrs.lock().push(index);
         self.note_release();
     }
 
-    /// Gives back region `index` of the connection `generation`, idle
-    /// again: kept in `kept`, if given, else to the pool.
+    /// See [`Connection::release`]; each region taken back goes to
+    /// `reuse`.
     #[inline(always)]
-    fn reuse_mr(&self, kept: Option<&KeptMr>, generation: u64, index: usize) {
-        let back = match kept {
-            Some(k) => k.keep(generation, index),
-            None => Some(index),
-        };
-        if let Some(i) = back {
-            self.pool_mr(i);
-        }
-    }
-
-    /// See [`Connection::invalidate`]; the first region taken back is kept
-    /// in `kept`, if given.
-    #[inline(always)]
-    fn invalidate(
+    fn release(
         &self,
         conn: &Conn<Self>,
-        reg: PostedRegistration,
-        remotely_invalidated: Option<u32>,
-        kept: Option<&KeptMr>,
-    ) -> (Invalidated, usize) {
+        lender: &Lender,
+        t: InFlight,
+        remotely_invalidated: Option<RemoteInv>,
+        reuse: impl FnMut(usize),
+    ) -> core::result::Result<(Released, usize), InFlight> {
         let fail = || self.handler.inject_local_inv_failure();
-        let generation = conn.generation();
-        let (proof, how) = conn.invalidate(reg, remotely_invalidated, fail, |i| self.reuse_mr(kept, generation, i));
+        let (proof, how) = conn.release(lender, t, remotely_invalidated, fail, reuse)?;
         if how.post_failed {
             self.handler.invalidate_failed();
         }
-        (proof, how.local)
+        Ok((proof, how.local))
     }
 }
 
 impl<T: ConnHandler> Connection<T> {
-    /// Registers one memory region for `reg`: `fill` describes its pages
-    /// (at most the region's depth), `to_device` is true for a Read chunk
-    /// (the server reads our memory) and false for Write and Reply chunks.
-    /// The REG_MR work request is posted in front of the next [`send`] with
-    /// `reg`. Fails with `ENOBUFS` when no region is free.
+    /// Makes the token of `lender` on this connection, for registering
+    /// regions ([`Connection::register`]) and the Send that advertises
+    /// them. Fails with `EBUSY` if a token of the lender exists.
+    #[inline(always)]
+    pub(crate) fn begin(&self, lender: &Lender) -> Result<Registration> {
+        self.conn.begin(lender)
+    }
+
+    /// Registers one memory region from the pool for `reg`: `fill`
+    /// describes its pages (the token's lender's, at most the region's
+    /// depth), which the peer reads (`D` is `Outbound`: a Read chunk) or
+    /// writes (`Inbound`: Write and Reply chunks); `tag` goes in the iova's
+    /// upper half. The REG_MR work request is posted in front of the next
+    /// [`send`] of `reg`. Fails with `ENOBUFS` when no region is free.
     ///
     /// [`send`]: Connection::send
-    pub(crate) fn register(
+    #[inline(always)]
+    pub(crate) fn register<D: Dir>(
         &self,
         reg: &mut Registration,
-        to_device: bool,
-        xid: u32,
-        fill: impl FnOnce(&mut SgWriter<'_>) -> Result,
+        tag: u32,
+        fill: impl FnOnce(&mut SgWriter<'_, D>) -> Result,
     ) -> Result<Registered> {
-        self.register_kept(reg, None, to_device, xid, fill)
+        let index = self.pool_take()?;
+        self.register_at(reg, index, tag, fill)
     }
 
-    /// [`Connection::register`], with the region `kept` holds for this
-    /// connection if there is one, else one from the pool.
+    /// [`Connection::register`] of region `index`, which the caller took
+    /// from the pool ([`Connection::pool_take`]) or kept since it came
+    /// back idle; on failure it goes to the pool.
     #[inline(always)]
-    pub(crate) fn register_kept(
+    pub(crate) fn register_at<D: Dir>(
         &self,
         reg: &mut Registration,
-        kept: Option<&KeptMr>,
-        to_device: bool,
-        xid: u32,
-        fill: impl FnOnce(&mut SgWriter<'_>) -> Result,
+        index: usize,
+        tag: u32,
+        fill: impl FnOnce(&mut SgWriter<'_, D>) -> Result,
     ) -> Result<Registered> {
-        let index = self.idle_mr(kept)?;
-        self.conn.register(reg, index, to_device, xid, fill).inspect_err(|_| self.conn.events().pool_mr(index))
+        self.conn.register(reg, index, tag, fill).inspect_err(|_| self.conn.events().pool_mr(index))
     }
 
-    /// [`Connection::register_kept`] for a call that registers one region:
-    /// returns the token that holds it, which [`Connection::send_one`]
-    /// posts.
+    /// An idle region from the pool. Fails with `ENOBUFS` when the pool is
+    /// empty, and remembers that one was wanted
+    /// ([`Connection::take_mrs_wanted`]).
     #[inline(always)]
-    pub(crate) fn register_kept_one(
-        &self,
-        kept: Option<&KeptMr>,
-        to_device: bool,
-        xid: u32,
-        fill: impl FnOnce(&mut SgWriter<'_>) -> Result,
-    ) -> Result<(Registered, OneRegistration)> {
-        let index = self.idle_mr(kept)?;
-        self.conn.register_one(index, to_device, xid, fill).inspect_err(|_| self.conn.events().pool_mr(index))
-    }
-
-    /// An idle region: the one `kept` holds for this connection if there
-    /// is one, else one from the pool. Fails with `ENOBUFS` when the pool
-    /// is empty.
-    #[inline(always)]
-    fn idle_mr(&self, kept: Option<&KeptMr>) -> Result<usize> {
-        if let Some(i) = kept.and_then(|k| k.take(self.conn.generation())) {
-            return Ok(i);
-        }
+    pub(crate) fn pool_take(&self) -> Result<usize> {
         let st = self.conn.events();
         match st.free_mrs.lock().pop() {
             Some(i) => Ok(i),
@@ -169,25 +99,18 @@ impl<T: ConnHandler> Connection<T> {
         }
     }
 
-    /// Gives the region `kept` holds for this connection back to the pool
-    /// (for calls waiting for one, when no more can be made); true if
-    /// there was one.
-    pub(crate) fn reclaim_kept(&self, kept: &KeptMr) -> bool {
-        match kept.take(self.conn.generation()) {
-            Some(i) => {
-                self.conn.events().pool_mr(i);
-                true
-            }
-            None => false,
-        }
+    /// Puts idle region `index` back in the pool (a waiting sender may try
+    /// again: [`ConnHandler::released`]).
+    pub(crate) fn pool_put(&self, index: usize) {
+        self.conn.events().pool_mr(index);
     }
 
     /// True if a registration found no region idle since the last call:
     /// regions are to be made ([`Connection::grow_mrs`]) or, when no more
-    /// may be made, the kept ones reclaimed ([`Connection::reclaim_kept`]),
-    /// from process context. Asking the pool itself after the failed call
-    /// gave back what it had registered would not do: a call of two
-    /// regions that got one finds one idle again, and waits for ever.
+    /// may be made, idle ones the owner keeps given back, from process
+    /// context. Asking the pool itself after the failed call gave back
+    /// what it had registered would not do: a call of two regions that got
+    /// one finds one idle again, and waits for ever.
     pub(crate) fn take_mrs_wanted(&self) -> bool {
         let wanted = &self.conn.events().mrs_wanted;
         wanted.load(Ordering::Relaxed) && wanted.swap(false, Ordering::Relaxed)
@@ -231,65 +154,60 @@ impl<T: ConnHandler> Connection<T> {
         Ok(k)
     }
 
-    /// Gives back the regions of a token whose REG_MR requests were never
-    /// posted (the call was not sent); `epoch`, the caller's reading from
-    /// before it registered them, counts them as its own releases.
-    pub(crate) fn release_unposted(&self, reg: Registration, epoch: &mut ReleaseEpoch) -> Invalidated {
+    /// Gives back the regions of a token whose Send was never posted (the
+    /// call was not sent) to the pool, and its lender. Returns the proof
+    /// and how many regions went back, or the token if it is not
+    /// `lender`'s or this connection's.
+    pub(crate) fn release_unposted(
+        &self,
+        lender: &Lender,
+        reg: Registration,
+    ) -> core::result::Result<(Released, usize), Registration> {
         let st = self.conn.events();
-        self.conn.release_unposted(reg, |i| {
+        let mut n = 0;
+        let proof = self.conn.release_unposted(lender, reg, |i| {
             st.pool_mr(i);
-            epoch.own(1);
-        })
+            n += 1;
+        })?;
+        Ok((proof, n))
     }
 
-    /// Invalidates the regions of `reg` and takes them back; see
-    /// [`Live::invalidate`]. Sleeps.
-    pub(crate) fn invalidate(
+    /// Ends the token `t` of `lender`, its regions going back to the pool;
+    /// see [`Live::release`]. Sleeps.
+    pub(crate) fn release(
         &self,
-        reg: PostedRegistration,
-        remotely_invalidated: Option<u32>,
-    ) -> (Invalidated, usize) {
-        self.conn.events().invalidate(&self.conn, reg, remotely_invalidated, None)
+        lender: &Lender,
+        t: InFlight,
+        remotely_invalidated: Option<RemoteInv>,
+    ) -> core::result::Result<(Released, usize), InFlight> {
+        let st = self.conn.events();
+        st.release(&self.conn, lender, t, remotely_invalidated, |i| st.pool_mr(i))
     }
 }
 
 impl<T: ConnHandler> Live<'_, T> {
-    /// Invalidates the regions of `reg` and takes them back; the region
-    /// whose rkey the server already invalidated (Send With Invalidate) is
-    /// skipped. Sleeps until the LOCAL_INV work requests complete. Returns
-    /// how many regions needed a LOCAL_INV. A token from an earlier
-    /// connection holds nothing and is simply emptied. The usual case (the
-    /// one region the peer invalidated) is inlined here, the rest is a
-    /// call (see `Conn::invalidate`).
-    #[inline]
-    pub(crate) fn invalidate(
+    /// Ends the token `t` of `lender` (a call's, answered on this
+    /// connection): invalidates its regions, skipping the one whose rkey
+    /// the server already invalidated (Send With Invalidate), waits for
+    /// its Send if it mapped pages, and gives the lender back with the
+    /// proof. Sleeps until the LOCAL_INV work requests complete. Each
+    /// region that may be registered again goes to `reuse` (which keeps it
+    /// or gives it back, [`Live::pool_put`]). Returns the proof and how
+    /// many regions needed a LOCAL_INV. A token of another lender or
+    /// connection comes back.
+    #[inline(always)]
+    pub(crate) fn release(
         &self,
-        reg: PostedRegistration,
-        remotely_invalidated: Option<u32>,
-        kept: Option<&KeptMr>,
-    ) -> (Invalidated, usize) {
-        self.0.events().invalidate(self.0, reg, remotely_invalidated, kept)
+        lender: &Lender,
+        t: InFlight,
+        remotely_invalidated: Option<RemoteInv>,
+        reuse: impl FnMut(usize),
+    ) -> core::result::Result<(Released, usize), InFlight> {
+        self.0.events().release(self.0, lender, t, remotely_invalidated, reuse)
     }
 
-    /// [`Live::invalidate`] of a token's one region
-    /// ([`PostedRegistration::split`]): the usual call's. The region the
-    /// server invalidated is taken back inline (its index and generation
-    /// stay in registers); any other case is [`Live::invalidate`]'s.
-    #[inline(always)]
-    pub(crate) fn invalidate_one(
-        &self,
-        reg: OnePostedRegistration,
-        remotely_invalidated: Option<u32>,
-        kept: Option<&KeptMr>,
-    ) -> (Invalidated, usize) {
-        match self.0.invalidated_remotely(reg, remotely_invalidated) {
-            Ok((proof, idle)) => {
-                if let Some(i) = idle {
-                    self.0.events().reuse_mr(kept, self.0.generation(), i);
-                }
-                (proof, 0)
-            }
-            Err(reg) => self.invalidate(reg.into(), remotely_invalidated, kept),
-        }
+    /// See [`Connection::pool_put`].
+    pub(crate) fn pool_put(&self, index: usize) {
+        self.0.events().pool_mr(index);
     }
 }

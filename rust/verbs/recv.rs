@@ -1,103 +1,57 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Receive buffers: kept across reconnects, and reposted in batches.
-//!
-//! Receive buffers are allocated once per transport, not per connection:
-//! a connection takes them at creation, DMA-maps them on its device, and
-//! gives them back unmapped when it is torn down, so a reconnect allocates
-//! nothing. A buffer smaller than the new connection needs (the inline
-//! size grew) is replaced.
+//! Receives reposted in batches.
 //!
 //! A consumed Receive is not reposted at once: once `recv_batch` have
-//! gathered they go back in one chained post (one doorbell), kept by the
-//! Receive CQ's handler in the connection (`kapi::ib::Conn`). The spares
-//! posted at connect time cover those held back.
-
-use core::sync::atomic::Ordering;
+//! gathered they go back in one chained post (one doorbell), kept in
+//! [`RecvBatch`], the state the Receive CQ's handler keeps (kapi gives it
+//! to that handler alone, one call at a time, so it takes no lock). The
+//! spares posted at connect time cover those held back.
 
 use kernel::{
     alloc::{flags::GFP_KERNEL, KVec},
     error::Result,
-    new_mutex,
-    prelude::*,
-    sync::Mutex,
 };
 
-use super::VerbsCounters;
-
-/// A transport's Receive buffers while no connection has them mapped.
-#[pin_data]
-pub(crate) struct RecvCache {
-    #[pin]
-    bufs: Mutex<Cached>,
-    /// Counts the buffers allocated.
-    counters: &'static VerbsCounters,
-}
-
-/// Entries `0..n` of `bufs` hold buffers; the rest are empty. `bufs` has
-/// an entry for every buffer handed out (`out` of them), so that giving
-/// them back, at a connection's teardown, never grows it.
-struct Cached {
-    bufs: KVec<KVec<u8>>,
+/// Consumed Receive buffers waiting to be reposted together, once `batch`
+/// have gathered: the Receive CQ's handler's own state.
+///
+/// # Invariants
+///
+/// `n` is at most `list`'s length.
+pub(crate) struct RecvBatch {
+    list: KVec<usize>,
     n: usize,
-    out: usize,
+    batch: usize,
 }
 
-impl RecvCache {
-    /// An empty cache; buffers it allocates are counted in `counters`.
-    pub(crate) fn new(counters: &'static VerbsCounters) -> impl PinInit<Self> {
-        pin_init!(RecvCache {
-            bufs <- new_mutex!(Cached { bufs: KVec::new(), n: 0, out: 0 }, "rpcrdma_rs:recv_cache"),
-            counters,
-        })
+impl RecvBatch {
+    /// Room for `n` buffers, reposted `batch` at a time.
+    pub(super) fn new(n: usize, batch: usize) -> Result<Self> {
+        Ok(RecvBatch { list: KVec::from_elem(0usize, n, GFP_KERNEL)?, n: 0, batch: batch.max(1) })
     }
 
-    /// A buffer of `size` bytes: a cached one if it has that size, else a
-    /// new one (the inline size changed). Sleeps.
-    pub(super) fn take(&self, size: usize) -> Result<KVec<u8>> {
-        let cached = {
-            let mut c = self.bufs.lock();
-            // Room for this buffer to come back (an empty `KVec` allocates
-            // nothing).
-            let out = c.out.checked_add(1).ok_or(ENOMEM)?;
-            while c.bufs.len() < c.n.saturating_add(out) {
-                c.bufs.push(KVec::new(), GFP_KERNEL)?;
+    /// Adds buffer `index`; true once a batch has gathered. With no room,
+    /// which only a bug elsewhere causes (the list holds every Receive
+    /// buffer, and a buffer is idle at most once at a time), `index` is
+    /// dropped and true returned: the caller posts those gathered.
+    #[inline]
+    pub(super) fn push(&mut self, index: usize) -> bool {
+        match self.list.get_mut(self.n) {
+            Some(slot) => {
+                *slot = index;
+                // Below the list's length: the entry exists.
+                self.n = self.n.wrapping_add(1);
+                self.n >= self.batch
             }
-            c.out = out;
-            match c.n.checked_sub(1) {
-                Some(last) => {
-                    c.n = last;
-                    c.bufs.get_mut(last).map(core::mem::take)
-                }
-                None => None,
-            }
-        };
-        match cached {
-            Some(data) if data.len() == size => Ok(data),
-            _ => {
-                self.counters.recv_bufs_allocated.fetch_add(1, Ordering::Relaxed);
-                Ok(KVec::from_elem(0u8, size, GFP_KERNEL)?)
-            }
+            None => true,
         }
     }
 
-    /// Takes (unmapped) buffers back. Sleeps, but allocates nothing: it
-    /// runs where a connection goes away, which may be a request's release.
-    pub(super) fn give_back(&self, bufs: impl Iterator<Item = KVec<u8>>) {
-        let mut c = self.bufs.lock();
-        for data in bufs {
-            c.out = c.out.saturating_sub(1);
-            if data.is_empty() {
-                continue;
-            }
-            let n = c.n;
-            // There is an entry for it (see `Cached`); a buffer that was
-            // never handed out finds none and is freed.
-            if let Some(slot) = c.bufs.get_mut(n) {
-                *slot = data;
-                // Below `bufs.len()`: the entry exists.
-                c.n = n.wrapping_add(1);
-            }
-        }
+    /// Takes a buffer back.
+    #[inline]
+    pub(super) fn pop(&mut self) -> Option<usize> {
+        self.n = self.n.checked_sub(1)?;
+        self.list.get(self.n).copied()
     }
 }

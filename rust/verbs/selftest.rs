@@ -2,24 +2,34 @@
 
 //! A loopback self-test of what the verbs layer offers a server, run on a
 //! local RDMA device (write its IPv4 address to the `verbs_selftest`
-//! module parameter):
+//! module parameter; on soft-RoCE and on soft-iWARP, whose RDMA Read
+//! sinks must be registered, which the R/W API does with the queue pair's
+//! MR pool):
 //!
-//! 1. a listener accepts a connection from an active endpoint on the same
-//!    address ([`Listener`], [`Connection::accept`]);
-//! 2. the active side registers two pages (one the peer may write, one it
-//!    may read) and sends their segments; the second registration finds
-//!    no region idle and asks for more ([`Connection::take_mrs_wanted`]),
-//!    and a region registered and given back unposted is the caller's own
-//!    release, which does not make it retry ([`Connection::released_since`]);
+//! 1. a listener gets a connection request from an active endpoint on the
+//!    same address, and the test accepts it from its own thread, outside
+//!    the CM's handler ([`Listener`], [`ConnRequest`],
+//!    [`Connection::accept`]);
+//! 2. the active side registers four pages: two the peer may write, two
+//!    it may read (the second registration finds no region idle and asks
+//!    for more: [`Connection::take_mrs_wanted`]); a region holds a
+//!    reference of its page while registered, a lender has one token at a
+//!    time and no proof while it is out, and another connection's release
+//!    of the token hands it back; it sends the four segments;
 //! 3. the passive side holds that Receive ([`Received::hold`]), reads the
-//!    segments from it, RDMA-Writes a pattern into the first page and
-//!    RDMA-Reads the second ([`Connection::rdma_rw`]), releases the held
-//!    Receive and answers with Send With Invalidate of the first page's
-//!    rkey ([`Connection::send_invalidating`]);
+//!    segments from it (another connection cannot), RDMA-Reads the two
+//!    readable pages into two of its own in one operation of two segments
+//!    ([`Connection::rw_prepare`], [`Connection::rw_post`],
+//!    [`Connection::rw_wait`]), releases the held Receive and answers with
+//!    RDMA Writes of two patterns into the two writable pages chained
+//!    ahead of a Send With Invalidate of the first one's rkey, one post
+//!    ([`Connection::send_with_writes`]);
 //! 4. the active side sees the remote invalidation, invalidates the rest
-//!    (one LOCAL_INV), finds the pattern in its page, and sends once more:
-//!    the passive side has a single Receive buffer, so that message only
-//!    arrives if releasing the held Receive reposted it.
+//!    (three LOCAL_INVs), finds the patterns in its pages, and sends once
+//!    more: the passive side has a single Receive buffer, so that message
+//!    only arrives if releasing the held Receive reposted it;
+//! 5. a token lost: its page keeps the reference its region took until
+//!    the connection's teardown.
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -32,13 +42,13 @@ use kernel::{
 };
 
 use super::{
-    Acceptor, CmEvent, Completion, ConnHandler, Connection, HeldRecv, Incoming, Listener, Live, QpConfig, QpSizes,
-    Received, RecvCache, Registered, Registration, RwDir, SgWriter, VerbsCounters,
+    Acceptor, CmEvent, Completion, ConnHandler, ConnRequest, Connection, HeldRecv, Lender, Listener, Live, QpConfig,
+    Received, Registered, Registration, RemoteInv, RwSeg, SgWriter, VerbsCounters,
 };
 use crate::kapi::{
     errno,
     net::{Net, SockAddrBuf},
-    page::OwnedPage,
+    page::{Inbound, OwnedPage, Outbound},
     time,
 };
 
@@ -50,6 +60,10 @@ const PORT: u16 = 20_099;
 
 /// How long any one step may take.
 const STEP_MS: u32 = 10_000;
+
+/// The active side's private data, which the passive side's request
+/// carries.
+const HELLO: &[u8] = b"rpcrdma_rs verbs self-test";
 
 /// Bytes moved by each RDMA operation.
 const LEN: usize = 64;
@@ -63,8 +77,9 @@ struct Seen {
     failed: Option<i32>,
     msgs: u32,
     last: [u8; 32],
-    invalidated: Option<u32>,
+    invalidated: Option<RemoteInv>,
     held: Option<HeldRecv>,
+    requests: u32,
 }
 
 /// One side's handler.
@@ -143,7 +158,7 @@ impl ConnHandler for Side {
         if let (Some(dst), Some(src)) = (s.last.get_mut(..n), msg.data.get(..n)) {
             dst.copy_from_slice(src);
         }
-        s.invalidated = msg.invalidated_rkey;
+        s.invalidated = msg.invalidated;
         s.msgs += 1;
         if self.hold_first && s.msgs == 1 {
             s.held = Some(msg.hold());
@@ -184,53 +199,67 @@ impl ConnHandler for Side {
     }
 }
 
-/// The passive side's acceptor: keeps the one connection it accepts.
+/// The passive side's acceptor: queues the one request it gets, which
+/// the test accepts from its own thread (not from the CM's handler), and
+/// keeps the connection.
 #[pin_data]
 struct Server {
     side: Arc<Side>,
-    cache: Arc<RecvCache>,
+    #[pin]
+    req: SpinLock<Option<ConnRequest>>,
     #[pin]
     conn: SpinLock<Option<Arc<Connection<Side>>>>,
 }
 
 impl Acceptor for Server {
-    fn request(&self, req: Incoming<'_>, _private_data: &[u8]) {
-        // One Receive buffer: a second message arrives only if the held
-        // one was released and reposted.
-        let cfg = config(1);
-        let accepted = Connection::accept(req, self.side.clone(), &self.cache, cfg, &[], 1)
-            .and_then(|c| Ok(Arc::new(c, GFP_KERNEL)?));
-        match accepted {
-            Ok(c) => {
-                let old = self.conn.lock().replace(c.clone());
-                // Never dropped here: the lock holds at most this one, and
-                // `c`'s other reference stays in the slot.
-                drop(old);
-                drop(c);
-            }
-            Err(e) => {
-                pr_err!("verbs self-test: accept failed ({})\n", e.to_errno());
-                self.side.update(|s| s.failed = Some(e.to_errno()));
-            }
+    fn request(&self, req: ConnRequest) {
+        // Only the active side's request (its private data says so; the
+        // CM pads it with zeroes); a second one replaces (and so refuses)
+        // the first.
+        if !req.private_data().starts_with(HELLO) {
+            pr_err!("verbs self-test: a request with private data {:?}\n", req.private_data());
+            return;
         }
+        let old = self.req.lock().replace(req);
+        self.side.update(|s| s.requests += 1);
+        drop(old);
+    }
+}
+
+impl Server {
+    /// Accepts the queued request (one Receive buffer: a second message
+    /// arrives only if the held one was released and reposted).
+    fn accept(&self) -> Result<Arc<Connection<Side>>> {
+        let req = self.req.lock().take().ok_or(EIO)?;
+        let c = match Connection::accept(req, self.side.clone(), config(1), &[], 1) {
+            Ok(c) => Arc::new(c, GFP_KERNEL)?,
+            Err((e, req)) => {
+                pr_err!("verbs self-test: accept failed ({})\n", e.to_errno());
+                // Dropped: refused.
+                drop(req);
+                return Err(e);
+            }
+        };
+        *self.conn.lock() = Some(c.clone());
+        Ok(c)
     }
 }
 
 /// Queues for a test connection with `recv_bufs` Receives.
 fn config(recv_bufs: usize) -> QpConfig {
     QpConfig {
-        sizes: QpSizes {
-            send_bufs: 4,
-            send_buf_size: 256,
-            send_sges: 2,
-            recv_bufs,
-            recv_batch: 1,
-            recv_buf_size: 256,
-            mrs: 1,
-            max_mrs: 2,
-            mr_pages: 1,
-            send_wrs: 16,
-        },
+        send_bufs: 4,
+        send_buf_size: 256,
+        send_sges: 2,
+        recv_bufs,
+        recv_batch: 1,
+        recv_buf_size: 256,
+        mrs: 1,
+        max_mrs: 4,
+        mr_pages: 1,
+        send_wrs: 32,
+        max_send_regs: 4,
+        rdma_ctxs: 4,
         signal_interval: 1,
     }
 }
@@ -244,8 +273,11 @@ fn pattern(seed: u8) -> [u8; LEN] {
     p
 }
 
-/// Encodes two segments (handle, length, offset; big-endian).
-fn encode(buf: &mut [u8], segs: [&Registered; 2]) -> Result<usize> {
+/// Segments the active side offers: two to write, two to read.
+const SEGS: usize = 4;
+
+/// Encodes the segments (handle, length, offset; big-endian).
+fn encode(buf: &mut [u8], segs: &[Registered; SEGS]) -> Result<usize> {
     let mut at = 0;
     for s in segs {
         for field in [&s.handle.to_be_bytes()[..], &s.length.to_be_bytes()[..], &s.offset.to_be_bytes()[..]] {
@@ -257,50 +289,60 @@ fn encode(buf: &mut [u8], segs: [&Registered; 2]) -> Result<usize> {
 }
 
 /// Decodes what [`encode`] wrote: (handle, offset) of each segment.
-fn decode(bytes: &[u8]) -> Option<[(u32, u64); 2]> {
+fn decode(bytes: &[u8]) -> Option<[(u32, u64); SEGS]> {
     let seg = |at: usize| -> Option<(u32, u64)> {
         let h = u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?);
         let off = u64::from_be_bytes(bytes.get(at + 8..at + 16)?.try_into().ok()?);
         Some((h, off))
     };
-    Some([seg(0)?, seg(16)?])
+    Some([seg(0)?, seg(16)?, seg(32)?, seg(48)?])
 }
 
 /// Runs the test on the local IPv4 address `addr` (network byte order).
 pub(crate) fn run(net: &Net, addr: u32) -> Result {
-    let cache = Arc::pin_init(RecvCache::new(&COUNTERS), GFP_KERNEL)?;
     let srv_side = Arc::pin_init(Side::new(true), GFP_KERNEL)?;
     let cli_side = Arc::pin_init(Side::new(false), GFP_KERNEL)?;
     let sa = SockAddrBuf::ipv4(addr, PORT);
-    let (side, srv_cache) = (srv_side.clone(), cache.clone());
+    let side = srv_side.clone();
     let server = pin_init!(Server {
         side,
-        cache: srv_cache,
+        req <- new_spinlock!(None, "rpcrdma_rs:selftest_req"),
         conn <- new_spinlock!(None, "rpcrdma_rs:selftest_conn"),
     });
     let listener = Listener::new(net, sa.addr(), 4, server).inspect_err(|e| {
         pr_err!("verbs self-test: cannot listen ({})\n", e.to_errno());
     })?;
-    let mut cli = Connection::new(net, cli_side.clone(), &cache)?;
-    let result = exchange(&mut cli, &listener, &sa, &cli_side, &srv_side);
-    // Teardown: both ends, then the listener.
+    let mut cli = Connection::new(net, cli_side.clone())?;
+    let lost = OwnedPage::new()?;
+    let refs = lost.ref_count();
+    let mut result = exchange(&mut cli, &listener, &sa, &cli_side, &srv_side, &lost);
+    let dev = cli.device_name();
+    // Teardown: both ends, then the listener. The client's teardown frees
+    // the region of the lost token, and with it its page reference.
     drop(cli);
+    if result.is_ok() && lost.ref_count() != refs {
+        pr_err!("verbs self-test: the lost token's page kept {} references after teardown\n", lost.ref_count());
+        result = Err(EIO);
+    }
     let srv = listener.acceptor().conn.lock().take();
     drop(srv);
     drop(listener);
     match &result {
-        Ok(()) => pr_info!("verbs self-test passed: accept, RDMA Write and Read, Send With Invalidate, held Receive\n"),
+        Ok(()) => pr_info!(
+            "verbs self-test passed on {}: accept outside the CM handler, a two-segment RDMA Read, two RDMA Writes chained ahead of a Send With Invalidate, held Receive, page references, tokens, a closed lender\n",
+            dev
+        ),
         Err(e) => pr_err!("verbs self-test failed ({})\n", e.to_errno()),
     }
     result
 }
 
 /// The second registration of step 2. The queue pair came with one region
-/// and room for two: the registration finds none idle, and succeeds once
-/// [`Connection::grow_mrs`] made the other (and no third).
+/// and room for four: the registration finds none idle, and succeeds once
+/// [`Connection::grow_mrs`] made the other three (and no fourth).
 fn second_region(cli: &Connection<Side>, reg: &mut Registration, page: &OwnedPage) -> Result<Registered> {
-    let fill = |sg: &mut SgWriter<'_>| sg.push(page.page_ref(), LEN as u32, 0);
-    match cli.register(reg, true, 1, fill) {
+    let fill = |sg: &mut SgWriter<'_, Inbound>| sg.push(page.page_ref(), LEN as u32, 0);
+    match cli.register(reg, 1, fill) {
         Err(e) if e == errno::ENOBUFS() => {}
         _ => return Err(EIO),
     }
@@ -308,95 +350,224 @@ fn second_region(cli: &Connection<Side>, reg: &mut Registration, page: &OwnedPag
     if !cli.take_mrs_wanted() || cli.take_mrs_wanted() {
         return Err(EIO);
     }
-    if !cli.mrs_exhausted() || cli.grow_mrs(4)? != 1 || cli.mrs_exhausted() {
+    if !cli.mrs_exhausted() || cli.grow_mrs(4)? != 3 || cli.mrs_exhausted() {
         return Err(EIO);
     }
-    cli.register(reg, true, 1, fill)
+    cli.register(reg, 1, fill)
 }
 
-/// Steps 2 to 4 of the test (see the module's documentation).
+/// Registers the four pages into `reg`: the two to write, then the two to
+/// read.
+fn register_all(cli: &Connection<Side>, reg: &mut Registration, pages: &[OwnedPage; SEGS]) -> Result<[Registered; SEGS]> {
+    let [w1, w2, r1, r2] = pages;
+    let a = cli.register::<Inbound>(reg, 1, |sg| sg.push(w1.page_ref(), LEN as u32, 0))?;
+    let b = second_region(cli, reg, w2)?;
+    let c = cli.register::<Outbound>(reg, 1, |sg| sg.push(r1.page_ref(), LEN as u32, 0))?;
+    let d = cli.register::<Outbound>(reg, 1, |sg| sg.push(r2.page_ref(), LEN as u32, 0))?;
+    Ok([a, b, c, d])
+}
+
+/// Steps 2 to 5 of the test (see the module's documentation).
 fn exchange(
     cli: &mut Connection<Side>,
     listener: &Listener<Server>,
     sa: &SockAddrBuf,
     cli_side: &Side,
     srv_side: &Side,
+    lost: &OwnedPage,
 ) -> Result {
     let srv = connect(cli, listener, sa, cli_side, srv_side)?;
 
-    // The active side offers a page to write and one to read.
-    let wpage = OwnedPage::new()?;
-    let rpage = OwnedPage::new()?;
-    rpage.write(0, &pattern(0xa5))?;
-    // A region registered and given back unposted: the caller's own
-    // release, which its reading of the release count takes in.
-    let mut epoch = cli.release_epoch();
-    let mut reg = Registration::empty();
-    cli.register(&mut reg, false, 1, |sg| sg.push(wpage.page_ref(), LEN as u32, 0))?;
-    let _ = cli.release_unposted(reg, &mut epoch);
-    if cli.released_since(&epoch) {
-        return step_ok("own releases", Err(EIO));
+    // Two pages the peer writes, two it reads.
+    let pages = [OwnedPage::new()?, OwnedPage::new()?, OwnedPage::new()?, OwnedPage::new()?];
+    pages[2].write(0, &pattern(0xa5))?;
+    pages[3].write(0, &pattern(0x5a))?;
+    let lender = Lender::new();
+    // A region registered and given back unposted. While registered, the
+    // region holds a reference of the page of its own.
+    let refs = pages[0].ref_count();
+    let mut reg = cli.begin(&lender)?;
+    cli.register::<Inbound>(&mut reg, 1, |sg| sg.push(pages[0].page_ref(), LEN as u32, 0))?;
+    let registered_refs = pages[0].ref_count();
+    if !matches!(cli.release_unposted(&lender, reg), Ok((_, 1))) {
+        return step_ok("give back unposted", Err(EIO));
     }
-    let mut reg = Registration::empty();
-    let w = cli.register(&mut reg, false, 1, |sg| sg.push(wpage.page_ref(), LEN as u32, 0))?;
-    let r = match second_region(cli, &mut reg, &rpage) {
-        Ok(r) => r,
+    if registered_refs != refs + 1 || pages[0].ref_count() != refs {
+        pr_err!("verbs self-test: page references {} registered, {} released (from {})\n", registered_refs, pages[0].ref_count(), refs);
+        return Err(EIO);
+    }
+    // One token of a lender at a time.
+    let reg = cli.begin(&lender)?;
+    if cli.begin(&lender).is_ok() {
+        pr_err!("verbs self-test: a second token of a lender\n");
+        return Err(EIO);
+    }
+    if cli.release_unposted(&lender, reg).is_err() || lender.released_idle().is_none() {
+        return Err(EIO);
+    }
+    let mut reg = cli.begin(&lender)?;
+    let segs = match register_all(cli, &mut reg, &pages) {
+        Ok(s) => s,
         Err(e) => {
-            let _ = cli.release_unposted(reg, &mut epoch);
-            return step_ok("make a region on demand", Err(e));
+            let _ = cli.release_unposted(&lender, reg);
+            return step_ok("register", Err(e));
         }
     };
-    let (posted, sent) = match cli.send(reg, |out| out.copy(|buf| encode(buf, [&w, &r]))) {
+    let posted = match cli.send(reg, |out| out.copy(|buf| encode(buf, &segs))) {
         Ok(p) => p,
         Err(f) => {
-            let _ = cli.release_unposted(f.reg, &mut epoch);
+            let _ = cli.release_unposted(&lender, f.reg);
             return step_ok("send segments", Err(f.err));
         }
     };
-    let _done = cli.wait_sent(sent);
-
-    // The passive side holds the Receive and moves data.
-    srv_side.wait("receive segments", |s| s.held.is_some())?;
-    let held = srv_side.seen.lock().held.take().ok_or(EIO)?;
-    let segs = srv.with_held(&held, decode).flatten().ok_or(EIO)?;
-    let spage = OwnedPage::new()?;
-    spage.write(0, &pattern(0x3c))?;
-    step_ok("RDMA Write", srv.rdma_rw(RwDir::Write, &[(spage.page_ref(), 0, LEN as u32)], segs[0].1, segs[0].0))?;
-    let dpage = OwnedPage::new()?;
-    step_ok("RDMA Read", srv.rdma_rw(RwDir::Read, &[(dpage.page_ref(), 0, LEN as u32)], segs[1].1, segs[1].0))?;
-    let mut got = [0u8; LEN];
-    dpage.read(0, &mut got)?;
-    if got != pattern(0xa5) {
-        pr_err!("verbs self-test: RDMA Read brought the wrong bytes\n");
+    // No proof while the token is out, and none from a connection that is
+    // not the token's.
+    if lender.released_idle().is_some() {
         return Err(EIO);
     }
-    srv.release_held(held);
-    let sent = step_ok("answer", srv.send_invalidating(segs[0].0, |out| out.copy(|b| copy_in(b, b"done"))))?;
-    let _done = srv.wait_sent(sent);
-
-    // The active side sees the remote invalidation and the written bytes.
-    cli_side.wait("answer", |s| s.msgs >= 1)?;
+    let posted = match srv.release(&lender, posted, None) {
+        Ok(_) => {
+            pr_err!("verbs self-test: another connection's token gave a proof\n");
+            return Err(EIO);
+        }
+        Err(t) => t,
+    };
+    // From here on, whatever fails, the token is ended before its pages
+    // can go.
+    let result = serve_and_check(cli, &srv, srv_side, cli_side, segs[0].handle);
     let invalidated = cli_side.seen.lock().invalidated;
-    if invalidated != Some(w.handle) {
-        pr_err!("verbs self-test: answer invalidated {:?}, not {:#x}\n", invalidated, w.handle);
+    let (proof, local) = match cli.release(&lender, posted, invalidated) {
+        Ok(r) => r,
+        Err(_t) => {
+            pr_err!("verbs self-test: the token of this lender and connection was refused\n");
+            return Err(EIO);
+        }
+    };
+    result?;
+    // The proof closes its own lender only, which then lends nothing (a
+    // request is completed meanwhile) until it is opened again.
+    let proof = match Lender::new().close(proof) {
+        Ok(_) => {
+            pr_err!("verbs self-test: a proof closed another lender\n");
+            return Err(EIO);
+        }
+        Err(p) => p,
+    };
+    let closed = lender.close(proof).map_err(|_| EIO)?;
+    if cli.begin(&lender).is_ok() || lender.released_idle().is_some() {
+        pr_err!("verbs self-test: a closed lender lent\n");
         return Err(EIO);
     }
-    let (_proof, local) = cli.invalidate(posted, invalidated);
-    if local != 1 {
-        pr_err!("verbs self-test: {} LOCAL_INVs, not 1\n", local);
+    drop(closed);
+    let reg = cli.begin(&lender)?;
+    if cli.release_unposted(&lender, reg).is_err() {
         return Err(EIO);
     }
-    wpage.read(0, &mut got)?;
-    if got != pattern(0x3c) {
-        pr_err!("verbs self-test: RDMA Write left the wrong bytes\n");
+    if local != SEGS - 1 {
+        pr_err!("verbs self-test: {} LOCAL_INVs, not {}\n", local, SEGS - 1);
         return Err(EIO);
+    }
+    for (page, seed) in [(&pages[0], 0x3c), (&pages[1], 0xc3)] {
+        let mut got = [0u8; LEN];
+        page.read(0, &mut got)?;
+        if got != pattern(seed) {
+            pr_err!("verbs self-test: RDMA Write left the wrong bytes\n");
+            return Err(EIO);
+        }
     }
 
     // The released Receive was reposted: one more message arrives.
-    let sent = step_ok("send again", cli.send_unregistered(|out| out.copy(|b| copy_in(b, b"again"))))?;
-    let _done = cli.wait_sent(sent);
+    step_ok("send again", cli.send_copied(|out| out.copy(|b| copy_in(b, b"again"))))?;
     srv_side.wait("message after release", |s| s.msgs >= 2)?;
     if srv_side.seen.lock().last.get(..5) != Some(b"again".as_slice()) {
+        return Err(EIO);
+    }
+
+    // A token lost: its region keeps its page (a reference of its own)
+    // and its lender stays away, until the connection goes (`run` looks
+    // at the page after).
+    let refs = lost.ref_count();
+    let orphan = Lender::new();
+    let mut reg = cli.begin(&orphan)?;
+    cli.register::<Inbound>(&mut reg, 2, |sg| sg.push(lost.page_ref(), LEN as u32, 0))?;
+    // A token has no `Drop`: dropping it is forgetting it.
+    drop(reg);
+    if lost.ref_count() != refs + 1 || orphan.released_idle().is_some() {
+        pr_err!("verbs self-test: a lost token's page has {} references (from {})\n", lost.ref_count(), refs);
+        return Err(EIO);
+    }
+    Ok(())
+}
+
+/// Step 3, and the active side's view of its answer: the passive side
+/// holds the Receive, RDMA-Reads the two readable segments in one
+/// operation, releases the held Receive, and answers with RDMA Writes of
+/// two patterns into the two writable segments chained ahead of a Send
+/// With Invalidate of the first one's rkey (`w_handle`).
+fn serve_and_check(
+    cli: &Connection<Side>,
+    srv: &Connection<Side>,
+    srv_side: &Side,
+    cli_side: &Side,
+    w_handle: u32,
+) -> Result {
+    srv_side.wait("receive segments", |s| s.held.is_some())?;
+    let held = srv_side.seen.lock().held.take().ok_or(EIO)?;
+    // Another connection's buffer is not this one's to read.
+    if cli.with_held(&held, |_| ()).is_some() {
+        pr_err!("verbs self-test: a held Receive read on another connection\n");
+        return Err(EIO);
+    }
+    let segs = srv.with_held(&held, decode).flatten().ok_or(EIO)?;
+    let [w1, w2, r1, r2] = segs;
+
+    // The Read chunk: two segments into two sink pages, one operation.
+    let sinks = [OwnedPage::new()?, OwnedPage::new()?];
+    let s1 = [(sinks[0].page_ref::<Inbound>(), 0, LEN as u32)];
+    let s2 = [(sinks[1].page_ref::<Inbound>(), 0, LEN as u32)];
+    let read = [RwSeg { rkey: r1.0, addr: r1.1, pages: &s1 }, RwSeg { rkey: r2.0, addr: r2.1, pages: &s2 }];
+    step_ok("RDMA Read", srv.rdma_rw(&read))?;
+    for (page, seed) in [(&sinks[0], 0xa5), (&sinks[1], 0x5a)] {
+        let mut got = [0u8; LEN];
+        page.read(0, &mut got)?;
+        if got != pattern(seed) {
+            pr_err!("verbs self-test: RDMA Read brought the wrong bytes\n");
+            return Err(EIO);
+        }
+    }
+    step_ok("release held Receive", srv.release_held(held))?;
+
+    // The Write chunk: two segments from two pages, chained ahead of the
+    // answer, one post.
+    let sources = [OwnedPage::new()?, OwnedPage::new()?];
+    sources[0].write(0, &pattern(0x3c))?;
+    sources[1].write(0, &pattern(0xc3))?;
+    let p1 = [(sources[0].page_ref::<Outbound>(), 0, LEN as u32)];
+    let p2 = [(sources[1].page_ref::<Outbound>(), 0, LEN as u32)];
+    let write = [RwSeg { rkey: w1.0, addr: w1.1, pages: &p1 }, RwSeg { rkey: w2.0, addr: w2.1, pages: &p2 }];
+    let writes = step_ok("prepare RDMA Writes", srv.rw_prepare(&write, 0))?;
+    let answer = Lender::new();
+    let reg = srv.begin(&answer)?;
+    let t = match srv.send_with_writes(reg, writes, Some(w1.0), |out| out.copy(|b| copy_in(b, b"done"))) {
+        Ok(t) => t,
+        Err((f, writes)) => {
+            let _ = srv.release_unposted(&answer, f.reg);
+            if let Some(w) = writes {
+                let _ = srv.rw_discard(w);
+            }
+            return step_ok("answer with writes", Err(f.err));
+        }
+    };
+    // Ends the writes too, once the Send is done.
+    if srv.release(&answer, t, None).is_err() {
+        return Err(EIO);
+    }
+
+    // The active side sees the remote invalidation.
+    cli_side.wait("answer", |s| s.msgs >= 1)?;
+    let invalidated = cli_side.seen.lock().invalidated;
+    if invalidated.map(|r| r.rkey()) != Some(w_handle) {
+        pr_err!("verbs self-test: answer invalidated {:?}, not {:#x}\n", invalidated.map(|r| r.rkey()), w_handle);
         return Err(EIO);
     }
     Ok(())
@@ -412,13 +583,18 @@ fn connect(
 ) -> Result<Arc<Connection<Side>>> {
     step_ok("resolve address", cli.resolve_addr(sa.addr(), STEP_MS))?;
     cli_side.wait("resolve address", |s| s.addr_resolved)?;
-    step_ok("resolve route", cli.resolve_route(STEP_MS))?;
+    step_ok("resolve route", cli.resolve_route(STEP_MS))
+        .inspect_err(|_| pr_err!("verbs self-test: the address resolved to device {}\n", cli.device_name()))?;
     cli_side.wait("resolve route", |s| s.route_resolved)?;
     step_ok("create queue pair", cli.create_qp(config(2)))?;
-    step_ok("connect", cli.connect(&[], 1))?;
+    step_ok("connect", cli.connect(HELLO, 1))?;
+    // The request waits for this thread, which accepts it outside the
+    // CM's handler.
+    srv_side.wait("connection request", |s| s.requests >= 1)?;
+    let srv = step_ok("accept", listener.acceptor().accept())?;
     cli_side.wait("connect", |s| s.established)?;
     srv_side.wait("accept", |s| s.established)?;
-    listener.acceptor().conn.lock().clone().ok_or(EIO)
+    Ok(srv)
 }
 
 /// Logs a failed step.

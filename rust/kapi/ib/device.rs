@@ -37,12 +37,28 @@ impl Device {
         unsafe { &*ptr.cast::<Device>() }
     }
 
-    /// The device's name, e.g. `rxe0`.
-    pub(crate) fn name(&self) -> &CStr {
-        // SAFETY: the device is valid (type invariant); `dev_name` returns its
-        // NUL-terminated name, which lives as long as the device. A rename
-        // cannot run concurrently with the add/remove callbacks we get it in.
-        unsafe { crate::kapi::compat::cstr_from_ptr(sys::rpcrdma_rs_ib_device_name(self.0.get())) }
+    /// The device's name, e.g. `rxe0`, copied. A device can be renamed
+    /// at any time (`rdma dev set NAME name NEW`), which rewrites the
+    /// name in place: it is read a byte at a time, as C reads a field
+    /// another thread may change, and never kept.
+    pub(crate) fn name(&self) -> DeviceName {
+        let mut n = DeviceName { buf: [0; DEVICE_NAME_LEN] };
+        // SAFETY: the device is valid (type invariant); only the field's
+        // address is taken.
+        let src = unsafe { core::ptr::addr_of!((*self.0.get()).name) }.cast::<u8>();
+        // Room for the NUL the copy always ends with.
+        let len = (sys::IB_DEVICE_NAME_MAX as usize).min(DEVICE_NAME_LEN - 1);
+        for (i, d) in n.buf.iter_mut().enumerate().take(len) {
+            // SAFETY: the name is an array of the device's, at least `len`
+            // bytes; each byte is read once, a torn name being the worst a
+            // rename can cause.
+            let b = unsafe { core::ptr::read_volatile(src.add(i)) };
+            if b == 0 {
+                break;
+            }
+            *d = b;
+        }
+        n
     }
 
     /// What the device can do.
@@ -75,6 +91,32 @@ impl Device {
     /// The device, for C functions that take one.
     pub(super) fn as_ptr(&self) -> *mut sys::ib_device {
         self.0.get()
+    }
+}
+
+/// Bytes of a copied device name, NUL included.
+const DEVICE_NAME_LEN: usize = 64;
+
+/// A device's name, copied ([`Device::name`]); prints as the name.
+pub(crate) struct DeviceName {
+    buf: [u8; DEVICE_NAME_LEN],
+}
+
+crate::kapi::compat::printable!(DeviceName);
+
+impl Default for DeviceName {
+    /// `?`: no device.
+    fn default() -> Self {
+        let mut buf = [0; DEVICE_NAME_LEN];
+        buf[0] = b'?';
+        DeviceName { buf }
+    }
+}
+
+impl core::fmt::Display for DeviceName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let len = self.buf.iter().position(|&b| b == 0).unwrap_or(self.buf.len());
+        f.write_str(core::str::from_utf8(self.buf.get(..len).unwrap_or(&[])).unwrap_or("?"))
     }
 }
 

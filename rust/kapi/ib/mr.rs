@@ -1,15 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Fast-registration memory regions (`struct ib_mr` of type MEM_REG) and
-//! the tokens that say who may reach them.
+//! Fast-registration memory regions (`struct ib_mr` of type MEM_REG), and
+//! the writer that fills one's scatterlist ([`SgWriter`]).
 //!
-//! A region is idle (its connection's free list has its index), leased to
-//! the thread registering it, or handed off to a [`Registration`] and then
-//! a [`PostedRegistration`]: the only ways back are invalidation, giving an
-//! unposted registration back, or the connection's teardown, which
-//! deregisters every region after its queue pair is gone.
+//! A region is idle (its owner's free list has its index), leased to the
+//! thread registering it, or handed off to a [`Registration`] and then an
+//! [`InFlight`]: the only ways back are invalidation, giving an unposted
+//! registration back, or the connection's teardown, which deregisters
+//! every region after its queue pair is gone. Every page a registration
+//! names holds a page reference of the region's until it is unmapped.
+//!
+//! [`Registration`]: super::Registration
+//! [`InFlight`]: super::InFlight
 
 use core::{
+    marker::PhantomData,
     pin::Pin,
     ptr,
     sync::atomic::{AtomicBool, Ordering},
@@ -17,21 +22,21 @@ use core::{
 
 use kernel::{
     alloc::{flags::GFP_KERNEL, KBox, KVec},
-    error::{code::EINVAL, from_err_ptr, Result},
+    error::{
+        code::{EINVAL, EIO},
+        from_err_ptr, Result,
+    },
 };
 
-use super::{device::Device, pd::Pd};
+use super::{device::Device, pd::Pd, token::NO_MR};
 use crate::{
     kapi::{
         cell::LeaseCell,
         compat,
-        page::{in_page, PageRef},
+        page::{self, in_page, Dir, PageRef, ANY_OWNER},
     },
     sys,
 };
-
-/// Most memory regions one registration token holds.
-pub(crate) const MAX_MRS: usize = 8;
 
 /// The signature of a work request's completion function.
 pub(super) type DoneFn = unsafe extern "C" fn(*mut sys::ib_cq, *mut sys::ib_wc);
@@ -41,9 +46,13 @@ pub(super) type DoneFn = unsafe extern "C" fn(*mut sys::ib_cq, *mut sys::ib_wc);
 /// # Invariants
 ///
 /// `state.ibmr` was allocated by [`FrMr::new`] in a PD on `device`; both
-/// outlive this value (the contract of `new`). The entries `0..mapped` of
-/// `state.sg` are DMA-mapped on `device` in direction `to_device`.
-/// `virt_dma` is `device`'s [`Device::uses_virt_dma`].
+/// outlive this value (the contract of `new`). The first `state.refs`
+/// entries of `state.sg` hold a page reference each; the entries
+/// `0..mapped` are DMA-mapped on `device` in the direction `inbound` says.
+/// `virt_dma` is `device`'s [`Device::uses_virt_dma`]. Once `broken` is
+/// set the region is never taken back (its queue pair went to the error
+/// state with it posted, or its invalidation failed): it stays as it is
+/// until the connection's teardown frees it.
 pub(crate) struct FrMr {
     /// Written once; ib_core reads them when the work requests complete.
     pub(super) reg_cqe: sys::ib_cqe,
@@ -51,12 +60,14 @@ pub(crate) struct FrMr {
     /// Set by the LOCAL_INV completion.
     pub(super) inv_done: AtomicBool,
     pub(super) inv_ok: AtomicBool,
+    /// Kept out of use until the connection goes.
+    pub(super) broken: AtomicBool,
     pub(super) index: u16,
     device: *mut sys::ib_device,
     /// The device's DMA is done in software: unmapping does nothing.
     virt_dma: bool,
-    /// Held by the free list, by `register` while it maps the region, then
-    /// (handed off) by the [`Registration`] that owns the region until
+    /// Held by the owner's free list, by `register` while it maps the
+    /// region, then (handed off) by the token that owns the region until
     /// invalidation or `release_unposted` takes it back.
     pub(super) cell: LeaseCell<MrState>,
 }
@@ -76,21 +87,27 @@ unsafe impl Sync for FrMr {}
 ///
 /// `ibmr` is the region of the `FrMr` holding this state, used only by the
 /// state's holder; the work requests' `wr_cqe` are that `FrMr`'s CQEs, and
-/// their `next` is null or a request of a chain being posted.
+/// their `next` is null or a request of a chain being posted. `next` is
+/// the next region of the token that holds this one ([`NO_MR`]: the last).
 pub(super) struct MrState {
     pub(super) ibmr: *mut sys::ib_mr,
     pub(super) sg: KVec<sys::scatterlist>,
+    /// Scatterlist entries holding a page reference.
+    refs: u32,
     /// Scatterlist entries DMA-mapped (0: not mapped).
-    pub(super) mapped: u32,
-    pub(super) to_device: bool,
+    mapped: u32,
+    /// Mapped for the device to write (the peer writes the region).
+    inbound: bool,
     pub(super) reg_wr: sys::ib_reg_wr,
     pub(super) inv_wr: sys::ib_send_wr,
+    pub(super) next: u16,
 }
 
 impl MrState {
-    /// Unmaps the scatterlist entries mapped for the last registration,
-    /// once. On a device whose DMA is done in software (`virt_dma`) there
-    /// is nothing to undo, as in `ib_dma_unmap_sg`.
+    /// Unmaps the scatterlist entries mapped for the last registration and
+    /// drops the page references they hold, once. On a device whose DMA is
+    /// done in software (`virt_dma`) there is no mapping to undo, as in
+    /// `ib_dma_unmap_sg`.
     ///
     /// # Safety
     ///
@@ -102,15 +119,34 @@ impl MrState {
         if n != 0 && !virt_dma {
             // SAFETY: per the function's contract, for the `n` entries
             // mapped in this direction.
-            unsafe { sys::rpcrdma_rs_dma_unmap_sg(device, self.sg.as_mut_ptr(), n as i32, self.to_device) };
+            unsafe { sys::rpcrdma_rs_dma_unmap_sg(device, self.sg.as_mut_ptr(), n as i32, !self.inbound) };
+        }
+        // SAFETY: the entries hold the references `SgWriter::push` took
+        // (type invariant of `FrMr`), given up once here.
+        unsafe { self.put_pages() };
+    }
+
+    /// Drops the page references of the entries that hold one.
+    ///
+    /// # Safety
+    ///
+    /// No entry is DMA-mapped any more, and the device is done with the
+    /// pages.
+    unsafe fn put_pages(&mut self) {
+        let n = core::mem::replace(&mut self.refs, 0);
+        for sg in self.sg.iter().take(n as usize) {
+            // SAFETY: the entry holds the reference `push` took (type
+            // invariant of `FrMr`); `refs` is 0 from now on.
+            unsafe { page::put(super::sg::page(sg)) };
         }
     }
 }
 
 // SAFETY: `ibmr` is an ib_core region only this state's holder uses; the work
 // requests point at the region's own CQEs (in the same pinned `FrMr`) or at
-// requests of a chain being posted (type invariant). Giving the state to
-// another thread moves none of these.
+// requests of a chain being posted, and the scatterlist's pages are held by
+// references of their own (type invariant). Giving the state to another
+// thread moves none of these.
 unsafe impl Send for MrState {}
 
 impl FrMr {
@@ -129,11 +165,11 @@ impl FrMr {
         reg_done: DoneFn,
         inv_done: DoneFn,
     ) -> Result<Pin<KBox<FrMr>>> {
-        let index = u16::try_from(index).map_err(|_| EINVAL)?;
+        let index = u16::try_from(index).ok().filter(|&i| i != NO_MR).ok_or(EINVAL)?;
         let n = pages as usize;
         // Zeroed by `sg_init_table`, not entry by entry here: a region is
-        // made while calls wait for one (`regions.rs`), and its table has
-        // up to 256 entries.
+        // made while calls wait for one, and its table has up to 256
+        // entries.
         let mut sg = KVec::<sys::scatterlist>::with_capacity(n, GFP_KERNEL)?;
         // SAFETY: the allocation has room for `n` entries; the call zeroes
         // them all and marks the last as the end.
@@ -143,8 +179,8 @@ impl FrMr {
         unsafe { compat::kvec_add_initialised(&mut sg, n) };
         // SAFETY: the PD is live.
         let ibmr = from_err_ptr(unsafe { sys::ib_alloc_mr(pd.as_ptr(), sys::ib_mr_type_IB_MR_TYPE_MEM_REG, pages) })?;
-        // INVARIANT: allocated just above in `pd`, nothing mapped; the
-        // caller keeps the device and PD alive. From here on `Drop`
+        // INVARIANT: allocated just above in `pd`, nothing mapped or held;
+        // the caller keeps the device and PD alive. From here on `Drop`
         // deregisters it.
         let mr = KBox::pin(
             FrMr {
@@ -152,16 +188,19 @@ impl FrMr {
                 inv_cqe: sys::ib_cqe { done: Some(inv_done) },
                 inv_done: AtomicBool::new(false),
                 inv_ok: AtomicBool::new(false),
+                broken: AtomicBool::new(false),
                 index,
                 device: device.as_ptr(),
                 virt_dma: device.uses_virt_dma(),
                 cell: LeaseCell::new(MrState {
                     ibmr,
                     sg,
+                    refs: 0,
                     mapped: 0,
-                    to_device: false,
+                    inbound: false,
                     reg_wr: Default::default(),
                     inv_wr: Default::default(),
+                    next: NO_MR,
                 }),
             },
             GFP_KERNEL,
@@ -179,10 +218,11 @@ impl FrMr {
         Ok(mr)
     }
 
-    /// Unmaps the scatterlist entries mapped for the last registration.
-    /// The caller holds the state (a lease taken back from the token that
-    /// owned the region) and the HCA is done with the region: it was
-    /// invalidated, never posted, or its queue pair is gone.
+    /// Unmaps the scatterlist entries of the last registration and drops
+    /// their page references. The caller holds the state (a lease taken
+    /// back from the token that owned the region) and the HCA is done with
+    /// the region: it was invalidated, never posted, or its queue pair is
+    /// gone.
     #[inline(always)]
     pub(super) fn unmap(&self, m: &mut MrState) {
         // SAFETY: the entries were mapped on `device` (type invariant); the
@@ -191,73 +231,116 @@ impl FrMr {
     }
 
     /// DMA-maps the first `n` entries of the scatterlist (set to live
-    /// pages) in direction `to_device`; returns the entries mapped, or 0 or
-    /// less on failure. A device whose DMA is done in software is asked
-    /// directly, as `ib_dma_map_sg` does, without a call to get there.
+    /// pages); returns the entries mapped, or 0 or less on failure. A
+    /// device whose DMA is done in software is asked directly, as
+    /// `ib_dma_map_sg` does, without a call to get there.
     #[inline(always)]
-    fn map_sg(&self, m: &mut MrState, n: usize, to_device: bool) -> i32 {
+    fn map_sg(&self, m: &mut MrState, n: usize, inbound: bool) -> i32 {
         let sg = m.sg.as_mut_ptr();
         #[cfg(CONFIG_INFINIBAND_VIRT_DMA)]
         if self.virt_dma {
-            // SAFETY: the entries are set to live pages (the caller's
-            // contract); the device is live (type invariant).
+            // SAFETY: the entries are set to live pages (held by their
+            // references); the device is live (type invariant).
             return unsafe { sys::ib_dma_virt_map_sg(self.device, sg, n as i32) };
         }
         // SAFETY: as above.
-        unsafe { sys::rpcrdma_rs_dma_map_sg(self.device, sg, n as i32, to_device) }
+        unsafe { sys::rpcrdma_rs_dma_map_sg(self.device, sg, n as i32, !inbound) }
     }
 
-    /// Maps the `n` entries `fill` set, into the region, and gives it a new
-    /// key; returns the wire segment. The caller holds the state.
+    /// Registers what `fill` puts in the scatterlist (pages of the lender
+    /// `owner`, or owned ones), for the peer to access in direction `D`,
+    /// with `tag` in the iova's upper half (it makes captures readable),
+    /// and gives the region a new key; returns the wire segment and the
+    /// scatterlist entries used. The caller holds the state. On failure
+    /// nothing stays mapped or referenced.
     #[inline(always)]
-    pub(super) fn map(&self, m: &mut MrState, n: usize, to_device: bool, xid: u32) -> Result<Registered> {
-        let last = n.checked_sub(1).and_then(|i| m.sg.get_mut(i)).ok_or(EINVAL)?;
-        super::sg::mark_end(last);
-        let nents = self.map_sg(m, n, to_device);
-        if nents <= 0 {
-            return Err(kernel::error::code::EIO);
+    pub(super) fn map<D: Dir>(
+        &self,
+        m: &mut MrState,
+        owner: u64,
+        tag: u32,
+        fill: impl FnOnce(&mut SgWriter<'_, D>) -> Result,
+    ) -> Result<(Registered, usize)> {
+        // The table was initialised when the region was made; `push` sets
+        // only the entries this registration uses, each with a page
+        // reference.
+        let mut w = SgWriter { sg: m.sg.as_mut_slice(), n: 0, owner, _dir: PhantomData };
+        let filled = fill(&mut w);
+        let n = w.n;
+        // INVARIANT: the first `n` entries hold the references `push` took.
+        m.refs = n as u32;
+        if let Err(e) = filled {
+            // SAFETY: nothing is mapped; the device never saw the pages.
+            unsafe { m.put_pages() };
+            return Err(e);
         }
-        // INVARIANT: `n` entries are mapped in direction `to_device`.
-        m.mapped = n as u32;
-        m.to_device = to_device;
-        let mapped = {
-            // SAFETY: the MR is ours (the caller's lease); `nents` entries
-            // are mapped.
-            unsafe { sys::ib_map_mr_sg(m.ibmr, m.sg.as_mut_ptr(), nents, ptr::null_mut(), crate::kapi::PAGE_SIZE) }
+        let Some(last) = n.checked_sub(1).and_then(|i| m.sg.get_mut(i)) else {
+            return Err(EINVAL);
         };
+        super::sg::mark_end(last);
+        let nents = self.map_sg(m, n, D::INBOUND);
+        if nents <= 0 {
+            // SAFETY: as above: mapping failed.
+            unsafe { m.put_pages() };
+            return Err(EIO);
+        }
+        // INVARIANT: `n` entries are mapped in direction `D`.
+        m.mapped = n as u32;
+        m.inbound = D::INBOUND;
+        // SAFETY: the MR is ours (the caller's lease); `nents` entries are
+        // mapped.
+        let mapped =
+            unsafe { sys::ib_map_mr_sg(m.ibmr, m.sg.as_mut_ptr(), nents, ptr::null_mut(), crate::kapi::PAGE_SIZE) };
         if mapped != nents {
             // Nothing of the region uses the entries: unmapped at once.
             self.unmap(m);
-            return Err(kernel::error::code::EIO);
+            return Err(EIO);
         }
-        // SAFETY: the region is ours (leased) and valid until `Drop`.
+        let r = m.ibmr;
+        // SAFETY: the region is ours (leased) and valid until `Drop`; its
+        // fields are written through the pointer, one at a time, as the
+        // kernel's own `ib_update_fast_reg_key` does, with nobody else
+        // reading them (the region is not posted).
         let seg = unsafe {
-            let mr = &mut *m.ibmr;
-            // The XID in the iova's upper half makes captures readable.
-            mr.iova = (mr.iova & 0xffff_ffff) | (u64::from(xid) << 32);
+            let iova = ptr::addr_of_mut!((*r).iova);
+            *iova = (*iova & 0xffff_ffff) | (u64::from(tag) << 32);
             // A new key for every registration: a late access with an old
             // rkey is refused by the HCA. The key is the low byte of both
-            // the lkey and the rkey (`ib_update_fast_reg_key`).
-            let key = (mr.rkey & 0xff).wrapping_add(1) & 0xff;
-            mr.lkey = (mr.lkey & 0xffff_ff00) | key;
-            mr.rkey = (mr.rkey & 0xffff_ff00) | key;
-            Registered { handle: mr.rkey, length: mr.length as u32, offset: mr.iova }
+            // the lkey and the rkey.
+            let (lkey, rkey) = (ptr::addr_of_mut!((*r).lkey), ptr::addr_of_mut!((*r).rkey));
+            let key = (*rkey & 0xff).wrapping_add(1) & 0xff;
+            *lkey = (*lkey & 0xffff_ff00) | key;
+            *rkey = (*rkey & 0xffff_ff00) | key;
+            Registered { handle: *rkey, length: (*r).length as u32, offset: *iova }
         };
         m.reg_wr.wr.next = ptr::null_mut();
         m.reg_wr.key = seg.handle;
-        m.reg_wr.access = if to_device {
-            sys::ib_access_flags_IB_ACCESS_REMOTE_READ as i32
-        } else {
+        m.reg_wr.access = if D::INBOUND {
             (sys::ib_access_flags_IB_ACCESS_REMOTE_WRITE | sys::ib_access_flags_IB_ACCESS_LOCAL_WRITE) as i32
+        } else {
+            sys::ib_access_flags_IB_ACCESS_REMOTE_READ as i32
         };
-        Ok(seg)
+        Ok((seg, n))
     }
 
     /// The region's current rkey.
     pub(super) fn rkey(m: &MrState) -> u32 {
         // SAFETY: the region is valid until `Drop` (type invariant), and
-        // the caller holds its state.
+        // the caller holds its state; one field is read.
         unsafe { (*m.ibmr).rkey }
+    }
+
+    /// Keeps the region out of use until the connection goes: its
+    /// registration may be posted with nobody to invalidate it (the queue
+    /// pair went to the error state, which makes it unreachable).
+    pub(super) fn set_broken(&self) {
+        // INVARIANT: set once, never cleared.
+        self.broken.store(true, Ordering::Release);
+    }
+
+    /// True if the region is kept out of use.
+    pub(super) fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::Acquire)
     }
 }
 
@@ -269,7 +352,7 @@ impl Drop for FrMr {
         let m = self.cell.get_mut();
         // SAFETY: the region was allocated in `new` and the device and PD
         // are still live (type invariant); its mapped entries are unmapped
-        // once, and it is deregistered once.
+        // and their pages let go once, and it is deregistered once.
         unsafe {
             m.unmap(device, virt_dma);
             sys::rpcrdma_rs_dereg_mr(m.ibmr);
@@ -277,25 +360,30 @@ impl Drop for FrMr {
     }
 }
 
-/// Fills the scatterlist of a memory region being registered.
-pub(crate) struct SgWriter<'a> {
-    pub(super) sg: &'a mut [sys::scatterlist],
-    pub(super) n: usize,
+/// Fills the scatterlist of a memory region being registered, with pages
+/// the peer may access in direction `D`, of one lender (`owner`) or the
+/// module's own.
+pub(crate) struct SgWriter<'a, D: Dir> {
+    sg: &'a mut [sys::scatterlist],
+    n: usize,
+    owner: u64,
+    _dir: PhantomData<D>,
 }
 
-impl SgWriter<'_> {
-    /// Appends `len` bytes at `offset` in `page` (inside the page).
+impl<D: Dir> SgWriter<'_, D> {
+    /// Appends `len` bytes at `offset` in `page` (inside the page), which
+    /// must be the registration's lender's or the module's own. The
+    /// region takes a reference of the page, dropped when it is unmapped.
     #[inline]
-    pub(crate) fn push(&mut self, page: PageRef<'_>, len: u32, offset: u32) -> Result {
-        if !in_page(offset, len) {
+    pub(crate) fn push(&mut self, page: PageRef<'_, D>, len: u32, offset: u32) -> Result {
+        if !in_page(offset, len) || (page.owner() != self.owner && page.owner() != ANY_OWNER) {
             return Err(EINVAL);
         }
         let sg = self.sg.get_mut(self.n).ok_or(EINVAL)?;
-        // The page is a live page (`PageRef`) of the RPC's buffer, which
-        // the RPC keeps until its regions are invalidated; the bytes are
-        // inside it.
-        super::sg::set_page(sg, page, len, offset);
-        // Below the table's length: the entry exists.
+        let p = page.get().ok_or(EINVAL)?;
+        super::sg::set_page(sg, p, len, offset);
+        // Below the table's length: the entry exists. INVARIANT: the entry
+        // holds the reference just taken.
         self.n = self.n.wrapping_add(1);
         Ok(())
     }
@@ -311,201 +399,6 @@ pub(crate) struct Registered {
     /// The iova.
     pub(crate) offset: u64,
 }
-
-/// The memory regions a registration token holds, and the generation of the
-/// connection they belong to (meaningful only while `n > 0`).
-pub(super) struct Regions {
-    pub(super) generation: u64,
-    pub(super) mrs: [u16; MAX_MRS],
-    pub(super) n: usize,
-}
-
-impl Regions {
-    const NONE: Regions = Regions { generation: 0, mrs: [0; MAX_MRS], n: 0 };
-
-    /// Region `index` alone, of the connection `generation`.
-    #[inline]
-    fn one(generation: u64, index: u16) -> Regions {
-        let mut mrs = [0; MAX_MRS];
-        mrs[0] = index;
-        Regions { generation, mrs, n: 1 }
-    }
-
-    /// Moves the regions out, leaving these empty (the rest of an empty
-    /// set means nothing, and is left as it is).
-    #[inline]
-    fn take(&mut self) -> Regions {
-        let n = core::mem::replace(&mut self.n, 0);
-        Regions { generation: self.generation, mrs: self.mrs, n }
-    }
-
-    /// The regions held, in registration order.
-    pub(super) fn held(&self) -> &[u16] {
-        self.mrs.get(..self.n).unwrap_or(&[])
-    }
-}
-
-/// Memory regions an RPC registered on one connection whose REG_MR work
-/// requests are not posted yet. [`Conn::register`] adds to it; the Send
-/// that advertises the regions consumes it ([`Conn::send`]) and returns
-/// the [`PostedRegistration`]; a call that is not sent gives the regions
-/// back with [`Conn::release_unposted`]. Posting needs the token by value,
-/// so its REG_MRs are posted once.
-///
-/// [`Conn::register`]: super::Conn::register
-/// [`Conn::send`]: super::Conn::send
-/// [`Conn::release_unposted`]: super::Conn::release_unposted
-///
-/// # Invariants
-///
-/// Each region in `0.held()` was handed off to this token by
-/// `Conn::register` on the connection of generation `0.generation`, is
-/// mapped, and has not been posted; only consuming the token takes it
-/// back. The token is not `Clone`, and only kapi makes a non-empty one.
-#[must_use = "an unposted registration holds mapped memory regions: send or release it"]
-pub(crate) struct Registration(pub(super) Regions);
-
-impl Registration {
-    /// A token that holds nothing.
-    pub(crate) const fn empty() -> Self {
-        Registration(Regions::NONE)
-    }
-}
-
-/// One memory region an RPC registered on one connection whose REG_MR work
-/// request is not posted yet: a [`Registration`] of exactly one region, the
-/// usual call's (its only chunk, which one region covers). Made by
-/// [`Conn::register_one`]; the Send that advertises it consumes it
-/// ([`Conn::send_one`]). Being one index and one generation, not a list,
-/// it stays in registers from the registration to the post, and the post
-/// chains one REG_MR without a loop. A call that is not sent turns it into
-/// a [`Registration`] to give the region back.
-///
-/// [`Conn::register_one`]: super::Conn::register_one
-/// [`Conn::send_one`]: super::Conn::send_one
-///
-/// # Invariants
-///
-/// Region `index` was handed off to this token by `Conn::register_one` on
-/// the connection of generation `generation`, is mapped, and has not been
-/// posted; only consuming the token takes it back. The token is not
-/// `Clone`, and only kapi makes one.
-#[must_use = "an unposted registration holds a mapped memory region: send or release it"]
-pub(crate) struct OneRegistration {
-    pub(super) generation: u64,
-    pub(super) index: u16,
-}
-
-impl From<OneRegistration> for Registration {
-    #[inline]
-    fn from(one: OneRegistration) -> Self {
-        // INVARIANT: the one region, handed off by the same registration
-        // and still unposted, is this token's now.
-        Registration(Regions::one(one.generation, one.index))
-    }
-}
-
-/// Memory regions an RPC registered and advertised: the peer may read or
-/// write them until [`Conn::invalidate`] consumes the token and returns the
-/// [`Invalidated`] proof. A token whose connection is gone holds nothing
-/// (the connection released every region when it was torn down, its queue
-/// pair first).
-///
-/// [`Conn::invalidate`]: super::Conn::invalidate
-///
-/// # Invariants
-///
-/// As for [`Registration`], except that the regions' REG_MRs were posted.
-#[must_use = "the peer can reach these regions until they are invalidated"]
-pub(crate) struct PostedRegistration(pub(super) Regions);
-
-impl PostedRegistration {
-    /// A token that holds nothing.
-    pub(crate) const fn none() -> Self {
-        PostedRegistration(Regions::NONE)
-    }
-
-    /// Moves the regions out, leaving this token empty.
-    #[inline]
-    pub(crate) fn take(&mut self) -> PostedRegistration {
-        PostedRegistration(self.0.take())
-    }
-
-    /// True if it holds no memory region.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.n == 0
-    }
-
-    /// Memory regions held.
-    pub(crate) fn len(&self) -> usize {
-        self.0.n
-    }
-
-    /// What the token holds: nothing (most calls' tokens: the proof that
-    /// there is nothing the peer could reach), one region (the usual call
-    /// with chunks: a token of its own, for
-    /// [`Conn::invalidated_remotely`]), or more (the token, for
-    /// [`Conn::invalidate`]).
-    ///
-    /// [`Conn::invalidate`]: super::Conn::invalidate
-    /// [`Conn::invalidated_remotely`]: super::Conn::invalidated_remotely
-    #[inline]
-    pub(crate) fn split(self) -> Holding {
-        match self.0.n {
-            0 => Holding::Nothing(Invalidated(())),
-            // INVARIANT: the token's one region, posted by the same Send,
-            // is the new token's.
-            1 => Holding::One(OnePostedRegistration { generation: self.0.generation, index: self.0.mrs[0] }),
-            _ => Holding::Many(self),
-        }
-    }
-}
-
-/// What a [`PostedRegistration`] holds ([`PostedRegistration::split`]).
-pub(crate) enum Holding {
-    /// No region: the peer can reach nothing.
-    Nothing(Invalidated),
-    /// One region, as a token of its own.
-    One(OnePostedRegistration),
-    /// More than one.
-    Many(PostedRegistration),
-}
-
-/// The one memory region of a [`PostedRegistration`] that holds one (the
-/// usual call's), as a token of its own ([`PostedRegistration::split`]):
-/// one index and one generation, which stay in registers through the
-/// invalidation ([`Conn::invalidated_remotely`]).
-///
-/// [`Conn::invalidated_remotely`]: super::Conn::invalidated_remotely
-///
-/// # Invariants
-///
-/// As for [`PostedRegistration`], of the one region `index`, registered on
-/// the connection of generation `generation`.
-#[must_use = "the peer can reach this region until it is invalidated"]
-pub(crate) struct OnePostedRegistration {
-    pub(super) generation: u64,
-    pub(super) index: u16,
-}
-
-impl From<OnePostedRegistration> for PostedRegistration {
-    #[inline]
-    fn from(one: OnePostedRegistration) -> Self {
-        // INVARIANT: the one region, posted, is this token's now.
-        PostedRegistration(Regions::one(one.generation, one.index))
-    }
-}
-
-/// Proof that the peer can no longer reach an RPC's memory regions: they
-/// were invalidated (or never posted, or their queue pair is in the error
-/// state). Made only by [`Conn::invalidate`],
-/// [`Conn::invalidated_remotely`], [`Conn::release_unposted`] and
-/// [`PostedRegistration::split`] (for a token that holds nothing).
-///
-/// [`Conn::invalidate`]: super::Conn::invalidate
-/// [`Conn::invalidated_remotely`]: super::Conn::invalidated_remotely
-/// [`Conn::release_unposted`]: super::Conn::release_unposted
-pub(crate) struct Invalidated(pub(super) ());
 
 /// Records a LOCAL_INV completion for the thread waiting on it.
 pub(super) fn note_invalidated(mr: &FrMr, ok: bool) {

@@ -21,6 +21,21 @@ pub(crate) struct QpCaps {
     pub(crate) recv_wrs: u32,
     /// SGEs per Send.
     pub(crate) send_sges: u32,
+    /// The port the cm_id is bound to: the R/W API sizes its contexts by
+    /// the port's transport (iWARP registers RDMA Read sinks).
+    pub(crate) port_num: u32,
+    /// R/W contexts in flight at once: the R/W API makes an MR pool of
+    /// that many where the device needs one, and adds their work requests
+    /// to the Send Queue's depth.
+    pub(crate) rdma_ctxs: u32,
+}
+
+/// A post that failed: why, and the first work request of the chain that
+/// was not posted (those before it were: the device owns them until they
+/// complete). Null if the device did not say.
+pub(crate) struct PostError {
+    pub(crate) err: Error,
+    pub(crate) bad: *const sys::ib_send_wr,
 }
 
 /// An RC queue pair, attached to its cm_id; drained and destroyed on drop.
@@ -34,6 +49,7 @@ pub(crate) struct Qp {
     qp: NonNull<sys::ib_qp>,
     id: NonNull<sys::rdma_cm_id>,
     post_send: PostSendFn,
+    port_num: u32,
 }
 
 /// The signature of a device's `post_send` operation.
@@ -65,6 +81,8 @@ impl Qp {
         attr.cap.max_recv_wr = caps.recv_wrs;
         attr.cap.max_send_sge = caps.send_sges;
         attr.cap.max_recv_sge = 1;
+        attr.cap.max_rdma_ctxs = caps.rdma_ctxs;
+        attr.port_num = caps.port_num;
         let id = id.as_ptr();
         // SAFETY: the id, PD and CQs are live; `attr` lives for the call.
         to_result(unsafe { sys::rdma_create_qp(id, pd.as_ptr(), &mut attr) })?;
@@ -83,10 +101,13 @@ impl Qp {
         };
         // INVARIANT: created just above on `id`, which outlives it
         // (contract); `post_send` is its device's.
-        Ok(Qp { qp, id, post_send })
+        Ok(Qp { qp, id, post_send, port_num: caps.port_num })
     }
 
-    /// Posts a chain of Send Queue work requests.
+    /// Posts a chain of Send Queue work requests. On failure, the requests
+    /// before the one the error names were posted, and belong to the device
+    /// until they complete (flushed, if the queue pair goes to the error
+    /// state).
     ///
     /// # Safety
     ///
@@ -95,23 +116,35 @@ impl Qp {
     /// CQE until its completion handler ran, the buffers until the device
     /// is done with them.
     #[inline]
-    pub(super) unsafe fn post_send(&self, wr: *mut sys::ib_send_wr) -> Result {
+    pub(super) unsafe fn post_send(&self, wr: *mut sys::ib_send_wr) -> core::result::Result<(), PostError> {
         // Called the way `ib_post_send` does, without a call to get there.
         let mut bad: *const sys::ib_send_wr = ptr::null();
         // SAFETY: the QP is live and `post_send` its device's (type
         // invariant); the chain per the contract; `bad` lives for the call.
-        posted(unsafe { (self.post_send)(self.qp.as_ptr(), wr, &mut bad) })
+        let ret = unsafe { (self.post_send)(self.qp.as_ptr(), wr, &mut bad) };
+        if ret >= 0 {
+            Ok(())
+        } else {
+            Err(PostError { err: Error::from_errno(ret), bad })
+        }
     }
 
-    /// Posts a chain of Receives.
+    /// Posts a chain of Receives. On failure, those before the one the
+    /// error names were posted (all of them, if it names none).
     ///
     /// # Safety
     ///
     /// As for [`Qp::post_send`].
     #[inline]
-    pub(super) unsafe fn post_recv(&self, wr: *mut sys::ib_recv_wr) -> Result {
+    pub(super) unsafe fn post_recv(&self, wr: *mut sys::ib_recv_wr) -> core::result::Result<(), (Error, *const sys::ib_recv_wr)> {
+        let mut bad: *const sys::ib_recv_wr = ptr::null();
         // SAFETY: as in `post_send`.
-        posted(unsafe { sys::rpcrdma_rs_post_recv(self.qp.as_ptr(), wr) })
+        let ret = unsafe { sys::rpcrdma_rs_post_recv(self.qp.as_ptr(), wr, &mut bad) };
+        if ret >= 0 {
+            Ok(())
+        } else {
+            Err((Error::from_errno(ret), bad))
+        }
     }
 
     /// The queue pair, for C functions that take one.
@@ -126,17 +159,26 @@ impl Qp {
         // SAFETY: the QP is live (type invariant).
         unsafe { sys::ib_drain_qp(self.qp.as_ptr()) };
     }
-}
 
-/// What posting returned (0 or a negative errno), as a `Result`: the
-/// kernel crate's `to_result` with its test here, posting being on every
-/// RPC's path and `to_result` a call.
-#[inline(always)]
-fn posted(ret: c_int) -> Result {
-    if ret >= 0 {
-        Ok(())
-    } else {
-        Err(Error::from_errno(ret))
+    /// Moves the queue pair to the error state (if it is not there yet)
+    /// and waits until every posted Send Queue work request has completed
+    /// (flushed) and its completion handler has run. Sleeps.
+    pub(crate) fn drain_sq(&self) {
+        // SAFETY: the QP is live (type invariant).
+        unsafe { sys::ib_drain_sq(self.qp.as_ptr()) };
+    }
+
+    /// The port it was created for.
+    pub(crate) fn port_num(&self) -> u32 {
+        self.port_num
+    }
+
+    /// Moves the queue pair to the error state, synchronously: posted work
+    /// requests are flushed, and the peer's RDMA operations reach nothing
+    /// any more. Sleeps (on some devices).
+    pub(crate) fn to_error(&self) {
+        // SAFETY: the QP is live (type invariant).
+        unsafe { sys::rpcrdma_rs_qp_to_error(self.qp.as_ptr()) };
     }
 }
 

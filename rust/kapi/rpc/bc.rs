@@ -4,35 +4,45 @@
 //! backward call and one for its reply, lent to the callback service
 //! ([`BcRqst`]).
 
-use core::{marker::PhantomData, pin::Pin, ptr::NonNull};
+use core::{marker::PhantomData, mem::ManuallyDrop, ptr::NonNull};
 
 use kernel::{
-    alloc::{flags::GFP_KERNEL, KBox, KVec},
+    alloc::{flags::GFP_KERNEL, KVec},
     error::Result,
+    prelude::*,
 };
 
-use super::Xprt;
-use crate::kapi::{
-    cell::{CShared, LeaseCell},
-    PAGE_SIZE,
+use super::{
+    storage::{RqstBox, NO_SLOT},
+    Xprt,
 };
+use crate::kapi::{cell::LeaseCell, PAGE_SIZE};
 use crate::sys;
 
 /// A backchannel request: SUNRPC's `rpc_rqst`, a page holding a copy of the
 /// backward call, and a page the callback service encodes its reply into.
 /// Idle in the transport's pool; SUNRPC's (the callback service's) from
 /// [`BcRqst::deliver`] until `bc_free_rqst` gives it back
-/// ([`FreedBcRqst`]).
+/// ([`FreedBcRqst`]). C keeps the addresses of the request and the
+/// buffers, allocations of their own, so the value itself may move; one
+/// dropped while the callback service holds it leaks them.
 ///
 /// # Invariants
 ///
-/// `bufs` is away exactly while the request is queued to or held by the
-/// callback service; the value lives in a `Pin<KBox>` (made only by
-/// [`BcRqst::new`]), so `rqst` and the buffers do not move.
+/// `rqst` is an [`RqstBox`] (tagged [`NO_SLOT`]) made by `new`, the
+/// request's alone. `bufs` is away exactly while the request is queued to
+/// or held by the callback service; its buffers' heap storage never moves
+/// (never grown).
 pub(crate) struct BcRqst {
-    rqst: CShared<sys::rpc_rqst>,
-    bufs: LeaseCell<BcBufs>,
+    rqst: NonNull<RqstBox>,
+    bufs: ManuallyDrop<LeaseCell<BcBufs>>,
 }
+
+// SAFETY: the request and buffers are the value's alone, reached by C only
+// while they are the callback service's (type invariant).
+unsafe impl Send for BcRqst {}
+// SAFETY: see `Send`; shared use goes through the lease cell.
+unsafe impl Sync for BcRqst {}
 
 struct BcBufs {
     call: KVec<u8>,
@@ -52,10 +62,19 @@ pub(crate) enum BcError {
 
 impl BcRqst {
     /// A request with page-sized call and reply buffers.
-    pub(crate) fn new() -> Result<Pin<KBox<Self>>> {
+    pub(crate) fn new() -> Result<Self> {
         let ps = PAGE_SIZE as usize;
         let bufs = BcBufs { call: KVec::from_elem(0u8, ps, GFP_KERNEL)?, reply: KVec::from_elem(0u8, ps, GFP_KERNEL)? };
-        Ok(KBox::pin(BcRqst { rqst: CShared::new(Default::default()), bufs: LeaseCell::new(bufs) }, GFP_KERNEL)?)
+        let rqst = RqstBox::new(NO_SLOT)?;
+        // INVARIANT: made here, not delivered.
+        Ok(BcRqst { rqst, bufs: ManuallyDrop::new(LeaseCell::new(bufs)) })
+    }
+
+    /// The request's address.
+    fn rqst_ptr(&self) -> *mut sys::rpc_rqst {
+        // SAFETY: the box is live (type invariant); the request is reached
+        // only through the address its `CShared` gives.
+        unsafe { (*self.rqst.as_ptr()).rqst.get() }
     }
 
     /// Hands the backward call `msg` (the RPC message from its XID on) to
@@ -72,11 +91,11 @@ impl BcRqst {
         let (call, reply, reply_len) = (call.as_mut_ptr(), reply.as_mut_ptr(), reply.len());
         b.hand_off();
         // SAFETY: the request is idle (its buffers were) and handed off with
-        // them; they stay put (pinned, never-grown KVecs) until
-        // `take_back`. The transport is live.
+        // them; they stay put (boxed, never-grown KVecs) until `take_back`.
+        // The transport is live.
         let ok = unsafe {
-            sys::rpcrdma_rs_bc_prepare(self.rqst.get(), x.as_ptr(), call.cast(), msg.len(), reply.cast(), reply_len);
-            sys::rpcrdma_rs_bc_enqueue(self.rqst.get())
+            sys::rpcrdma_rs_bc_prepare(self.rqst_ptr(), x.as_ptr(), call.cast(), msg.len(), reply.cast(), reply_len);
+            sys::rpcrdma_rs_bc_enqueue(self.rqst_ptr())
         };
         if !ok {
             // SAFETY: not enqueued: nobody got the request.
@@ -89,12 +108,29 @@ impl BcRqst {
     /// `bc_free_rqst`: the callback service gives `freed` back. True if it
     /// was this request (idle again).
     pub(crate) fn take_back(&self, freed: &FreedBcRqst<'_>) -> bool {
-        if !core::ptr::eq(self.rqst.get(), freed.raw.as_ptr()) {
+        if !core::ptr::eq(self.rqst_ptr(), freed.raw.as_ptr()) {
             return false;
         }
         // SAFETY: SUNRPC gives the request back when the callback service
         // is done with it and its buffers.
         unsafe { self.bufs.take_back() }.is_some()
+    }
+}
+
+impl Drop for BcRqst {
+    fn drop(&mut self) {
+        if !self.bufs.is_idle() {
+            // The callback service still holds it: leaked, not freed under
+            // it.
+            pr_err!("backchannel request dropped while in use: leaking it\n");
+            return;
+        }
+        // SAFETY: idle: nobody refers to the request or its buffers; each
+        // is freed once, here.
+        unsafe {
+            RqstBox::free(self.rqst);
+            ManuallyDrop::drop(&mut self.bufs);
+        }
     }
 }
 

@@ -7,15 +7,14 @@
 //! Dropping the registration unregisters the class.
 
 use core::{
+    any::TypeId,
+    cell::UnsafeCell,
     marker::PhantomData,
     mem::offset_of,
-    pin::Pin,
-    ptr,
-    sync::atomic::{AtomicPtr, Ordering},
+    sync::atomic::{AtomicU8, Ordering},
 };
 
 use kernel::{
-    alloc::{flags::GFP_KERNEL, KBox},
     error::{to_result, Result},
     ffi::c_char,
     prelude::*,
@@ -71,7 +70,7 @@ impl CreateArgs<'_> {
 }
 
 /// A client-side RPC transport implementation.
-pub(crate) trait TransportClass {
+pub(crate) trait TransportClass: 'static {
     /// Name of the class, printed by SUNRPC when it is registered.
     const NAME: &'static CStr;
     /// The `XPRT_TRANSPORT_*` identifier.
@@ -83,8 +82,10 @@ pub(crate) trait TransportClass {
     fn setup(args: &CreateArgs<'_>) -> Result<super::NewXprt>;
 
     /// Where the registered class is kept while it is registered: one
-    /// `static` per class, so that two registrations of it fail.
-    fn slot() -> &'static ClassSlot;
+    /// `static` per class, so that two registrations of it fail. A
+    /// constant, not a function: registering and `setup` must find the
+    /// same one.
+    const SLOT: ClassSlotRef;
 }
 
 /// `struct xprt_class` with room for its NUL-terminated flexible array of
@@ -98,16 +99,70 @@ struct ClassStorage {
 // The flexible array member must start exactly where our array does.
 const _: () = assert!(offset_of!(ClassStorage, netid) == offset_of!(sys::xprt_class, netid));
 
-/// Where a registered class is found by the transports it creates: each
-/// points back at its class (`xprt->xprt_class`), which SUNRPC reads (sysfs
-/// `dstaddr`, adding transports to a client). The class's implementation
-/// owns one, as a `static` ([`TransportClass::slot`]).
-pub(crate) struct ClassSlot(AtomicPtr<sys::xprt_class>);
+/// Where a class is kept, in module memory: the `xprt_class` SUNRPC
+/// registers and the transports it creates point back at
+/// (`xprt->xprt_class`, read for sysfs `dstaddr` and when transports are
+/// added to a client). The class's implementation owns one, as a `static`
+/// ([`TransportClass::SLOT`]). Its contents are written once, by the first
+/// registration, and live as long as the module: a transport of the class,
+/// or a `setup` call SUNRPC started, which hold module references, never
+/// see them freed or changed, even after a [`ClassRegistration`] was
+/// dropped early.
+///
+/// # Invariants
+///
+/// `state` is [`UNMADE`], [`MAKING`] (one thread writes `storage` and
+/// `class`), [`MADE`] (`storage` holds the class of the type `class`
+/// names, written once and never again by Rust; not registered) or
+/// [`REGISTERED`] (and registered with SUNRPC, which alone writes its list
+/// head).
+pub(crate) struct ClassSlot {
+    state: AtomicU8,
+    class: UnsafeCell<Option<TypeId>>,
+    storage: Opaque<ClassStorage>,
+}
+
+const UNMADE: u8 = 0;
+const MAKING: u8 = 1;
+const MADE: u8 = 2;
+const REGISTERED: u8 = 3;
+
+// SAFETY: `class` and `storage` are written by one thread at a time (the
+// one that moved `state` from UNMADE to MAKING), before anyone reads them
+// (readers first see MADE or REGISTERED); after that only SUNRPC writes
+// the list head, under its own lock.
+unsafe impl Sync for ClassSlot {}
 
 impl ClassSlot {
-    /// No class registered.
+    /// A class not made yet.
     pub(crate) const fn new() -> Self {
-        ClassSlot(AtomicPtr::new(ptr::null_mut()))
+        ClassSlot { state: AtomicU8::new(UNMADE), class: UnsafeCell::new(None), storage: Opaque::uninit() }
+    }
+
+    fn raw(&self) -> *mut sys::xprt_class {
+        self.storage.get().cast()
+    }
+}
+
+/// A `&'static` [`ClassSlot`], in a form a constant may hold (rustc before
+/// 1.84 refuses a constant whose value is a reference to interior-mutable
+/// memory, but not a pointer made from one).
+///
+/// # Invariants
+///
+/// `0` was made from a `&'static ClassSlot`.
+#[derive(Clone, Copy)]
+pub(crate) struct ClassSlotRef(*const ClassSlot);
+
+impl ClassSlotRef {
+    /// Names `slot`.
+    pub(crate) const fn new(slot: &'static ClassSlot) -> Self {
+        ClassSlotRef(slot)
+    }
+
+    fn get(self) -> &'static ClassSlot {
+        // SAFETY: made from a `&'static ClassSlot` (type invariant).
+        unsafe { &*self.0 }
     }
 }
 
@@ -115,24 +170,51 @@ impl ClassSlot {
 ///
 /// # Invariants
 ///
-/// `storage` holds an `xprt_class` registered with `xprt_register_transport`
-/// by `new` (its netid list NUL-terminated) and stays registered, at this
-/// pinned address, until `drop` unregisters it.
+/// `T::SLOT` is [`REGISTERED`] (by `new`) until `drop` unregisters it.
 pub(crate) struct ClassRegistration<T: TransportClass> {
-    storage: Pin<KBox<Opaque<ClassStorage>>>,
     _class: PhantomData<T>,
 }
 
-// SAFETY: after registration, the C side accesses the class only under its own
-// `xprt_list_lock`; Rust never touches it again until `drop`, which runs once.
-unsafe impl<T: TransportClass> Send for ClassRegistration<T> {}
-// SAFETY: `ClassRegistration` has no methods taking `&self`.
-unsafe impl<T: TransportClass> Sync for ClassRegistration<T> {}
-
 impl<T: TransportClass> ClassRegistration<T> {
-    /// Registers `T` with SUNRPC; `module` is held by SUNRPC around each
-    /// `setup` call.
+    /// Registers `T` with SUNRPC; `module` (this module) is held by SUNRPC
+    /// around each `setup` call. Fails with `EBUSY` if `T` is registered,
+    /// or if its slot holds another class.
     pub(crate) fn new(module: &'static ThisModule) -> Result<Self> {
+        let slot = T::SLOT.get();
+        match slot.state.compare_exchange(UNMADE, MAKING, Ordering::Acquire, Ordering::Acquire) {
+            Ok(_) => {
+                // SAFETY: MAKING is this thread's alone (type invariant of
+                // `ClassSlot`): nothing reads the slot until MADE.
+                unsafe { Self::make(slot, module) };
+                slot.state.store(MADE, Ordering::Release);
+            }
+            Err(MAKING) => return Err(EBUSY),
+            Err(_) => {}
+        }
+        // SAFETY: MADE or REGISTERED: written once, read only now.
+        if unsafe { *slot.class.get() } != Some(TypeId::of::<T>()) {
+            return Err(EBUSY);
+        }
+        if slot.state.compare_exchange(MADE, REGISTERED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return Err(EBUSY);
+        }
+        // SAFETY: the class is made (its netid strings are `'static`) and
+        // lives as long as the module; registered once (REGISTERED is
+        // ours).
+        if let Err(e) = to_result(unsafe { sys::xprt_register_transport(slot.raw()) }) {
+            slot.state.store(MADE, Ordering::Release);
+            return Err(e);
+        }
+        // INVARIANT: registered above.
+        Ok(Self { _class: PhantomData })
+    }
+
+    /// Writes `T`'s class into `slot`.
+    ///
+    /// # Safety
+    ///
+    /// The caller moved `slot` from UNMADE to MAKING.
+    unsafe fn make(slot: &ClassSlot, module: &'static ThisModule) {
         const EMPTY: &CStr = kernel::c_str!("");
         // SAFETY: `xprt_class` is plain C data (a list head, integers,
         // pointers and a char array); all zeroes is a valid value.
@@ -145,33 +227,25 @@ impl<T: TransportClass> ClassRegistration<T> {
         for (slot, id) in netid.iter_mut().zip(T::NETIDS) {
             *slot = crate::kapi::compat::cstr_ptr(id);
         }
-        let storage = KBox::pin(Opaque::new(ClassStorage { class, netid }), GFP_KERNEL)?;
-        let raw = storage.get().cast::<sys::xprt_class>();
-        if T::slot().0.compare_exchange(ptr::null_mut(), raw, Ordering::AcqRel, Ordering::Acquire).is_err() {
-            return Err(EBUSY);
+        // SAFETY: per the contract, nobody else reads or writes the slot.
+        unsafe {
+            slot.storage.get().write(ClassStorage { class, netid });
+            *slot.class.get() = Some(TypeId::of::<T>());
         }
-        // SAFETY: `storage` is pinned on the heap and lives until `drop`
-        // unregisters it; its netid strings are `'static`.
-        if let Err(e) = to_result(unsafe { sys::xprt_register_transport(raw) }) {
-            T::slot().0.store(ptr::null_mut(), Ordering::Release);
-            return Err(e);
-        }
-        Ok(Self { storage, _class: PhantomData })
     }
 }
 
 impl<T: TransportClass> Drop for ClassRegistration<T> {
     fn drop(&mut self) {
-        // SAFETY: the class was registered in `new`. SUNRPC holds a reference
-        // on `owner` (this module) around every `setup` call, so none can be
-        // running once module unload reaches this point; after unregistering,
-        // no new one can start.
-        let rc = unsafe { sys::xprt_unregister_transport(self.storage.get().cast()) };
+        let slot = T::SLOT.get();
+        // SAFETY: registered by `new` (type invariant); SUNRPC takes it off
+        // its list under its lock. Transports of the class, and `setup`
+        // calls under way, keep pointing at module memory that stays.
+        let rc = unsafe { sys::xprt_unregister_transport(slot.raw()) };
         if rc != 0 {
             pr_warn!("xprt_unregister_transport failed: {}\n", rc);
         }
-        // No transport of the class is left: each holds a module reference.
-        T::slot().0.store(ptr::null_mut(), Ordering::Release);
+        slot.state.store(MADE, Ordering::Release);
     }
 }
 
@@ -188,9 +262,9 @@ unsafe extern "C" fn setup_callback<T: TransportClass>(args: *mut sys::xprt_crea
         Ok(xprt) => {
             let xprt = xprt.into_raw();
             // SAFETY: `setup` returned a transport it allocated and nobody
-            // else uses yet; the class outlives it (the transport holds a
-            // module reference, and the class is unregistered at unload).
-            unsafe { (*xprt.as_ptr()).xprt_class = T::slot().0.load(Ordering::Acquire) };
+            // else uses yet; the class lives in module memory, which the
+            // transport's module reference keeps.
+            unsafe { (*xprt.as_ptr()).xprt_class = T::SLOT.get().raw() };
             xprt.as_ptr()
         }
         Err(e) => e.to_ptr(),

@@ -12,7 +12,7 @@ use kernel::{
     sync::{Arc, ArcBorrow},
 };
 
-use super::{FreedBcRqst, FreedRqst, Rqst, SendLocked, Shell, StatsWriter, Task, Xprt};
+use super::{FreedBcRqst, FreedRqst, Rqst, RqstStorage, SendLocked, Shell, StatsWriter, Task, Xprt};
 use crate::kapi::compat;
 use crate::sys;
 
@@ -25,15 +25,14 @@ pub(crate) trait Transport: Send + Sync + Sized {
     fn alloc_slot(&self, xprt: Xprt<'_>, task: &Task<'_>);
     /// Take a request slot back ([`RqstStorage::take_back`]).
     fn free_slot(&self, xprt: Xprt<'_>, rqst: FreedRqst<'_>);
+    /// The storage of one of the transport's requests, which keeps its
+    /// buffers (`buf_alloc` and `buf_free` go to it; a storage that is not
+    /// the request's gets nothing done).
+    fn storage<'a>(&'a self, rqst: &Rqst<'_>) -> Option<&'a RqstStorage>;
     /// The task is done with its buffers; release what the transport holds
-    /// for the request (its memory registrations). Returns true if the
-    /// request's buffers are the transport's own ([`Transport::provide_buffers`]
-    /// made them), false if SUNRPC's allocator's are to be freed. May sleep.
-    fn release_request(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>) -> bool;
-    /// Point the request's call and reply buffers at memory the transport
-    /// keeps for it ([`RqstStorage::provide_buffers`]); false if it has none
-    /// large enough (SUNRPC's allocator is used instead).
-    fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool;
+    /// for the request (its memory registrations) before they go. May
+    /// sleep.
+    fn release_request(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>);
     /// Start (re)connecting; `task` waits on the pending queue, holding
     /// the send lock, which it may hand over ([`Xprt::lock_connect`]).
     fn connect(this: Lent<'_, Self>, xprt: Xprt<'_>, task: &Task<'_>);
@@ -207,16 +206,22 @@ unsafe extern "C" fn free_slot<T: Transport>(xprt: *mut sys::rpc_xprt, rqst: *mu
 ///
 /// See [`connect`]; `task` has a request on this transport.
 unsafe extern "C" fn buf_alloc<T: Transport>(task: *mut sys::rpc_task) -> c_int {
+    let Some(traw) = NonNull::new(task) else { return -(sys::EINVAL as c_int) };
     // SAFETY: see `connect`; the task's request belongs to its transport.
-    unsafe {
+    let (rqst, xprt) = unsafe {
         let rqst = (*task).tk_rqstp;
-        if let Some(raw) = NonNull::new(rqst) {
-            let (_, t) = Xprt::transport::<T>((*rqst).rq_xprt);
-            if t.provide_buffers(&Rqst { raw, _life: PhantomData }) {
-                return 0;
-            }
-        }
-        sys::rpcrdma_rs_buf_alloc(task)
+        let Some(raw) = NonNull::new(rqst) else { return -(sys::EINVAL as c_int) };
+        (raw, (*rqst).rq_xprt)
+    };
+    // SAFETY: see `connect`.
+    let (_, t) = unsafe { Xprt::transport::<T>(xprt) };
+    let r = Rqst { raw: rqst, _life: PhantomData };
+    let task = Task { raw: traw, _life: PhantomData };
+    // The storage checks that the request is its own.
+    match t.storage(&r).map(|s| s.provide_buffers(&task, &r)) {
+        Some(Ok(())) => 0,
+        Some(Err(e)) => e.to_errno(),
+        None => -(sys::EINVAL as c_int),
     }
 }
 
@@ -225,15 +230,19 @@ unsafe extern "C" fn buf_alloc<T: Transport>(task: *mut sys::rpc_task) -> c_int 
 /// See [`connect`]; `task` has a request on this transport.
 unsafe extern "C" fn buf_free<T: Transport>(task: *mut sys::rpc_task) {
     // SAFETY: see `connect`; the task's request belongs to its transport.
-    unsafe {
+    let (rqst, xprt) = unsafe {
         let rqst = (*task).tk_rqstp;
         let Some(raw) = NonNull::new(rqst) else { return };
-        let (x, t) = Xprt::transport::<T>((*rqst).rq_xprt);
-        let r = Rqst { raw, _life: PhantomData };
-        // Only what `rpcrdma_rs_buf_alloc` allocated goes back to it.
-        if !t.release_request(x, &r) {
-            sys::rpcrdma_rs_buf_free(task);
-        }
+        (raw, (*rqst).rq_xprt)
+    };
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    let r = Rqst { raw: rqst, _life: PhantomData };
+    t.release_request(x, &r);
+    // What the storage made for the request goes back to it, whatever the
+    // transport did: the storage checks that the request is its own.
+    if let Some(s) = t.storage(&r) {
+        s.free_buffers(&r);
     }
 }
 
@@ -273,6 +282,11 @@ unsafe extern "C" fn destroy<T: Transport>(xprt: *mut sys::rpc_xprt) {
         // Someone still holds it and will drop it later: keep the rpc_xprt
         // (and the module) rather than free memory it may still read.
         pr_err!("transport still referenced after shutdown: leaking it\n");
+        return;
+    }
+    // Nor may anything it shared with others still name the memory.
+    if !super::xprt::no_refs(x.raw) {
+        pr_err!("transport memory still referenced after shutdown: leaking it\n");
         return;
     }
     x.free_addresses();
@@ -324,14 +338,10 @@ unsafe extern "C" fn set_port<T: Transport>(xprt: *mut sys::rpc_xprt, port: c_us
 ///
 /// See [`connect`].
 unsafe extern "C" fn set_connect_timeout<T: Transport>(xprt: *mut sys::rpc_xprt, connect: c_ulong, reconnect: c_ulong) {
-    // SAFETY: see `connect`; SUNRPC serialises this with connects.
-    unsafe {
-        let x = &mut *xprt;
-        x.connect_timeout = connect;
-        if reconnect < x.max_reconnect_timeout {
-            x.max_reconnect_timeout = reconnect;
-        }
-    }
+    // SAFETY: see `connect`. SUNRPC calls this without a lock
+    // (`rpc_xprt_set_connect_timeout`); the helper takes the transport's
+    // `transport_lock`, as the in-tree transports do to change these.
+    unsafe { sys::rpcrdma_rs_set_connect_timeout(xprt, connect, reconnect) };
 }
 
 /// # Safety

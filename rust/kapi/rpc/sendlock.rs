@@ -40,6 +40,12 @@ impl SendLocked<'_> {
         // INVARIANT: per the contract.
         SendLocked { xprt, _life: PhantomData }
     }
+
+    /// Whether this proves the send lock of the transport at `xprt` held.
+    #[inline]
+    pub(super) fn holds(&self, xprt: NonNull<sys::rpc_xprt>) -> bool {
+        self.xprt == xprt
+    }
 }
 
 /// What SUNRPC stores in place of the task holding the send lock while
@@ -78,6 +84,12 @@ impl ConnectLock {
     pub(super) unsafe fn new(xprt: NonNull<sys::rpc_xprt>) -> Self {
         // INVARIANT: per the contract.
         ConnectLock { xprt }
+    }
+
+    /// Whether this is the send lock of the transport at `xprt`.
+    #[inline]
+    pub(super) fn holds(&self, xprt: NonNull<sys::rpc_xprt>) -> bool {
+        self.xprt == xprt
     }
 
     /// The proof of the lock, for as long as this is borrowed.

@@ -1,60 +1,202 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Memory the transport keeps for the requests it lends SUNRPC
-//! ([`RqstStorage`]) and the pinned array that holds them ([`PinnedSlice`]).
+//! ([`RqstStorage`]): the `rpc_rqst` itself, its call and reply buffer, and
+//! the [`Lender`] its DMA tokens are counted against.
+//!
+//! C keeps the addresses of the request and of its buffers while the
+//! request is lent: both are allocations of their own that the storage
+//! owns (so the storage itself may move), and a storage dropped while
+//! lent leaks them instead of freeing memory SUNRPC still uses.
 
-use core::{marker::PhantomData, ptr::NonNull};
+use core::{marker::PhantomData, mem::ManuallyDrop, ptr::NonNull};
 
 use kernel::{
-    alloc::{flags::GFP_KERNEL, KBox, KVVec},
+    alloc::{flags::GFP_KERNEL, KBox},
     error::Result,
-    ffi::c_void,
     prelude::*,
 };
 
-use super::{Rqst, Task, Xprt};
+use super::{xdr::read_once, PinnedRqst, ReleasedRqst, Rqst, Task, XdrBuf, Xprt};
 use crate::kapi::{
     cell::{CShared, LeaseCell},
-    compat,
+    ib::{Lender, Released},
+    page::{Inbound, Outbound},
 };
 use crate::sys;
 
-/// Bytes of a request's own call and reply buffer ([`RqstStorage`]). Most
-/// calls and replies fit (bulk data travels in the page lists); larger ones
-/// get SUNRPC's. A buffer size, not a page.
-pub(crate) const SLOT_BUFFER: usize = 4096;
+/// Bytes of a request's own call and reply buffer ([`RqstStorage`]): one
+/// page. Most calls and replies fit (bulk data travels in the page
+/// lists); larger ones get a buffer of their own.
+pub(crate) const SLOT_BUFFER: usize = crate::kapi::PAGE_SIZE as usize;
 
-/// An `rpc_rqst` the transport keeps, with a call and reply buffer of its
-/// own: lent to SUNRPC from [`RqstStorage::lend`] (or a backlog hand-over)
-/// until SUNRPC gives it back in `free_slot` ([`FreedRqst`]).
+/// The tag of a request that is no slot's (a backchannel request).
+pub(crate) const NO_SLOT: usize = usize::MAX;
+
+/// An `rpc_rqst` in an allocation of its own, with the tag its owner
+/// finds it by (a slot's index, or [`NO_SLOT`]).
+///
+/// Every request a transport of this module gives SUNRPC is one: its
+/// slots' ([`RqstStorage`]) and its backchannel's
+/// ([`BcRqst`](super::BcRqst)). SUNRPC makes none of its own for them
+/// (`xprt_alloc` is asked for no preallocated request).
+#[repr(C)]
+pub(super) struct RqstBox {
+    pub(super) rqst: CShared<sys::rpc_rqst>,
+    pub(super) tag: usize,
+}
+
+impl RqstBox {
+    /// A zeroed request (as SUNRPC's own slot allocator hands them out)
+    /// with `tag`.
+    pub(super) fn new(tag: usize) -> Result<NonNull<RqstBox>> {
+        let b = KBox::new(RqstBox { rqst: CShared::new(Default::default()), tag }, GFP_KERNEL)?;
+        // Freed by the owner's `Drop` (or leaked while lent).
+        Ok(NonNull::from(KBox::leak(b)))
+    }
+
+    /// The tag of the box holding `rqst`.
+    ///
+    /// # Safety
+    ///
+    /// `rqst` is the request of a live `RqstBox`.
+    pub(super) unsafe fn tag_of(rqst: NonNull<sys::rpc_rqst>) -> usize {
+        // SAFETY: per the contract, `rqst` is the first field of a
+        // `repr(C)` `RqstBox`, which is therefore at the same address;
+        // `tag` is written once, before the request is given to anybody.
+        unsafe { (*rqst.as_ptr().cast::<RqstBox>()).tag }
+    }
+
+    /// Frees a box made by [`RqstBox::new`].
+    ///
+    /// # Safety
+    ///
+    /// Nobody uses the request any more, and the box is freed once.
+    pub(super) unsafe fn free(b: NonNull<RqstBox>) {
+        // SAFETY: from `KBox::leak` in `new`, freed once (the contract).
+        drop(unsafe { KBox::from_raw(b.as_ptr()) });
+    }
+}
+
+/// A call and reply buffer larger than a slot's own: pages from the page
+/// allocator (a mapping of them takes page references, which a slab
+/// allocation could not give), freed when dropped.
 ///
 /// # Invariants
 ///
-/// `lent` is away exactly while SUNRPC may use `rqst` (a task holds it, or
-/// is being handed it); while `lent` is idle no task refers to `rqst`.
-/// `rqst` does not move while lent (the storage is pinned where it lives:
-/// every constructor of a value that holds one pins it, see
-/// [`PinnedSlice`]).
+/// `page` heads a compound allocation of at least `len` bytes from
+/// `rpcrdma_rs_alloc_buf`, and `addr` is its linear address.
+struct BigBuf {
+    page: NonNull<sys::page>,
+    addr: NonNull<u8>,
+}
+
+// SAFETY: the pages are the owner's alone (C holds their address only while
+// the request that uses them is lent, and never frees them).
+unsafe impl Send for BigBuf {}
+
+impl BigBuf {
+    /// `len` bytes, allocated as `task` may (the RPC layer's allocation
+    /// flags for it); `None` when memory is short.
+    fn new(task: &Task<'_>, len: usize) -> Option<Self> {
+        // SAFETY: the task is valid for the callback; the helper allocates
+        // with its flags.
+        let page = NonNull::new(unsafe { sys::rpcrdma_rs_alloc_buf(task.raw.as_ptr(), len) })?;
+        // SAFETY: a page just allocated from the page allocator (linearly
+        // mapped on every kernel the module builds for).
+        let addr = NonNull::new(unsafe { sys::rpcrdma_rs_page_address(page.as_ptr()) }.cast::<u8>())?;
+        // INVARIANT: as allocated.
+        Some(BigBuf { page, addr })
+    }
+}
+
+impl Drop for BigBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `new`, given back once; a mapping that
+        // still names a page keeps it with a reference of its own.
+        unsafe { sys::rpcrdma_rs_free_buf(self.page.as_ptr()) };
+    }
+}
+
+/// An `rpc_rqst` the transport keeps, with a call and reply buffer of its
+/// own (one page) and the [`Lender`] of its memory: lent to SUNRPC from
+/// [`RqstStorage::lend`] (or a backlog hand-over) until SUNRPC gives it
+/// back in `free_slot`.
+///
+/// # Invariants
+///
+/// `rqst` is an [`RqstBox`] made by `new`, and `buffer` a page from the
+/// page allocator at linear address `buffer_addr`, both the storage's
+/// alone. `lent` is away exactly while SUNRPC may use `rqst` (a task holds
+/// it, or is being handed it); while `lent` is idle no task refers to
+/// `rqst`. `big` holds the buffer `buf_alloc` made for the request when
+/// its own was too small; it is touched only by the request's task (in
+/// `buf_alloc` and `buf_free`).
 pub(crate) struct RqstStorage {
-    rqst: CShared<sys::rpc_rqst>,
+    rqst: NonNull<RqstBox>,
     lent: LeaseCell<()>,
     /// SUNRPC encodes the call into it and decodes the reply from it while
     /// the request is its task's, so only raw pointers to it leave here.
-    buffer: KBox<CShared<[u8; SLOT_BUFFER]>>,
+    buffer: ManuallyDrop<kernel::page::Page>,
+    buffer_addr: NonNull<u8>,
+    big: ManuallyDrop<LeaseCell<Option<BigBuf>>>,
+    lender: Lender,
 }
 
+// SAFETY: the request and buffers are the storage's alone, reached by C
+// only while lent (type invariant); the rest is `Send` and `Sync`.
+unsafe impl Send for RqstStorage {}
+// SAFETY: see `Send`; shared use goes through the lease cells and C's own
+// rules for a lent request, which every `unsafe` use states.
+unsafe impl Sync for RqstStorage {}
+
 impl RqstStorage {
-    /// A zeroed request (as SUNRPC's own slot allocator hands them out),
-    /// not lent.
-    pub(crate) fn new() -> Result<Self> {
-        // SAFETY: `CShared` may hold uninitialised bytes (an `Opaque`).
-        let buffer = unsafe { KBox::<CShared<[u8; SLOT_BUFFER]>>::new_uninit(GFP_KERNEL)?.assume_init() };
-        Ok(RqstStorage { rqst: CShared::new(Default::default()), lent: LeaseCell::new(()), buffer })
+    /// A zeroed request tagged `tag` (its owner's index for it), not lent.
+    pub(crate) fn new(tag: usize) -> Result<Self> {
+        let buffer = kernel::page::Page::alloc_page(GFP_KERNEL)?;
+        // SAFETY: a page just allocated from the page allocator, linearly
+        // mapped.
+        let addr = unsafe { sys::rpcrdma_rs_page_address(buffer.as_ptr().cast()) };
+        let buffer_addr = NonNull::new(addr.cast::<u8>()).ok_or(ENOMEM)?;
+        let rqst = RqstBox::new(tag)?;
+        // INVARIANT: both allocated here, nothing lent.
+        Ok(RqstStorage {
+            rqst,
+            lent: LeaseCell::new(()),
+            buffer: ManuallyDrop::new(buffer),
+            buffer_addr,
+            big: ManuallyDrop::new(LeaseCell::new(None)),
+            lender: Lender::new(),
+        })
     }
 
-    /// Where the `rpc_rqst` lies inside the storage, to find a storage by
-    /// a request's address ([`PinnedSlice::at_addr`]).
-    pub(crate) const RQST_OFFSET: usize = core::mem::offset_of!(RqstStorage, rqst);
+    /// The request's address.
+    #[inline]
+    fn rqst_ptr(&self) -> *mut sys::rpc_rqst {
+        // SAFETY: the box is live (type invariant); the request is reached
+        // only through the address its `CShared` gives.
+        unsafe { (*self.rqst.as_ptr()).rqst.get() }
+    }
+
+    /// True if `rqst` is this storage's request.
+    #[inline]
+    pub(crate) fn owns(&self, rqst: &Rqst<'_>) -> bool {
+        core::ptr::eq(self.rqst_ptr(), rqst.raw.as_ptr())
+    }
+
+    /// The lender of the request's memory, whose tokens its completion
+    /// waits for.
+    #[inline]
+    pub(crate) fn lender(&self) -> &Lender {
+        &self.lender
+    }
+
+    /// `rqst`, if it is this storage's, as a request whose buffers tokens
+    /// of this storage's lender may name ([`LentRqst`]).
+    #[inline]
+    pub(crate) fn lent_rqst<'a>(&'a self, rqst: &Rqst<'a>) -> Option<LentRqst<'a>> {
+        self.owns(rqst).then(|| LentRqst { rqst: Rqst { raw: rqst.raw, _life: PhantomData }, owner: self.lender.id() })
+    }
 
     /// Lends the request to `task` (which asked for a slot); false if it is
     /// lent already.
@@ -64,9 +206,10 @@ impl RqstStorage {
         l.hand_off();
         let t = task.raw.as_ptr();
         // SAFETY: the task is valid for the callback; the request is not
-        // lent (it was idle), so no other task refers to it.
+        // lent (it was idle), so no other task refers to it, and its box
+        // stays allocated while it is lent (type invariant).
         unsafe {
-            (*t).tk_rqstp = self.rqst.get();
+            (*t).tk_rqstp = self.rqst_ptr();
             (*t).tk_status = 0;
         }
         true
@@ -80,7 +223,7 @@ impl RqstStorage {
         l.hand_off();
         // SAFETY: valid transport; the request was idle, so no task refers
         // to it.
-        if unsafe { sys::xprt_wake_up_backlog(x.as_ptr(), self.rqst.get()) } {
+        if unsafe { sys::xprt_wake_up_backlog(x.as_ptr(), self.rqst_ptr()) } {
             return true;
         }
         // SAFETY: nobody took the request: it was never lent.
@@ -92,13 +235,13 @@ impl RqstStorage {
     /// first task on the backlog if one waits; otherwise it is zeroed and
     /// idle, and true is returned (the caller keeps it as free). False, and
     /// nothing done, if `freed` is not this storage's request.
-    pub(crate) fn take_back(&self, x: Xprt<'_>, freed: FreedRqst<'_>) -> bool {
-        if !core::ptr::eq(self.rqst.get(), freed.raw.as_ptr()) {
+    pub(crate) fn take_back(&self, x: Xprt<'_>, freed: super::FreedRqst<'_>) -> bool {
+        if !core::ptr::eq(self.rqst_ptr(), freed.raw.as_ptr()) {
             return false;
         }
         // SAFETY: valid transport; SUNRPC gave the request back, so handing
         // it to another task is ours to do (it stays lent).
-        if unsafe { sys::xprt_wake_up_backlog(x.as_ptr(), self.rqst.get()) } {
+        if unsafe { sys::xprt_wake_up_backlog(x.as_ptr(), self.rqst_ptr()) } {
             return false;
         }
         // SAFETY: SUNRPC gave the request back (`free_slot`) and no task
@@ -108,41 +251,64 @@ impl RqstStorage {
         // allocator clears a request it takes back, and its users rely on
         // that (the credential pointer, for one, is not set again before it
         // is looked at).
-        unsafe { core::ptr::write_bytes(self.rqst.get(), 0, 1) };
+        unsafe { core::ptr::write_bytes(self.rqst_ptr(), 0, 1) };
         drop(l);
         true
     }
 
     /// `buf_alloc`: points the call and reply buffers of `rqst` (sized by
-    /// SUNRPC in `rq_callsize` and `rq_rcvsize`) into the storage's own
-    /// buffer, call first, as SUNRPC lays them out. False if `rqst` is not
-    /// this storage's or they do not fit.
+    /// SUNRPC in `rq_callsize` and `rq_rcvsize`) at the storage's own
+    /// buffer, call first, as SUNRPC lays them out, or, when they do not
+    /// fit, at a buffer made for them (kept until `free_buffers`). Fails
+    /// with `ENOMEM` (SUNRPC tries again later) and `EINVAL` for another
+    /// storage's request.
     #[inline]
-    pub(crate) fn provide_buffers(&self, rqst: &Rqst<'_>) -> bool {
-        if !core::ptr::eq(self.rqst.get(), rqst.raw.as_ptr()) {
-            return false;
+    pub(super) fn provide_buffers(&self, task: &Task<'_>, rqst: &Rqst<'_>) -> Result {
+        if !self.owns(rqst) {
+            return Err(EINVAL);
         }
-        let (call, reply) = (rqst.get().rq_callsize, rqst.get().rq_rcvsize);
-        if !matches!(call.checked_add(reply), Some(n) if n <= SLOT_BUFFER) {
-            return false;
-        }
-        let base = self.buffer.get().cast::<u8>();
         let r = rqst.raw.as_ptr();
-        // SAFETY: the request is the calling task's, which is asking for
-        // its buffers; `call <= SLOT_BUFFER`, so the reply buffer starts
-        // inside (or right at the end of) the storage's buffer.
+        // SAFETY: the request is the calling task's, which is asking for its
+        // buffers: nobody else writes these fields now.
+        let (call, reply) = unsafe { ((*r).rq_callsize, (*r).rq_rcvsize) };
+        let size = call.checked_add(reply).ok_or(EINVAL)?;
+        let base = if size <= SLOT_BUFFER {
+            self.buffer_addr
+        } else {
+            let mut big = self.big.lease().ok_or(EINVAL)?;
+            let b = BigBuf::new(task, size).ok_or(ENOMEM)?;
+            let addr = b.addr;
+            // The old one (never: `free_buffers` took it) goes now.
+            *big = Some(b);
+            addr
+        };
+        // SAFETY: as above; `call <= size`, so the reply buffer starts
+        // inside (or right at the end of) the buffer, which stays until
+        // `free_buffers` (the storage's own: until the storage goes).
         unsafe {
-            (*r).rq_buffer = base.cast();
-            (*r).rq_rbuffer = base.add(call).cast();
+            (*r).rq_buffer = base.as_ptr().cast();
+            (*r).rq_rbuffer = base.as_ptr().add(call).cast();
         }
-        true
+        Ok(())
     }
 
-    /// True if the buffers of `rqst` are this storage's own (nothing to
-    /// free).
-    #[inline]
-    pub(crate) fn owns_buffers(&self, rqst: &Rqst<'_>) -> bool {
-        rqst.get().rq_buffer == self.buffer.get().cast::<c_void>()
+    /// `buf_free`: lets go of what `provide_buffers` gave `rqst` (the
+    /// buffer made for it, if any). Nothing for another storage's request.
+    pub(super) fn free_buffers(&self, rqst: &Rqst<'_>) {
+        if !self.owns(rqst) {
+            return;
+        }
+        let r = rqst.raw.as_ptr();
+        // SAFETY: the request is its task's, which is done with its
+        // buffers; a mapping of them that is still in the device's reach
+        // holds page references of its own.
+        unsafe {
+            (*r).rq_buffer = core::ptr::null_mut();
+            (*r).rq_rbuffer = core::ptr::null_mut();
+        }
+        if let Some(mut big) = self.big.lease() {
+            drop(big.take());
+        }
     }
 
     /// Credits are granted per connection (RFC 8166 section 3.3.3): a
@@ -153,7 +319,104 @@ impl RqstStorage {
         // SAFETY: valid transport; the request stays allocated; the helper
         // takes transport_lock, under which SUNRPC reads and changes
         // `rq_cong`.
-        unsafe { sys::rpcrdma_rs_clear_rq_cong(x.as_ptr(), self.rqst.get()) };
+        unsafe { sys::rpcrdma_rs_clear_rq_cong(x.as_ptr(), self.rqst_ptr()) };
+    }
+
+    /// Makes the request, found by XID and pinned, one that may take its
+    /// reply and be completed, given the proof that nothing of its memory
+    /// is in reach; the request back if it is not this storage's or the
+    /// proof is another lender's.
+    #[inline]
+    pub(crate) fn released(&self, rqst: PinnedRqst, proof: Released) -> core::result::Result<ReleasedRqst<'_>, PinnedRqst> {
+        if !core::ptr::eq(self.rqst_ptr(), rqst.raw.as_ptr()) {
+            return Err(rqst);
+        }
+        // Closed until the request is completed: no new token can reach
+        // its memory while the reply is placed and the RPC completed.
+        match self.lender.close(proof) {
+            Ok(closed) => Ok(ReleasedRqst::new(rqst, closed)),
+            Err(_) => Err(rqst),
+        }
+    }
+
+    /// True if `rqst`, pinned, is this storage's request.
+    #[inline]
+    pub(crate) fn owns_pinned(&self, rqst: &PinnedRqst) -> bool {
+        core::ptr::eq(self.rqst_ptr(), rqst.raw.as_ptr())
+    }
+}
+
+impl Drop for RqstStorage {
+    fn drop(&mut self) {
+        if !self.lent.is_idle() {
+            // SUNRPC still holds the request (it never gave it back): its
+            // memory stays, leaked, rather than freed under it.
+            pr_err!("request storage dropped while lent: leaking it\n");
+            return;
+        }
+        // SAFETY: not lent: nobody refers to the request; freed once here.
+        unsafe { RqstBox::free(self.rqst) };
+        // SAFETY: each dropped once, here; a mapping that still names a
+        // page holds a reference of its own.
+        unsafe {
+            ManuallyDrop::drop(&mut self.buffer);
+            ManuallyDrop::drop(&mut self.big);
+        }
+    }
+}
+
+/// A request of a transport's slot, with the lender tag of its storage:
+/// its buffers' pages carry it, so that a token of the request takes only
+/// its own pages. Made by [`RqstStorage::lent_rqst`].
+///
+/// # Invariants
+///
+/// `rqst` is the request of the storage whose lender is `owner`.
+pub(crate) struct LentRqst<'a> {
+    rqst: Rqst<'a>,
+    owner: u64,
+}
+
+impl<'a> core::ops::Deref for LentRqst<'a> {
+    type Target = Rqst<'a>;
+
+    #[inline]
+    fn deref(&self) -> &Rqst<'a> {
+        &self.rqst
+    }
+}
+
+impl LentRqst<'_> {
+    /// The call (`rq_snd_buf`): the peer or the device only reads it.
+    #[inline]
+    pub(crate) fn call_buf(&self) -> XdrBuf<'_, Outbound> {
+        // INVARIANT: a buffer of the live request, whose task owns it and
+        // lends it (the call, to be read).
+        XdrBuf {
+            // SAFETY: only the field's address is taken.
+            raw: unsafe { core::ptr::addr_of!((*self.rqst.raw.as_ptr()).rq_snd_buf) },
+            owner: self.owner,
+            _life: PhantomData,
+        }
+    }
+
+    /// The reply's room (`rq_rcv_buf`): the peer or the device writes it.
+    #[inline]
+    pub(crate) fn reply_buf(&self) -> XdrBuf<'_, Inbound> {
+        // INVARIANT: as for `call_buf` (the reply, to be written).
+        XdrBuf {
+            // SAFETY: only the field's address is taken.
+            raw: unsafe { core::ptr::addr_of!((*self.rqst.raw.as_ptr()).rq_rcv_buf) },
+            owner: self.owner,
+            _life: PhantomData,
+        }
+    }
+
+    /// Bytes of the reply's room (`rq_rcv_buf.buflen`).
+    #[inline]
+    pub(crate) fn reply_room(&self) -> u32 {
+        // SAFETY (of the read): the request is live for `'a`.
+        read_once!((*self.rqst.raw.as_ptr()).rq_rcv_buf.buflen)
     }
 }
 
@@ -168,74 +431,11 @@ pub(crate) struct FreedRqst<'a> {
 }
 
 impl FreedRqst<'_> {
-    /// The request's address, to find its storage.
-    pub(crate) fn addr(&self) -> usize {
-        self.raw.as_ptr() as usize
-    }
-}
-
-/// `n` values initialised in place in one allocation that never moves: each
-/// is pinned for the slice's life, and one is found from the address of
-/// one of its fields with a range check and a division.
-///
-/// # Invariants
-///
-/// `v` is never grown or shrunk after `new`, so its elements never move.
-pub(crate) struct PinnedSlice<T> {
-    v: KVVec<T>,
-}
-
-impl<T> PinnedSlice<T> {
-    /// `n` values, the `i`th made by `init(i)`. The allocation may come
-    /// from vmalloc: nothing in it may be mapped for DMA.
-    pub(crate) fn new<I: PinInit<T>>(n: usize, mut init: impl FnMut(usize) -> Result<I>) -> Result<Self> {
-        let mut v = KVVec::<T>::with_capacity(n, GFP_KERNEL)?;
-        for i in 0..n {
-            let init = init(i)?;
-            let Some(place) = v.spare_capacity_mut().first_mut() else {
-                return Err(ENOMEM);
-            };
-            // SAFETY: `place` is the uninitialised element `i` of an
-            // allocation that never moves: the vector has room for all `n`
-            // values and is never grown or shrunk (type invariant), so the
-            // value stays where it is initialised, pinned, until the slice
-            // is dropped (which drops it in place).
-            match unsafe { compat::pin_init_at(init, place.as_mut_ptr()) } {
-                Ok(()) => {}
-                Err(never) => match never {},
-            }
-            // SAFETY: elements `0..=i` are initialised.
-            unsafe { compat::kvec_add_initialised(&mut v, 1) };
-        }
-        Ok(PinnedSlice { v })
-    }
-
-    /// The `i`th value.
+    /// The tag of its storage (see [`RqstBox`]).
     #[inline]
-    pub(crate) fn get(&self, i: usize) -> Option<&T> {
-        self.v.get(i)
-    }
-
-    /// Every value.
-    pub(crate) fn iter(&self) -> core::slice::Iter<'_, T> {
-        self.v.iter()
-    }
-
-    /// The value whose field at `offset` (bytes into `T`) lies at `addr`;
-    /// `None` for an address outside the slice. An address inside it that
-    /// is not such a field's gives the value it falls in: a reference to
-    /// one of the values all the same, found with one subtraction, one
-    /// division by a constant and one bounds check (the slot table does
-    /// this four or five times per RPC).
-    #[inline]
-    pub(crate) fn at_addr(&self, addr: usize, offset: usize) -> Option<&T> {
-        let size = core::mem::size_of::<T>();
-        if size == 0 {
-            return None;
-        }
-        // Below the first value's field the subtraction wraps to an index
-        // far past the end, which `get` refuses.
-        let at = addr.wrapping_sub((self.v.as_ptr() as usize).wrapping_add(offset));
-        self.v.get(at / size)
+    pub(crate) fn tag(&self) -> usize {
+        // SAFETY: a request SUNRPC gives back to a transport of this module
+        // is in an `RqstBox` (see there), live for the call.
+        unsafe { RqstBox::tag_of(self.raw) }
     }
 }

@@ -4,7 +4,11 @@
 //! [`new_xprt`], the [`Xprt`] handle the callbacks get, and the SUNRPC calls
 //! a transport makes on itself (state, congestion window, addresses).
 
-use core::{marker::PhantomData, ptr::NonNull};
+use core::{
+    marker::PhantomData,
+    ptr::{self, NonNull},
+    sync::atomic::{AtomicUsize, Ordering},
+};
 
 use kernel::{
     error::{Error, Result},
@@ -15,19 +19,17 @@ use kernel::{
     ThisModule,
 };
 
-use super::{connect_cookie, ConnectLock, CreateArgs, OpsTable, PinnedRqst, Task, Transport};
-use crate::kapi::{
-    compat, errno,
-    net::{Net, SockAddr},
-    FmtBuf,
-};
+use super::{connect_cookie, xdr::read_once, ConnectLock, CreateArgs, OpsTable, PinnedRqst, SendLocked, Task, Transport};
+use crate::kapi::net::Net;
 use crate::sys;
 
-/// `struct rpc_xprt` followed by the pointer to its Rust transport object.
+/// `struct rpc_xprt` followed by the pointer to its Rust transport object
+/// and the count of [`XprtRef`]s.
 #[repr(C)]
 pub(super) struct Shell {
     pub(super) xprt: sys::rpc_xprt,
     pub(super) transport: *const c_void,
+    pub(super) refs: AtomicUsize,
 }
 
 /// A transport SUNRPC created through this module.
@@ -35,9 +37,8 @@ pub(super) struct Shell {
 /// # Invariants
 ///
 /// `raw` is an `rpc_xprt` made by [`new_xprt`] (a `Shell`), live for `'a`.
-/// `Xprt<'static>` is handed only to the transport object `new_xprt` makes,
-/// which `destroy` drops (after `Transport::shutdown`) before the memory is
-/// freed.
+/// Only kapi makes one, for a call SUNRPC makes or borrowed from an
+/// [`XprtRef`].
 #[derive(Clone, Copy)]
 pub(crate) struct Xprt<'a> {
     pub(super) raw: NonNull<sys::rpc_xprt>,
@@ -50,6 +51,64 @@ pub(crate) struct Xprt<'a> {
 unsafe impl Send for Xprt<'_> {}
 // SAFETY: see `Send`.
 unsafe impl Sync for Xprt<'_> {}
+
+/// A transport kept beyond a call: what the transport object (and what it
+/// shares with its connections) holds. Counted: the transport's memory is
+/// freed only if none is left when SUNRPC destroys it (`destroy` leaks it
+/// otherwise, with a message), so that no safe code can keep one past the
+/// free.
+///
+/// # Invariants
+///
+/// `raw` is a `Shell` made by [`new_xprt`] whose `refs` counts this value.
+pub(crate) struct XprtRef {
+    raw: NonNull<sys::rpc_xprt>,
+}
+
+// SAFETY: as `Xprt`; the count is atomic.
+unsafe impl Send for XprtRef {}
+// SAFETY: see `Send`.
+unsafe impl Sync for XprtRef {}
+
+impl XprtRef {
+    /// # Safety
+    ///
+    /// `raw` is a `Shell` made by [`new_xprt`], not yet freed.
+    unsafe fn new(raw: NonNull<sys::rpc_xprt>) -> Self {
+        // SAFETY: per the contract.
+        unsafe { (*raw.as_ptr().cast::<Shell>()).refs.fetch_add(1, Ordering::Relaxed) };
+        // INVARIANT: counted above.
+        XprtRef { raw }
+    }
+
+    /// The transport, for as long as this is borrowed.
+    #[inline]
+    pub(crate) fn get(&self) -> Xprt<'_> {
+        // INVARIANT: counted, the transport is not freed while `self` lives.
+        Xprt { raw: self.raw, _life: PhantomData }
+    }
+}
+
+impl Clone for XprtRef {
+    fn clone(&self) -> Self {
+        // SAFETY: live while `self` is (type invariant).
+        unsafe { XprtRef::new(self.raw) }
+    }
+}
+
+impl Drop for XprtRef {
+    fn drop(&mut self) {
+        // SAFETY: counted by this value (type invariant): the shell is live.
+        unsafe { (*self.raw.as_ptr().cast::<Shell>()).refs.fetch_sub(1, Ordering::Release) };
+    }
+}
+
+/// Whether no [`XprtRef`] of the transport at `xprt` (a live `Shell`) is
+/// left.
+pub(super) fn no_refs(xprt: NonNull<sys::rpc_xprt>) -> bool {
+    // SAFETY: a live `Shell` (the caller's word); only the count is read.
+    unsafe { (*xprt.as_ptr().cast::<Shell>()).refs.load(Ordering::Acquire) == 0 }
+}
 
 /// SUNRPC's generic per-transport counters.
 pub(crate) struct XprtStat {
@@ -138,7 +197,7 @@ pub(crate) fn new_xprt<T: Transport>(
     module: &'static ThisModule,
     params: &XprtParams,
     netid: &'static CStr,
-    make: impl FnOnce(Xprt<'static>) -> Result<Arc<T>>,
+    make: impl FnOnce(XprtRef) -> Result<Arc<T>>,
 ) -> Result<NewXprt> {
     let raw = args.raw();
     if raw.addrlen > core::mem::size_of::<sys::__kernel_sockaddr_storage>() || raw.dstaddr.is_null() {
@@ -176,16 +235,24 @@ pub(crate) fn new_xprt<T: Transport>(
         core::ptr::copy_nonoverlapping(raw.dstaddr.cast::<u8>(), (&raw mut x.addr).cast::<u8>(), raw.addrlen);
         x.max_payload = params.max_payload as usize;
     }
-    // 'static: the transport object (the only holder of this handle beyond
-    // the call) is dropped in `destroy`, before SUNRPC frees the memory.
-    let handle: Xprt<'static> = Xprt { raw: xprt, _life: PhantomData };
+    // SAFETY: `xprt` is allocated with room for a `Shell`; its count
+    // starts at zero.
+    unsafe { ptr::addr_of_mut!((*xprt.as_ptr().cast::<Shell>()).refs).write(AtomicUsize::new(0)) };
+    // Until `make` returns, this call's own view of the transport.
+    let handle: Xprt<'_> = Xprt { raw: xprt, _life: PhantomData };
     if handle.port() != 0 {
         // SAFETY: valid transport.
         unsafe { sys::rpcrdma_rs_xprt_set_bound(xprt.as_ptr()) };
     }
     let fail = |e: Error| {
+        if !no_refs(xprt) {
+            // `make` kept a reference: the memory stays (and the module).
+            pr_err!("transport setup failed with the transport still referenced: leaking it\n");
+            return e;
+        }
         handle.free_addresses();
-        // SAFETY: allocated above and never handed to SUNRPC.
+        // SAFETY: allocated above, never handed to SUNRPC, and no
+        // `XprtRef` is left.
         unsafe { sys::xprt_free(xprt.as_ptr()) };
         put_module();
         e
@@ -193,7 +260,9 @@ pub(crate) fn new_xprt<T: Transport>(
     if let Err(e) = handle.format_addresses(netid) {
         return Err(fail(e));
     }
-    let transport = match make(handle) {
+    // SAFETY: a `Shell`, freed only by `fail` (below, when `make` fails,
+    // after the value and any clone were dropped) or by `destroy`.
+    let transport = match make(unsafe { XprtRef::new(xprt) }) {
         Ok(t) => t,
         Err(e) => return Err(fail(e)),
     };
@@ -230,10 +299,6 @@ impl<'a> Xprt<'a> {
         }
     }
 
-    pub(super) fn get(&self) -> &sys::rpc_xprt {
-        // SAFETY: valid for `'a` (type invariant).
-        unsafe { self.raw.as_ref() }
-    }
 
     /// The raw pointer, for APIs that identify the transport by address.
     pub(crate) fn as_ptr(&self) -> *mut sys::rpc_xprt {
@@ -244,157 +309,7 @@ impl<'a> Xprt<'a> {
     pub(crate) fn net(&self) -> &'a Net {
         // SAFETY: a transport holds a reference on its namespace from
         // `xprt_alloc` until it is freed, after every user of `'a`.
-        unsafe { Net::from_raw(self.get().xprt_net) }
-    }
-
-    /// The peer's address.
-    pub(crate) fn peer_addr(&self) -> &'a SockAddr {
-        // SAFETY: `addr` is the transport's `sockaddr_storage`, valid for
-        // `'a` (type invariant); SUNRPC changes only its port, with the
-        // transport quiescent (`set_port`).
-        unsafe { SockAddr::from_raw(&raw const (*self.raw.as_ptr()).addr) }
-    }
-
-    /// The peer's address, for C functions.
-    fn peer(&self) -> *const sys::sockaddr {
-        (&raw const self.get().addr).cast()
-    }
-
-    /// The peer's socket address as bytes (family, port, address).
-    pub(crate) fn peer_bytes(&self) -> &[u8] {
-        let x = self.get();
-        let len = x.addrlen.min(core::mem::size_of_val(&x.addr));
-        // SAFETY: `addr` is plain data the transport owns for its whole
-        // life, at least `len` bytes long.
-        unsafe { core::slice::from_raw_parts((&raw const x.addr).cast::<u8>(), len) }
-    }
-
-    /// The peer's address as text (`RPC_DISPLAY_ADDR`), copied: writing
-    /// the transport's sysfs `dstaddr` replaces the string at any time.
-    pub(crate) fn addr_str(&self) -> AddrText {
-        let mut t = AddrText { buf: [0; ADDR_TEXT_LEN] };
-        // SAFETY: valid transport; the helper writes at most `buf.len()`
-        // bytes, NUL included.
-        unsafe { sys::rpcrdma_rs_xprt_addr_copy(self.raw.as_ptr(), t.buf.as_mut_ptr().cast(), t.buf.len()) };
-        t
-    }
-
-    /// The peer's port, host order.
-    pub(crate) fn port(&self) -> u16 {
-        let sa = self.get();
-        // SAFETY: `addr` is a sockaddr_storage; the family says which layout.
-        unsafe {
-            match u32::from((*self.peer()).sa_family) {
-                sys::AF_INET => u16::from_be((*(&raw const sa.addr).cast::<sys::sockaddr_in>()).sin_port),
-                sys::AF_INET6 => u16::from_be((*(&raw const sa.addr).cast::<sys::sockaddr_in6>()).sin6_port),
-                _ => 0,
-            }
-        }
-    }
-
-    /// Sets the peer's port (after rpcbind) and its display strings.
-    pub(super) fn set_port(&self, port: u16) {
-        let x = self.raw.as_ptr();
-        // SAFETY: SUNRPC calls set_port with the transport quiescent; the
-        // family selects the layout of `addr`.
-        unsafe {
-            match u32::from((*self.peer()).sa_family) {
-                sys::AF_INET => (*(&raw mut (*x).addr).cast::<sys::sockaddr_in>()).sin_port = port.to_be(),
-                sys::AF_INET6 => (*(&raw mut (*x).addr).cast::<sys::sockaddr_in6>()).sin6_port = port.to_be(),
-                _ => {}
-            }
-        }
-        let mut dec = FmtBuf::<8>::new();
-        let mut hex = FmtBuf::<8>::new();
-        use core::fmt::Write;
-        let _ = write!(dec, "{}\0", port);
-        let _ = write!(hex, "{:4x}\0", port);
-        self.replace_address(sys::rpc_display_format_t_RPC_DISPLAY_PORT, dec.as_bytes());
-        self.replace_address(sys::rpc_display_format_t_RPC_DISPLAY_HEX_PORT, hex.as_bytes());
-    }
-
-    /// Replaces one display string with a kstrdup'ed copy of `nul_terminated`.
-    fn replace_address(&self, which: u32, nul_terminated: &[u8]) -> bool {
-        if nul_terminated.last() != Some(&0) {
-            return false;
-        }
-        let x = self.raw.as_ptr();
-        // SAFETY: the string is NUL-terminated (checked); the old one was
-        // kstrdup'ed by us (or is NULL) and is freed exactly once here.
-        unsafe {
-            let new = sys::kstrdup(nul_terminated.as_ptr().cast(), kernel::bindings::GFP_KERNEL);
-            let Some(slot) = (*x).address_strings.get_mut(which as usize) else {
-                sys::kfree(new.cast());
-                return false;
-            };
-            sys::kfree((*slot).cast());
-            *slot = new;
-            !new.is_null()
-        }
-    }
-
-    /// Fills the address strings SUNRPC and NFS display (addr=, port,
-    /// netid, ...).
-    fn format_addresses(&self, netid: &'static CStr) -> Result {
-        use core::fmt::Write;
-        let mut addr = [0u8; 64];
-        // SAFETY: `peer` is a valid socket address; rpc_ntop writes at most
-        // `len` bytes and NUL-terminates.
-        let n = unsafe { sys::rpc_ntop(self.peer(), addr.as_mut_ptr().cast(), addr.len()) };
-        if n == 0 || n >= addr.len() {
-            return Err(EINVAL);
-        }
-        let mut ok = self.replace_address(sys::rpc_display_format_t_RPC_DISPLAY_ADDR, &addr[..=n]);
-        let mut hex = FmtBuf::<40>::new();
-        // SAFETY: family selects the layout.
-        unsafe {
-            let sa = self.peer();
-            match u32::from((*sa).sa_family) {
-                sys::AF_INET => {
-                    let a = u32::from_be((*sa.cast::<sys::sockaddr_in>()).sin_addr.s_addr);
-                    let _ = write!(hex, "{:08x}\0", a);
-                }
-                sys::AF_INET6 => {
-                    for b in (*sa.cast::<sys::sockaddr_in6>()).sin6_addr.in6_u.u6_addr8 {
-                        let _ = write!(hex, "{:02x}", b);
-                    }
-                    let _ = hex.write_str("\0");
-                }
-                _ => return Err(errno::EAFNOSUPPORT()),
-            }
-        }
-        ok &= self.replace_address(sys::rpc_display_format_t_RPC_DISPLAY_HEX_ADDR, hex.as_bytes());
-        // PROTO and NETID point at static strings, like the in-tree client's.
-        let x = self.raw.as_ptr();
-        // SAFETY: the slots exist (RPC_DISPLAY_MAX entries); static strings
-        // are never freed (see `free_addresses`).
-        unsafe {
-            (*x).address_strings[sys::rpc_display_format_t_RPC_DISPLAY_PROTO as usize] =
-                compat::cstr_ptr(kernel::c_str!("rdma"));
-            (*x).address_strings[sys::rpc_display_format_t_RPC_DISPLAY_NETID as usize] = compat::cstr_ptr(netid);
-        }
-        self.set_port(self.port());
-        if ok {
-            Ok(())
-        } else {
-            Err(ENOMEM)
-        }
-    }
-
-    /// Frees the kstrdup'ed display strings.
-    pub(super) fn free_addresses(&self) {
-        let x = self.raw.as_ptr();
-        for (i, slot) in (0..).zip(
-            // SAFETY: the transport is being torn down; nobody reads these now.
-            unsafe { (*x).address_strings.iter_mut() },
-        ) {
-            if i == sys::rpc_display_format_t_RPC_DISPLAY_PROTO || i == sys::rpc_display_format_t_RPC_DISPLAY_NETID {
-                continue;
-            }
-            // SAFETY: every other string was kstrdup'ed by us or is NULL.
-            unsafe { sys::kfree((*slot).cast()) };
-            *slot = core::ptr::null_mut();
-        }
+        unsafe { Net::from_raw(read_once!((*self.raw.as_ptr()).xprt_net)) }
     }
 
     /// Hands the send lock `task` holds (in `connect`) to the transport,
@@ -466,26 +381,45 @@ impl<'a> Xprt<'a> {
     }
 
     /// Records a successful connection in the transport's statistics.
-    pub(crate) fn count_connect(&self) {
-        // SAFETY: these counters belong to the transport; the connect lock
-        // serialises writers.
+    /// The holder of the send lock (the connect worker) writes them; a
+    /// proof of another transport's lock changes nothing.
+    pub(crate) fn count_connect(&self, locked: &SendLocked<'_>) {
+        if !locked.holds(self.raw) {
+            return;
+        }
+        let x = self.raw.as_ptr();
+        // SAFETY: these counters belong to the transport, and its send
+        // lock, whose proof the caller holds (checked), serialises their writers
+        // (SUNRPC reads them for statistics only); each is written through
+        // the pointer.
         unsafe {
-            let x = &mut *self.raw.as_ptr();
-            x.connect_cookie = x.connect_cookie.wrapping_add(1);
-            x.stat.connect_count = x.stat.connect_count.wrapping_add(1);
+            let cookie = core::ptr::addr_of_mut!((*x).connect_cookie);
+            *cookie = (*cookie).wrapping_add(1);
+            let count = core::ptr::addr_of_mut!((*x).stat.connect_count);
+            *count = (*count).wrapping_add(1);
             let now = core::ptr::read_volatile(&raw const sys::jiffies);
-            x.stat.connect_time = x.stat.connect_time.wrapping_add(now.wrapping_sub(x.stat.connect_start));
+            let start = read_once!((*x).stat.connect_start);
+            let time = core::ptr::addr_of_mut!((*x).stat.connect_time);
+            *time = (*time).wrapping_add(now.wrapping_sub(start));
         }
     }
 
-    /// Reports the connection lost and wakes tasks to retransmit.
-    pub(crate) fn disconnect_done(&self) {
-        // SAFETY: valid transport; called with the send lock held (close).
+    /// Reports the connection lost and wakes tasks to retransmit (`close`,
+    /// with the send lock; a proof of another transport's lock changes
+    /// nothing).
+    pub(crate) fn disconnect_done(&self, locked: &mut SendLocked<'_>) {
+        if !locked.holds(self.raw) {
+            return;
+        }
+        let x = self.raw.as_ptr();
+        // SAFETY: valid transport; its send lock (proof above, checked)
+        // serialises the writers of these fields, each written through the
+        // pointer.
         unsafe {
-            let x = &mut *self.raw.as_ptr();
-            x.reestablish_timeout = 0;
-            x.connect_cookie = x.connect_cookie.wrapping_add(1);
-            sys::xprt_disconnect_done(self.raw.as_ptr());
+            *core::ptr::addr_of_mut!((*x).reestablish_timeout) = 0;
+            let cookie = core::ptr::addr_of_mut!((*x).connect_cookie);
+            *cookie = (*cookie).wrapping_add(1);
+            sys::xprt_disconnect_done(x);
         }
     }
 
@@ -516,8 +450,14 @@ impl<'a> Xprt<'a> {
     }
 
     /// The delay before the next reconnect attempt (jiffies), and backs off.
-    pub(crate) fn reconnect_delay(&self, initial: u64) -> u64 {
-        // SAFETY: valid transport; SUNRPC holds the connect lock for us.
+    /// The connect lock (the send lock, handed to the transport) keeps the
+    /// reconnect state the caller's.
+    pub(crate) fn reconnect_delay(&self, lock: &ConnectLock, initial: u64) -> u64 {
+        if !lock.holds(self.raw) {
+            return initial;
+        }
+        // SAFETY: valid transport; its send lock is held (the proof,
+        // checked).
         unsafe {
             let d = sys::xprt_reconnect_delay(self.raw.as_ptr());
             sys::xprt_reconnect_backoff(self.raw.as_ptr(), initial as c_ulong);
@@ -527,9 +467,10 @@ impl<'a> Xprt<'a> {
 
     /// Data arrived: the next reconnect need not wait.
     pub(crate) fn clear_reestablish_timeout(&self) {
-        // SAFETY: a plain field the transport owns; a racing write is benign
-        // (the in-tree transport does the same).
-        unsafe { (*self.raw.as_ptr()).reestablish_timeout = 0 };
+        // SAFETY: a word the transport owns that SUNRPC reads and writes
+        // without a lock; written once, as C's `WRITE_ONCE` writes it (the
+        // in-tree transport does the same).
+        unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!((*self.raw.as_ptr()).reestablish_timeout), 0) };
     }
 
     /// Finds the request with `xid` (network order) and pins it.
@@ -541,52 +482,30 @@ impl<'a> Xprt<'a> {
 
     /// SUNRPC's counters for the transport (for mountstats).
     pub(crate) fn stat(&self) -> XprtStat {
-        let s = &self.get().stat;
+        let x = self.raw.as_ptr();
+        // SAFETY (of the reads): valid transport; counters SUNRPC updates
+        // under its own locks, each read once.
         XprtStat {
-            bind_count: s.bind_count as u64,
-            connect_count: s.connect_count as u64,
-            connect_time: s.connect_time as u64,
-            sends: s.sends as u64,
-            recvs: s.recvs as u64,
-            bad_xids: s.bad_xids as u64,
-            req_u: s.req_u,
-            bklog_u: s.bklog_u,
+            bind_count: read_once!((*x).stat.bind_count) as u64,
+            connect_count: read_once!((*x).stat.connect_count) as u64,
+            connect_time: read_once!((*x).stat.connect_time) as u64,
+            sends: read_once!((*x).stat.sends) as u64,
+            recvs: read_once!((*x).stat.recvs) as u64,
+            bad_xids: read_once!((*x).stat.bad_xids) as u64,
+            req_u: read_once!((*x).stat.req_u),
+            bklog_u: read_once!((*x).stat.bklog_u),
         }
     }
 
     /// Whether SUNRPC wants the transport connected at all (`connect_cookie`).
     pub(crate) fn connect_cookie(&self) -> u32 {
-        self.get().connect_cookie
+        // SAFETY (of the read): valid transport.
+        read_once!((*self.raw.as_ptr()).connect_cookie)
     }
 
     /// When the transport was last used (jiffies).
     pub(crate) fn last_used(&self) -> u64 {
-        self.get().last_used as u64
-    }
-}
-
-/// Room for an IPv6 address with a scope and the NUL.
-const ADDR_TEXT_LEN: usize = 64;
-
-/// A transport's peer address as text, copied out of the transport (see
-/// [`Xprt::addr_str`]); prints as the address.
-pub(crate) struct AddrText {
-    buf: [u8; ADDR_TEXT_LEN],
-}
-
-compat::printable!(AddrText);
-
-impl AddrText {
-    /// The text as a C string (NUL-terminated: the copy leaves room for
-    /// the NUL), for C.
-    pub(crate) fn as_c_ptr(&self) -> *const kernel::ffi::c_char {
-        self.buf.as_ptr().cast()
-    }
-}
-
-impl core::fmt::Display for AddrText {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let len = self.buf.iter().position(|&b| b == 0).unwrap_or(self.buf.len());
-        f.write_str(core::str::from_utf8(&self.buf[..len]).unwrap_or("?"))
+        // SAFETY (of the read): valid transport.
+        read_once!((*self.raw.as_ptr()).last_used) as u64
     }
 }

@@ -1,9 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! DMA-mapped Send and Receive buffers, each with its work request, and
-//! the pages a Send maps in place.
+//! DMA-mapped Send and Receive buffers, each with its work request
+//! ([`DmaBuf`]), and the writer that builds a Send in one
+//! ([`SendWriter`]): bytes copied into the buffer, and pages of the Send's
+//! lender mapped in place, each holding a page reference until it is
+//! unmapped.
 
-use core::{pin::Pin, ptr};
+use core::{
+    marker::PhantomData,
+    pin::Pin,
+    ptr,
+    sync::atomic::{AtomicBool, AtomicU64},
+};
 
 use kernel::{
     alloc::{flags::GFP_KERNEL, KBox, KVec},
@@ -17,7 +25,7 @@ use super::{device::Device, mr::DoneFn};
 use crate::{
     kapi::{
         cell::LeaseCell,
-        page::{in_page, PageRef},
+        page::{self, in_page, Outbound, PageRef},
     },
     sys,
 };
@@ -33,9 +41,11 @@ pub(crate) const MAX_SEND_SGES: usize = 8;
 ///
 /// While `state.data` is not empty, its heap storage is mapped at `dma` on
 /// `device` (to the device for a Send, from it for a Receive), and the
-/// device outlives this value (the contract of `new`). The pages recorded
-/// in `state.pages` are mapped on `device`. `virt_dma` is
-/// `device`'s [`Device::uses_virt_dma`].
+/// device outlives this value (the contract of `new`). The first
+/// `state.pages.n` entries of `state.pages` are pages mapped on `device`,
+/// each holding a page reference of its own. `virt_dma` is `device`'s
+/// [`Device::uses_virt_dma`]. `posted_seq` is written only under the
+/// connection's Send lock.
 pub(crate) struct DmaBuf {
     /// Written once; ib_core reads it when the work request completes.
     pub(super) cqe: sys::ib_cqe,
@@ -45,14 +55,23 @@ pub(crate) struct DmaBuf {
     /// The device's DMA is done in software: no syncing.
     virt_dma: bool,
     send: bool,
+    /// A Send buffer: the number of the Send last posted in it (0: none
+    /// yet), see the connection's Send queue.
+    pub(super) posted_seq: AtomicU64,
+    /// A Send buffer: the connection's count of Send chain work requests
+    /// once its last Send was posted (written under the Send lock).
+    pub(super) wrs_end: AtomicU64,
+    /// A Send buffer: its last Send mapped pages that are not unmapped yet.
+    pub(super) mapped: AtomicBool,
     /// What the buffer's holder writes: a sender between taking the buffer
-    /// off the free list and posting it, the device while it is posted,
-    /// the completion that takes it back.
+    /// and posting it, the device while it is posted, the completion that
+    /// takes it back.
     pub(super) cell: LeaseCell<BufState>,
 }
 
 // SAFETY: `device` is only passed to ib_core's DMA calls, which are
-// thread-safe; the rest is plain data written once or behind the lease cell.
+// thread-safe; the rest is plain data written once, atomics, or behind the
+// lease cell.
 unsafe impl Send for DmaBuf {}
 // SAFETY: see `Send`.
 unsafe impl Sync for DmaBuf {}
@@ -75,21 +94,26 @@ pub(super) struct BufState {
 }
 
 // SAFETY: the work requests' pointers name the buffer's own SGEs and CQE (in
-// the same pinned `DmaBuf`) or the next request of a chain being posted;
-// giving the state to another thread moves none of what they point at (type
-// invariant).
+// the same pinned `DmaBuf`) or the next request of a chain being posted, and
+// the mapped pages are held by references of their own; giving the state to
+// another thread moves none of what they point at (type invariant).
 unsafe impl Send for BufState {}
 
-/// DMA mappings of pages a Send carries.
+/// DMA mappings of pages a Send carries, each with the page reference the
+/// mapping took.
 pub(super) struct MappedPages {
+    page: [*mut sys::page; MAX_SEND_SGES],
     dma: [u64; MAX_SEND_SGES],
     len: [u32; MAX_SEND_SGES],
     pub(super) n: usize,
 }
 
 impl MappedPages {
-    /// Unmaps every page, once; true if there were any. Most Sends map
-    /// none: only the test is inlined.
+    const NONE: Self =
+        MappedPages { page: [ptr::null_mut(); MAX_SEND_SGES], dma: [0; MAX_SEND_SGES], len: [0; MAX_SEND_SGES], n: 0 };
+
+    /// Unmaps every page and drops its reference, once; true if there were
+    /// any. Most Sends map none: only the test is inlined.
     ///
     /// # Safety
     ///
@@ -112,9 +136,14 @@ impl MappedPages {
     #[inline(never)]
     unsafe fn unmap_all(&mut self, device: *mut sys::ib_device) {
         let n = core::mem::replace(&mut self.n, 0);
-        for (&dma, &len) in self.dma.iter().zip(self.len.iter()).take(n) {
-            // SAFETY: per the function's contract.
-            unsafe { sys::rpcrdma_rs_dma_unmap_page(device, dma, len as usize) };
+        for ((&page, &dma), &len) in self.page.iter().zip(self.dma.iter()).zip(self.len.iter()).take(n) {
+            // SAFETY: per the function's contract; each entry holds the
+            // reference its mapping took, given up once here (`n` is 0
+            // from now on).
+            unsafe {
+                sys::rpcrdma_rs_dma_unmap_page(device, dma, len as usize);
+                page::put(page);
+            }
         }
     }
 }
@@ -162,12 +191,15 @@ impl DmaBuf {
                 device: dev,
                 virt_dma: device.uses_virt_dma(),
                 send,
+                posted_seq: AtomicU64::new(0),
+                wrs_end: AtomicU64::new(0),
+                mapped: AtomicBool::new(false),
                 cell: LeaseCell::new(BufState {
                     data,
                     sge: [sys::ib_sge { addr: dma, length: size as u32, lkey }; MAX_SEND_SGES],
                     send_wr: Default::default(),
                     recv_wr: Default::default(),
-                    pages: MappedPages { dma: [0; MAX_SEND_SGES], len: [0; MAX_SEND_SGES], n: 0 },
+                    pages: MappedPages::NONE,
                 }),
             },
             GFP_KERNEL,
@@ -194,9 +226,9 @@ impl DmaBuf {
         Ok(buf)
     }
 
-    /// Unmaps the pages a Send carried; true if there were any. The caller
-    /// holds the state, and the HCA is done with the pages (their Send
-    /// completed, or was never posted).
+    /// Unmaps the pages a Send carried and drops their references; true if
+    /// there were any. The caller holds the state, and the HCA is done
+    /// with the pages (their Send completed, or was never posted).
     #[inline]
     pub(super) fn unmap_pages(&self, pages: &mut MappedPages) -> bool {
         // SAFETY: mapped on `device` by `SendWriter::map_page` (type
@@ -273,9 +305,18 @@ impl Drop for DmaBuf {
     }
 }
 
+/// A [`SendWriter`] that only copies: a Send that names no memory of
+/// anybody's but the connection's own buffer.
+pub(crate) enum Copying {}
+
+/// A [`SendWriter`] that may also map pages of its Send's lender in place
+/// ([`SendWriter::map_page`]).
+pub(crate) enum Mapping {}
+
 /// Builds the SGE list of one Send: bytes copied into the pre-mapped buffer
-/// and pages mapped in place, in message order.
-pub(crate) struct SendWriter<'a> {
+/// and, for a `SendWriter<Mapping>`, pages of the Send's lender mapped in
+/// place, in message order.
+pub(crate) struct SendWriter<'a, M> {
     pub(super) data: &'a mut [u8],
     pub(super) used: usize,
     pub(super) sges: &'a mut [sys::ib_sge; MAX_SEND_SGES],
@@ -284,14 +325,15 @@ pub(crate) struct SendWriter<'a> {
     /// The last SGE points into the pre-mapped buffer and ends at `used`.
     pub(super) last_copied: bool,
     pub(super) pages: &'a mut MappedPages,
-    /// A page was mapped for this Send (into `pages`, empty before).
-    pub(super) mapped: bool,
+    /// The lender whose pages may be mapped ([`Mapping`] only).
+    pub(super) owner: u64,
     pub(super) device: &'a Device,
     pub(super) dma: u64,
     pub(super) lkey: u32,
+    pub(super) _mode: PhantomData<M>,
 }
 
-impl SendWriter<'_> {
+impl<M> SendWriter<'_, M> {
     /// Appends bytes copied into the pre-mapped buffer: `f` gets the room
     /// left and returns how much of it it filled.
     pub(crate) fn copy(&mut self, f: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result {
@@ -320,43 +362,6 @@ impl SendWriter<'_> {
         Ok(())
     }
 
-    /// Appends `len` bytes at `offset` in `page`, DMA-mapped where they
-    /// are: the page must stay until the Send is done with it, which the
-    /// [`PagesInFlight`] token returned by the send tracks.
-    pub(crate) fn map_page(&mut self, page: PageRef<'_>, offset: u32, len: u32) -> Result {
-        if len == 0 {
-            return Ok(());
-        }
-        if !in_page(offset, len) {
-            return Err(EINVAL);
-        }
-        let i = self.pages.n;
-        if self.n >= self.max_sge || i >= MAX_SEND_SGES {
-            return Err(EINVAL);
-        }
-        let device = self.device.as_ptr();
-        // SAFETY: the device is live (borrowed); the page is live
-        // (`PageRef`: a page of the RPC's send buffer, which the RPC keeps
-        // until its `PagesInFlight` is waited for) and the bytes are inside
-        // it.
-        let dma = unsafe {
-            sys::rpcrdma_rs_dma_map_page(device, page.as_ptr(), offset as kernel::ffi::c_ulong, len as usize)
-        };
-        // SAFETY: as above.
-        if unsafe { sys::rpcrdma_rs_dma_mapping_error(device, dma) } != 0 {
-            return Err(EIO);
-        }
-        // `i` is below `MAX_SEND_SGES`, checked above: no index fails, no
-        // count wraps.
-        self.pages.dma[i] = dma;
-        self.pages.len[i] = len;
-        self.pages.n = i.wrapping_add(1);
-        self.mapped = true;
-        self.push(sys::ib_sge { addr: dma, length: len, lkey: self.lkey })?;
-        self.last_copied = false;
-        Ok(())
-    }
-
     fn push(&mut self, sge: sys::ib_sge) -> Result {
         if self.n >= self.max_sge {
             return Err(EINVAL);
@@ -368,51 +373,44 @@ impl SendWriter<'_> {
     }
 }
 
-/// Pages of an RPC that a posted Send may still be reading (DMA-mapped into
-/// it rather than copied). Returned by a send; the RPC holds it and must not
-/// give its pages back before a `wait_sent` has consumed it, which yields
-/// the [`SendDone`] proof. A token of a connection that is gone holds
-/// nothing: tearing a connection down completes every Send.
-#[must_use = "the HCA may still read these pages: wait for the Send"]
-pub(crate) struct PagesInFlight {
-    pub(super) generation: u64,
-    pub(super) index: usize,
-    pub(super) seq: u64,
-}
-
-impl PagesInFlight {
-    /// A token for a Send that mapped nothing.
-    pub(crate) const fn none() -> Self {
-        PagesInFlight { generation: 0, index: usize::MAX, seq: 0 }
-    }
-
-    /// Moves the token out, leaving one that holds nothing in its place.
-    #[inline]
-    pub(crate) fn take(&mut self) -> PagesInFlight {
-        let index = core::mem::replace(&mut self.index, usize::MAX);
-        PagesInFlight { generation: self.generation, index, seq: self.seq }
-    }
-
-    /// True for a token that holds nothing to wait for.
-    #[inline]
-    pub(crate) fn is_none(&self) -> bool {
-        self.index == usize::MAX
-    }
-
-    /// The proof for a token of a Send that mapped nothing (most calls'
-    /// Sends copy the call): there is nothing to wait for. A token with
-    /// pages is handed back, for [`Conn::wait_sent`](super::Conn::wait_sent).
-    #[inline]
-    pub(crate) fn nothing_in_flight(self) -> core::result::Result<SendDone, Self> {
-        if self.is_none() {
-            Ok(SendDone(()))
-        } else {
-            Err(self)
+impl SendWriter<'_, Mapping> {
+    /// Appends `len` bytes at `offset` in `page`, a page of the Send's
+    /// lender, DMA-mapped where they are. The mapping takes a reference
+    /// of the page, dropped when it is unmapped; the [`InFlight`] the Send
+    /// returns says when the device is done reading it.
+    ///
+    /// [`InFlight`]: super::InFlight
+    pub(crate) fn map_page(&mut self, page: PageRef<'_, Outbound>, offset: u32, len: u32) -> Result {
+        if len == 0 {
+            return Ok(());
         }
+        if !in_page(offset, len) || page.owner() != self.owner {
+            return Err(EINVAL);
+        }
+        let i = self.pages.n;
+        if self.n >= self.max_sge || i >= MAX_SEND_SGES {
+            return Err(EINVAL);
+        }
+        let p = page.get().ok_or(EINVAL)?;
+        let device = self.device.as_ptr();
+        // SAFETY: the device is live (borrowed); the page is live (the
+        // reference just taken) and the bytes are inside it.
+        let dma = unsafe { sys::rpcrdma_rs_dma_map_page(device, p, offset as kernel::ffi::c_ulong, len as usize) };
+        // SAFETY: as above.
+        if unsafe { sys::rpcrdma_rs_dma_mapping_error(device, dma) } != 0 {
+            // SAFETY: taken just above, never mapped.
+            unsafe { page::put(p) };
+            return Err(EIO);
+        }
+        // `i` is below `MAX_SEND_SGES`, checked above: no index fails, no
+        // count wraps. INVARIANT: a page mapped on the device, with its
+        // reference.
+        self.pages.page[i] = p;
+        self.pages.dma[i] = dma;
+        self.pages.len[i] = len;
+        self.pages.n = i.wrapping_add(1);
+        self.push(sys::ib_sge { addr: dma, length: len, lkey: self.lkey })?;
+        self.last_copied = false;
+        Ok(())
     }
 }
-
-/// Proof that no Send reads an RPC's pages any more. Made only by
-/// [`Conn::wait_sent`](super::Conn::wait_sent) and
-/// [`PagesInFlight::nothing_in_flight`].
-pub(crate) struct SendDone(pub(super) ());
