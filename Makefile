@@ -36,6 +36,9 @@
 #                   PROFILE_PERF=0: the counts without perf sampling)
 #   make fuzz       cargo-fuzz every protocol decoder (FUZZ_SECONDS each)
 #   make clippy     clippy over the module (kernel build with CLIPPY=1)
+#   make misuse     the misuses the types must refuse: each snippet of
+#                   rust/misuse.rs (and "// misuse:" lines elsewhere)
+#                   compiled into the module, expecting its error
 
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
@@ -56,7 +59,7 @@ KERNEL_DEP := kernel
 KDIR = $(shell RDMARS_LINE=$(RDMARS_LINE) bash scripts/build-kernel.sh --path)
 endif
 
-.PHONY: all demo check check-all debug-check soak long-check bench ab scaling count profile setup kernel module peer unit selftests fuzz clippy clean
+.PHONY: all demo check check-all debug-check soak long-check bench ab scaling count profile setup kernel module peer unit selftests fuzz clippy misuse clean
 
 all: module
 
@@ -88,6 +91,9 @@ clippy: $(KERNEL_DEP)
 
 unit:
 	cd rust/proto && cargo test
+
+misuse: module
+	bash scripts/misuse.sh
 
 # The hostile RPC-over-RDMA peer the selftests run in the server guest.
 peer:

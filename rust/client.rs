@@ -59,3 +59,12 @@ pub(crate) mod stats;
 mod version;
 mod xchar;
 mod xprt;
+
+// `make misuse`: unsafe code in this module does not compile.
+// misuse: client_unsafe unsafe_code
+#[cfg(misuse = "client_unsafe")]
+fn misuse_unsafe() -> u8 {
+    let x = 0u8;
+    // SAFETY: none: refused by the lint.
+    unsafe { core::ptr::read(&x) }
+}

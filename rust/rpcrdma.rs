@@ -21,6 +21,10 @@ mod kapi;
 mod sys;
 mod verbs;
 
+// Compile-time misuse cases (`make misuse`), never in the module.
+#[cfg(rpcrdma_misuse)]
+mod misuse;
+
 // The same declaration for every kernel line; only the key naming the
 // authors changed (a probe in probes.mk tells which one the tree takes).
 // request_module("rpc<netid>") asks for the aliases when no class serves

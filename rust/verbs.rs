@@ -190,3 +190,12 @@ impl VerbsCounters {
         }
     }
 }
+
+// `make misuse`: unsafe code in this module does not compile.
+// misuse: verbs_unsafe unsafe_code
+#[cfg(misuse = "verbs_unsafe")]
+fn misuse_unsafe() -> u8 {
+    let x = 0u8;
+    // SAFETY: none: refused by the lint.
+    unsafe { core::ptr::read(&x) }
+}

@@ -5,7 +5,8 @@
 #   2. host: rpcrdma_rs.ko builds against the test kernel with no warning,
 #      its protocol core and per-RPC path have no panic call sites, and it
 #      calls no panic entry point objtool cannot follow; clippy finds nothing;
-#      no unsafe code outside rust/kapi/
+#      no unsafe code outside rust/kapi/; every misuse snippet refused
+#      with its error (make misuse)
 #   3. guests: selftests/ on the two-guest soft-RoCE testbed (TAP), over
 #      rpcrdma_rs, then a subset over the in-tree C client (the baseline;
 #      RDMARS_BASELINE=full runs all of them, as make long-check does)
@@ -109,13 +110,32 @@ fi
 make -s module > /dev/null 2>&1
 
 # All unsafe code lives in rust/kapi/ (design.rst): none elsewhere, the
-# generated bindings aside.
-outside=$(grep -rnE '\bunsafe *(\{|fn|impl|trait|extern)' rust --include='*.rs' \
-  | grep -v -e '^rust/kapi/' -e '^rust/sys.rs:' -e '^rust/bindings_generated.rs:' -e '^rust/proto/' || true)
+# generated bindings and the misuse snippets (which must not compile)
+# aside. verbs and the client deny the unsafe_code lint as well, which
+# `make misuse` proves below; this catches the rest (the crate root).
+outside=$(find rust -name '*.rs' -not -path 'rust/kapi/*' -not -path 'rust/proto/*' \
+    -not -name sys.rs -not -name bindings_generated.rs -not -name misuse.rs -print0 |
+  xargs -0 awk '/^#\[cfg\(misuse = / { skip = 1 } skip && /^$/ { skip = 0 }
+    !skip && /\<unsafe *(\{|fn|impl|trait|extern)/ { print FILENAME ":" FNR ": " $0 }' || true)
 if [ -z "$outside" ]; then
   result pass "no unsafe code outside rust/kapi/"
 else
   printf '%s\n' "$outside" | head -20; result fail "no unsafe code outside rust/kapi/"
+fi
+
+# The misuses the module's types must refuse (make misuse,
+# scripts/misuse.sh): each snippet, compiled into the module, must fail
+# with the error it names, in its own file; the control must build.
+bash scripts/misuse.sh > "$logdir/misuse.log" 2>&1
+misuse_rc=$?
+while read -r verdict rest; do
+  case "$verdict" in
+    PASS:) result pass "misuse refused at compile time: $rest" ;;
+    FAIL:) result fail "misuse refused at compile time: $rest" ;;
+  esac
+done < "$logdir/misuse.log"
+if [ $misuse_rc != 0 ] && ! grep -q '^FAIL:' "$logdir/misuse.log"; then
+  tail -20 "$logdir/misuse.log"; result fail "make misuse ran"
 fi
 
 # The hostile peer the selftests run in the server guest, and its own
