@@ -5,7 +5,10 @@
 # same host, RDMA-Writes into and RDMA-Reads from pages the active side
 # registered, holds a Receive and releases it, and answers with Send With
 # Invalidate. Writing the device's address to the verbs_selftest parameter
-# runs it; the write fails if the test does.
+# runs it; the write fails if the test does. It runs on the guest's
+# soft-RoCE device, then on soft-iWARP (siw) on the same network device,
+# where an RDMA Read needs a registered sink (the R/W API's MR pool,
+# sized by max_rdma_ctxs at queue pair creation).
 . "$(dirname "$0")/../lib.sh"
 only_ours
 dev=$(rdma link show | awk '{print $2}' | cut -d/ -f1 | head -1)
@@ -26,7 +29,33 @@ log=$(dmesg_since_mark)
 n=$(printf '%s\n' "$log" | grep -c 'verbs self-test passed')
 diag "3 runs on $addr ($dev): $n passed"
 [ "$n" = 3 ] || fail "expected 3 'passed' lines, saw $n"
+printf '%s\n' "$log" | grep -q "verbs self-test passed on $dev:" || fail "the runs did not use $dev"
+
+# Soft-iWARP, in place of soft-RoCE on the same network device (rdma_cm
+# gives an address to the first device that takes it; a loopback address
+# none will): the soft-RoCE link goes away meanwhile, as nfs_faults does
+# with it, and comes back after.
+modprobe siw || fail "cannot load siw (CONFIG_RDMA_SIW)"
+restore() {
+  rdma link delete siw0 2>/dev/null
+  rmmod siw 2>/dev/null
+  rdma link show "$dev/1" > /dev/null 2>&1 || rdma link add "$dev" type rxe netdev "$netdev"
+}
+trap restore EXIT
+rdma link delete "$dev" || fail "cannot delete $dev"
+rdma link add siw0 type siw netdev "$netdev" || fail "cannot add a siw link on $netdev"
+dmesg_mark
+echo "$addr" > $param || { dmesg_since_mark | sed 's/^/# /'; fail "the run on siw failed: $(cat $param)"; }
+log=$(dmesg_since_mark)
+printf '%s\n' "$log" | grep -q 'verbs self-test passed on siw0:' ||
+  { printf '%s\n' "$log" | sed 's/^/# /'; fail "no 'passed on siw0' line"; }
+diag "1 run on $addr (siw0, iWARP): passed"
+rdma link delete siw0 || fail "cannot delete the siw link"
+rdma link add "$dev" type rxe netdev "$netdev" || fail "cannot add $dev back"
 # A bad address fails cleanly, and the module still unloads.
 echo "not-an-address" > $param 2>/dev/null && fail "a malformed address was accepted"
 rmmod rpcrdma_rs || fail "unload failed"
+rmmod siw || fail "siw does not unload"
+trap - EXIT
+rdma link show "$dev/1" > /dev/null || fail "$dev is not back"
 dmesg_assert_clean
