@@ -93,6 +93,13 @@ pub(crate) trait ConnHandler: Send + Sync + Sized {
         false
     }
 
+    /// A test hook: true if the next R/W operation posted alone
+    /// ([`Connection::rw_post`]) is to reach the queue pair only in part
+    /// (without its last work request). Never, unless the handler says so.
+    fn inject_partial_rw_post(&self) -> bool {
+        false
+    }
+
     /// A Receive buffer of `size` bytes for a new connection (an owner may
     /// keep its buffers across connections); a new one unless the handler
     /// says otherwise. Sleeps.

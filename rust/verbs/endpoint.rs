@@ -138,6 +138,10 @@ impl<T: ConnHandler> Events for EpState<T> {
         self.handler.inject_partial_post()
     }
 
+    fn inject_partial_rw_post(&self) -> bool {
+        self.handler.inject_partial_rw_post()
+    }
+
     fn recv_buffers_freed(&self, bufs: impl Iterator<Item = KVec<u8>>) {
         self.handler.recv_buffers_freed(bufs);
     }

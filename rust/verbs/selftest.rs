@@ -28,14 +28,18 @@
 //!    (three LOCAL_INVs), finds the patterns in its pages, and sends once
 //!    more: the passive side has a single Receive buffer, so that message
 //!    only arrives if releasing the held Receive reposted it;
-//! 5. a token lost: its page keeps the reference its region took until
-//!    the connection's teardown.
+//! 5. tokens lost, one before and one after its Send: their pages keep
+//!    the references their regions took until the connection's teardown;
+//! 6. an R/W operation the device takes only in part (a test hook posts it
+//!    without its last work request): the post fails, the queue pair is
+//!    flushed, and the operation comes back to be destroyed, letting its
+//!    pages go.
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::{
     alloc::flags::GFP_KERNEL,
-    error::{code::EIO, Error, Result},
+    error::{code::{EINVAL, EIO}, Error, Result},
     new_condvar, new_spinlock,
     prelude::*,
     sync::{Arc, CondVar, SpinLock},
@@ -93,6 +97,10 @@ struct Side {
     hold_first: bool,
     /// A completion failed.
     broken: AtomicBool,
+    /// Flushed work is expected now (step 6 breaks the connection).
+    flush_expected: AtomicBool,
+    /// Post the next R/W operation without its last work request.
+    fail_rw_post: AtomicBool,
 }
 
 impl Side {
@@ -102,6 +110,8 @@ impl Side {
             changed <- new_condvar!("rpcrdma_rs:selftest"),
             hold_first,
             broken: AtomicBool::new(false),
+            flush_expected: AtomicBool::new(false),
+            fail_rw_post: AtomicBool::new(false),
         })
     }
 
@@ -168,6 +178,9 @@ impl ConnHandler for Side {
     }
 
     fn receive_failed(&self, status: u32) {
+        if self.flush_expected.load(Ordering::Relaxed) {
+            return;
+        }
         pr_err!("verbs self-test: a Receive or registration failed (status {})\n", status);
         self.broken.store(true, Ordering::Relaxed);
         self.changed.notify_all();
@@ -179,12 +192,18 @@ impl ConnHandler for Side {
     }
 
     fn queue_pair_flushed(&self) {
+        if self.flush_expected.load(Ordering::Relaxed) {
+            return;
+        }
         pr_err!("verbs self-test: work flushed on a live connection\n");
         self.broken.store(true, Ordering::Relaxed);
         self.changed.notify_all();
     }
 
     fn send_done(&self, how: Completion) {
+        if self.flush_expected.load(Ordering::Relaxed) {
+            return;
+        }
         if let Completion::Failed(status) = how {
             pr_err!("verbs self-test: a Send failed (status {})\n", status);
             self.broken.store(true, Ordering::Relaxed);
@@ -196,6 +215,10 @@ impl ConnHandler for Side {
 
     fn counters(&self) -> &'static VerbsCounters {
         &COUNTERS
+    }
+
+    fn inject_partial_rw_post(&self) -> bool {
+        self.fail_rw_post.swap(false, Ordering::Relaxed)
     }
 }
 
@@ -277,7 +300,7 @@ fn pattern(seed: u8) -> [u8; LEN] {
 const SEGS: usize = 4;
 
 /// Encodes the segments (handle, length, offset; big-endian).
-fn encode(buf: &mut [u8], segs: &[Registered; SEGS]) -> Result<usize> {
+fn encode(buf: &mut [u8], segs: &[Registered]) -> Result<usize> {
     let mut at = 0;
     for s in segs {
         for field in [&s.handle.to_be_bytes()[..], &s.length.to_be_bytes()[..], &s.offset.to_be_bytes()[..]] {
@@ -288,14 +311,17 @@ fn encode(buf: &mut [u8], segs: &[Registered; SEGS]) -> Result<usize> {
     Ok(at)
 }
 
-/// Decodes what [`encode`] wrote: (handle, offset) of each segment.
+/// Decodes segment `i` of what [`encode`] wrote: (handle, offset).
+fn decode_seg(bytes: &[u8], i: usize) -> Option<(u32, u64)> {
+    let at = i * 16;
+    let h = u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?);
+    let off = u64::from_be_bytes(bytes.get(at + 8..at + 16)?.try_into().ok()?);
+    Some((h, off))
+}
+
+/// Decodes what [`encode`] wrote of the four segments.
 fn decode(bytes: &[u8]) -> Option<[(u32, u64); SEGS]> {
-    let seg = |at: usize| -> Option<(u32, u64)> {
-        let h = u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?);
-        let off = u64::from_be_bytes(bytes.get(at + 8..at + 16)?.try_into().ok()?);
-        Some((h, off))
-    };
-    Some([seg(0)?, seg(16)?, seg(32)?, seg(48)?])
+    Some([decode_seg(bytes, 0)?, decode_seg(bytes, 1)?, decode_seg(bytes, 2)?, decode_seg(bytes, 3)?])
 }
 
 /// Runs the test on the local IPv4 address `addr` (network byte order).
@@ -329,7 +355,7 @@ pub(crate) fn run(net: &Net, addr: u32) -> Result {
     drop(listener);
     match &result {
         Ok(()) => pr_info!(
-            "verbs self-test passed on {}: accept outside the CM handler, a two-segment RDMA Read, two RDMA Writes chained ahead of a Send With Invalidate, held Receive, page references, tokens, a closed lender\n",
+            "verbs self-test passed on {}: accept outside the CM handler, a two-segment RDMA Read, two RDMA Writes chained ahead of a Send With Invalidate, held Receive, page references, tokens, a closed lender, a partial R/W post\n",
             dev
         ),
         Err(e) => pr_err!("verbs self-test failed ({})\n", e.to_errno()),
@@ -405,6 +431,9 @@ fn exchange(
     if cli.release_unposted(&lender, reg).is_err() || lender.released_idle().is_none() {
         return Err(EIO);
     }
+    // A token is its own connection's: another neither registers into
+    // it, posts it nor gives it back.
+    step_ok("foreign token", foreign_token(cli, &srv, &lender, &pages[0]))?;
     let mut reg = cli.begin(&lender)?;
     let segs = match register_all(cli, &mut reg, &pages) {
         Ok(s) => s,
@@ -494,6 +523,111 @@ fn exchange(
     drop(reg);
     if lost.ref_count() != refs + 1 || orphan.released_idle().is_some() {
         pr_err!("verbs self-test: a lost token's page has {} references (from {})\n", lost.ref_count(), refs);
+        return Err(EIO);
+    }
+    // And one lost after its Send, with the region the peer may read: the
+    // region is the peer's to read until teardown, and keeps its page.
+    let posted_orphan = Lender::new();
+    let mut reg = cli.begin(&posted_orphan)?;
+    let seg = match cli.register::<Outbound>(&mut reg, 3, |sg| sg.push(lost.page_ref(), LEN as u32, 0)) {
+        Ok(seg) => seg,
+        Err(e) => {
+            let _ = cli.release_unposted(&posted_orphan, reg);
+            return step_ok("register lost", Err(e));
+        }
+    };
+    match cli.send(reg, |out| out.copy(|b| encode(b, &[seg]))) {
+        Ok(t) => drop(t),
+        Err(f) => {
+            let _ = cli.release_unposted(&posted_orphan, f.reg);
+            return step_ok("send lost", Err(f.err));
+        }
+    }
+    srv_side.wait("lost segment", |s| s.msgs >= 3)?;
+    if lost.ref_count() != refs + 2 || posted_orphan.released_idle().is_some() {
+        pr_err!("verbs self-test: a lost posted token's page has {} references (from {})\n", lost.ref_count(), refs);
+        return Err(EIO);
+    }
+    let (h, off) = decode_seg(&srv_side.seen.lock().last, 0).ok_or(EIO)?;
+    partial_rw_post(&srv, cli_side, srv_side, h, off)
+}
+
+/// Step 2's checks that a token is its connection's only: `srv`, the other
+/// connection, cannot register a region into a token of `lender` on `cli`,
+/// send it or give it back.
+fn foreign_token(cli: &Connection<Side>, srv: &Connection<Side>, lender: &Lender, page: &OwnedPage) -> Result {
+    let mut reg = cli.begin(lender)?;
+    let registered = srv.register::<Inbound>(&mut reg, 1, |sg| sg.push(page.page_ref(), LEN as u32, 0));
+    let result = match registered {
+        Err(e) if e == EINVAL => Ok(()),
+        Err(e) => {
+            pr_err!("verbs self-test: another connection's registration failed with {}, not EINVAL\n", e.to_errno());
+            Err(EIO)
+        }
+        Ok(_) => {
+            pr_err!("verbs self-test: another connection registered into a token\n");
+            Err(EIO)
+        }
+    };
+    let reg = match srv.release_unposted(lender, reg) {
+        Ok(_) => {
+            pr_err!("verbs self-test: another connection gave an unposted token back\n");
+            return Err(EIO);
+        }
+        Err(reg) => reg,
+    };
+    let reg = match srv.send(reg, |out| out.copy(|b| copy_in(b, b"foreign"))) {
+        Ok(_t) => {
+            pr_err!("verbs self-test: another connection posted a token\n");
+            return Err(EIO);
+        }
+        Err(f) if f.err == EINVAL => f.reg,
+        Err(f) => {
+            pr_err!("verbs self-test: another connection's send failed with {}, not EINVAL\n", f.err.to_errno());
+            let _ = cli.release_unposted(lender, f.reg);
+            return Err(EIO);
+        }
+    };
+    // Nothing was registered into it: no region comes back.
+    match cli.release_unposted(lender, reg) {
+        Ok((_, 0)) => result,
+        _ => Err(EIO),
+    }
+}
+
+/// Step 6: `srv` reads the peer's segment (`rkey`, `addr`) twice into two
+/// pages of its own, one R/W operation the hook posts without its last
+/// work request. The post must fail, and the operation come back whole:
+/// destroyed, its pages are let go. The connection is broken after.
+fn partial_rw_post(srv: &Connection<Side>, cli_side: &Side, srv_side: &Side, rkey: u32, addr: u64) -> Result {
+    let sinks = [OwnedPage::new()?, OwnedPage::new()?];
+    let refs = [sinks[0].ref_count(), sinks[1].ref_count()];
+    let s1 = [(sinks[0].page_ref::<Inbound>(), 0, LEN as u32)];
+    let s2 = [(sinks[1].page_ref::<Inbound>(), 0, LEN as u32)];
+    let read = [RwSeg { rkey, addr, pages: &s1 }, RwSeg { rkey, addr, pages: &s2 }];
+    let c = step_ok("prepare partial RDMA Read", srv.rw_prepare(&read, 0))?;
+    if sinks[0].ref_count() != refs[0] + 1 || sinks[1].ref_count() != refs[1] + 1 {
+        pr_err!("verbs self-test: an R/W operation holds {} references of its page (from {})\n", sinks[0].ref_count(), refs[0]);
+        let _ = srv.rw_discard(c);
+        return Err(EIO);
+    }
+    cli_side.flush_expected.store(true, Ordering::Relaxed);
+    srv_side.flush_expected.store(true, Ordering::Relaxed);
+    srv_side.fail_rw_post.store(true, Ordering::Relaxed);
+    let c = match srv.rw_post(c) {
+        Ok(p) => {
+            pr_err!("verbs self-test: a partial R/W post succeeded\n");
+            let _ = srv.rw_wait(p);
+            return Err(EIO);
+        }
+        Err((_, c)) => c,
+    };
+    if srv.rw_discard(c).is_err() {
+        pr_err!("verbs self-test: the R/W operation of a partial post could not be discarded\n");
+        return Err(EIO);
+    }
+    if sinks[0].ref_count() != refs[0] || sinks[1].ref_count() != refs[1] {
+        pr_err!("verbs self-test: a discarded R/W operation kept {} references of its page (from {})\n", sinks[0].ref_count(), refs[0]);
         return Err(EIO);
     }
     Ok(())

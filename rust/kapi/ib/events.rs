@@ -67,6 +67,13 @@ pub(crate) trait Events: Send + Sync + Sized {
         false
     }
 
+    /// A test hook: true if the next R/W operation posted alone
+    /// ([`Conn::rw_post`]) is to be posted without its last work request.
+    /// Never, unless the owner says so.
+    fn inject_partial_rw_post(&self) -> bool {
+        false
+    }
+
     /// An R/W operation posted alone ([`Conn::rw_post`]) completed; its
     /// `cookie`. Nothing unless the owner says otherwise.
     fn rw_done(&self, _cookie: u64, _how: Completion) {}

@@ -353,10 +353,16 @@ impl<V: Events> Conn<V> {
                 return Err((e, c));
             }
         };
-        // SAFETY: the chain's work requests are the operation's (its
-        // contexts' allocations), live until it is destroyed, which waits
-        // for its completion; its pages are held by references.
-        if let Err(e) = unsafe { qp.post_send(head) } {
+        let posted = if self.events.inject_partial_rw_post() {
+            // SAFETY: as below; the chain is built and not posted.
+            unsafe { super::sq::post_without_last(qp, head) }
+        } else {
+            // SAFETY: the chain's work requests are the operation's (its
+            // contexts' allocations), live until it is destroyed, which
+            // waits for its completion; its pages are held by references.
+            unsafe { qp.post_send(head) }
+        };
+        if let Err(e) = posted {
             if !ptr::eq(e.bad, head.cast_const()) {
                 // Part of it is posted, without its signalled last request:
                 // nothing will say when the device is done with it but the

@@ -220,7 +220,7 @@ impl<V: Events> Conn<V> {
         let posted = if !ptr::eq(head, send_wr) && self.events.inject_partial_post() {
             // SAFETY: the chain's WRs are ours (handed off, not posted):
             // its `next` pointers are read and one is cut.
-            unsafe { post_without_last(qp, head, send_wr) }
+            unsafe { post_without_last(qp, head) }
         } else {
             // SAFETY: every WR in the chain points at memory the connection
             // owns (buffers, regions; they outlive the queue pair) or at
@@ -409,29 +409,33 @@ impl<V: Events> Conn<V> {
     }
 }
 
-/// Posts the chain from `head` up to, not including, `last` (its last
-/// WR), and fails as if the device had refused `last`: what a post that
-/// stops part of the way leaves (a test hook).
+/// Posts the chain from `head` without its last work request, and fails
+/// as if the device had refused that one: what a post that stops part of
+/// the way leaves (a test hook). A chain of one work request is not
+/// posted at all.
 ///
 /// # Safety
 ///
-/// As for [`Qp::post_send`] of the chain, which is the caller's (built
-/// and not posted) and ends with `last`.
-unsafe fn post_without_last(
+/// As for [`Qp::post_send`](super::qp::Qp::post_send) of the chain, which
+/// is the caller's (built and not posted).
+pub(super) unsafe fn post_without_last(
     qp: &super::qp::Qp,
     head: *mut sys::ib_send_wr,
-    last: *mut sys::ib_send_wr,
 ) -> core::result::Result<(), PostError> {
-    let mut w = head;
     // SAFETY: the chain's WRs are valid and not posted (the contract).
     unsafe {
-        while !(*w).next.is_null() && !ptr::eq((*w).next, last) {
+        if (*head).next.is_null() {
+            return Err(PostError { err: kernel::error::code::EIO, bad: head });
+        }
+        let mut w = head;
+        while !(*(*w).next).next.is_null() {
             w = (*w).next;
         }
+        let last = (*w).next;
         (*w).next = ptr::null_mut();
         qp.post_send(head)?;
+        Err(PostError { err: kernel::error::code::EIO, bad: last })
     }
-    Err(PostError { err: kernel::error::code::EIO, bad: last })
 }
 
 /// Send completion handler.
