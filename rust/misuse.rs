@@ -37,7 +37,7 @@ fn control<T: ConnHandler>(conn: &Connection<T>, lender: &Lender, page: &OwnedPa
 
 // S1: a call's page (the peer only reads it) registered for the peer to
 // write.
-// misuse: s1_call_page_writable E0308
+// misuse: s1_call_page_writable E0308 found `PageRef<'_, Outbound>`
 #[cfg(misuse = "s1_call_page_writable")]
 fn s1_call_page_writable<T: ConnHandler>(conn: &Connection<T>, reg: &mut Registration, rqst: &LentRqst<'_>) -> Result {
     let page = rqst.call_buf().page(0).ok_or(EINVAL)?;
@@ -45,7 +45,7 @@ fn s1_call_page_writable<T: ConnHandler>(conn: &Connection<T>, reg: &mut Registr
 }
 
 // S1: a reply's page (the peer writes it) mapped into a Send.
-// misuse: s1_reply_page_sent E0308
+// misuse: s1_reply_page_sent E0308 found `PageRef<'_, Inbound>`
 #[cfg(misuse = "s1_reply_page_sent")]
 fn s1_reply_page_sent<T: ConnHandler>(conn: &Connection<T>, reg: Registration, rqst: &LentRqst<'_>) -> Result {
     let page = rqst.reply_buf().page(0).ok_or(EINVAL)?;
@@ -54,7 +54,7 @@ fn s1_reply_page_sent<T: ConnHandler>(conn: &Connection<T>, reg: Registration, r
 
 // S1: a Send without a token mapping pages (nothing would say when the
 // device is done with them).
-// misuse: s1_map_without_token E0599
+// misuse: s1_map_without_token E0599 no method named `map_page`
 #[cfg(misuse = "s1_map_without_token")]
 fn s1_map_without_token<T: ConnHandler>(conn: &Connection<T>, page: &OwnedPage) -> Result {
     conn.send_copied(|out| out.map_page(page.page_ref(), 0, 64))
@@ -75,7 +75,7 @@ fn s2_forge_released() -> Released {
 }
 
 // S2: a token that holds nothing, to split into a proof.
-// misuse: s2_empty_token E0599
+// misuse: s2_empty_token E0599 named `none` found for struct `InFlight`
 #[cfg(misuse = "s2_empty_token")]
 fn s2_empty_token() -> InFlight {
     InFlight::none()
@@ -92,8 +92,8 @@ fn s2_give_back(lender: &Lender) -> Released {
 // S2: a request completed with a proof it was not given.
 // misuse: s2_complete_unreleased E0624
 #[cfg(misuse = "s2_complete_unreleased")]
-fn s2_complete_unreleased(rqst: PinnedRqst) {
-    ReleasedRqst::new(rqst, 1).complete_with(&[]);
+fn s2_complete_unreleased(rqst: PinnedRqst, closed: crate::kapi::ib::Closed<'_>) {
+    ReleasedRqst::new(rqst, closed).complete_with(&[]);
 }
 
 // S2: a Send With Invalidate no Receive reported, made up to skip the
@@ -102,6 +102,15 @@ fn s2_complete_unreleased(rqst: PinnedRqst) {
 #[cfg(misuse = "s2_forge_remote_inv")]
 fn s2_forge_remote_inv(rkey: u32) -> RemoteInv {
     RemoteInv { rkey, conn: 1, sent: u64::MAX }
+}
+
+// S2: a token's regions counted as invalidated by the peer without
+// `release`, which alone checks the remote invalidation is the token's
+// connection's and came after its Send.
+// misuse: s2_invalidated_remotely E0624
+#[cfg(misuse = "s2_invalidated_remotely")]
+fn s2_invalidated_remotely<V: Events>(conn: &Conn<V>, t: &InFlight) -> Option<usize> {
+    conn.invalidated_remotely(t, None)
 }
 
 // S2: a request completed after its storage (and the lender it keeps
@@ -113,7 +122,7 @@ fn s2_released_outlives_storage(storage: RqstStorage, rqst: PinnedRqst, proof: R
 }
 
 // S3: a connection's identity passed in by its owner.
-// misuse: s3_pass_identity E0061
+// misuse: s3_pass_identity E0061 takes 2 arguments but 3
 #[cfg(misuse = "s3_pass_identity")]
 fn s3_pass_identity<T: ConnHandler>(net: &Net, handler: kernel::sync::Arc<T>) -> Result {
     Connection::new(net, handler, 42).map(|_| ())
@@ -138,6 +147,14 @@ fn s3_forge_token() -> InFlight {
 #[cfg(misuse = "s4_request_field")]
 fn s4_request_field(s: &RqstStorage) {
     let _ = &s.rqst;
+}
+
+// S6: the whole `rpc_rqst` behind a request, which SUNRPC changes under
+// locks of its own.
+// misuse: s6_whole_rqst E0616
+#[cfg(misuse = "s6_whole_rqst")]
+fn s6_whole_rqst(r: &crate::kapi::rpc::Rqst<'_>) -> core::ptr::NonNull<crate::sys::rpc_rqst> {
+    r.raw
 }
 
 // S5: a transport that answers which buffers to free.
@@ -168,12 +185,42 @@ mod s5_release_bool {
     }
 }
 
+// S5: a transport that answers whether it provided a request's buffers
+// (unsafe code would trust the answer): the storage provides them.
+// misuse: s5_provide_buffers_bool E0407,E0438
+#[cfg(misuse = "s5_provide_buffers_bool")]
+mod s5_provide_buffers_bool {
+    use crate::kapi::rpc::{FreedRqst, Lent, Rqst, RqstStorage, SendLocked, Task, Transport, Xprt};
+    use kernel::prelude::*;
+
+    struct T;
+
+    #[vtable]
+    impl Transport for T {
+        fn alloc_slot(&self, _x: Xprt<'_>, _t: &Task<'_>) {}
+        fn free_slot(&self, _x: Xprt<'_>, _r: FreedRqst<'_>) {}
+        fn storage<'a>(&'a self, _r: &Rqst<'_>) -> Option<&'a RqstStorage> {
+            None
+        }
+        fn provide_buffers(&self, _t: &Task<'_>, _r: &Rqst<'_>) -> bool {
+            true
+        }
+        fn release_request(&self, _x: Xprt<'_>, _r: &Rqst<'_>) {}
+        fn connect(_t: Lent<'_, Self>, _x: Xprt<'_>, _task: &Task<'_>) {}
+        fn close(&self, _x: Xprt<'_>, _l: &mut SendLocked<'_>) {}
+        fn send_request(_t: Lent<'_, Self>, _x: Xprt<'_>, _r: &Rqst<'_>, _l: &mut SendLocked<'_>) -> Result {
+            Ok(())
+        }
+        fn shutdown(&self, _x: Xprt<'_>, _l: &mut SendLocked<'_>) {}
+    }
+}
+
 // S5: a class whose registration slot is a function, free to answer
 // differently each time.
 // misuse: s5_class_slot_fn E0407
 #[cfg(misuse = "s5_class_slot_fn")]
 mod s5_class_slot_fn {
-    use crate::kapi::rpc::{ClassSlot, CreateArgs, NewXprt, TransportClass, MAX_NETIDS};
+    use crate::kapi::rpc::{ClassSlot, ClassSlotRef, CreateArgs, NewXprt, TransportClass, MAX_NETIDS};
     use kernel::{c_str, prelude::*, str::CStr};
 
     static SLOT: ClassSlot = ClassSlot::new();
@@ -186,6 +233,7 @@ mod s5_class_slot_fn {
         fn setup(_a: &CreateArgs<'_>) -> Result<NewXprt> {
             Err(EINVAL)
         }
+        const SLOT: ClassSlotRef = ClassSlotRef::new(&SLOT);
         fn slot() -> &'static ClassSlot {
             &SLOT
         }
@@ -215,7 +263,7 @@ mod s5_class_slot_temporary {
 
 // S6: a reference to the whole `rpc_xprt`, which SUNRPC changes under
 // locks of its own.
-// misuse: s6_whole_xprt E0599
+// misuse: s6_whole_xprt E0599 no method named `get`
 #[cfg(misuse = "s6_whole_xprt")]
 fn s6_whole_xprt(x: Xprt<'_>) -> u32 {
     x.get().connect_cookie
@@ -230,14 +278,14 @@ fn s6_xprt_escapes(r: XprtRef) -> Xprt<'static> {
 }
 
 // S6: a connect count written without the send lock.
-// misuse: s6_unlocked_write E0061
+// misuse: s6_unlocked_write E0061 SendLocked<'_>` is missing
 #[cfg(misuse = "s6_unlocked_write")]
 fn s6_unlocked_write(x: Xprt<'_>) {
     x.count_connect();
 }
 
 // S7: a lease shared between threads over a value that is not `Sync`.
-// misuse: s7_lease_sync E0277
+// misuse: s7_lease_sync E0277 `Cell<u8>` cannot be shared between threads safely
 #[cfg(misuse = "s7_lease_sync")]
 fn s7_lease_sync() {
     fn shared<T: Sync>() {}
@@ -245,7 +293,7 @@ fn s7_lease_sync() {
 }
 
 // S9: a device's name kept as a reference, which a rename frees.
-// misuse: s9_name_reference E0308
+// misuse: s9_name_reference E0308 found `DeviceName`
 #[cfg(misuse = "s9_name_reference")]
 fn s9_name_reference<T: ConnHandler>(conn: &Connection<T>) -> &kernel::str::CStr {
     conn.device_name()

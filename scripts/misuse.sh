@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make misuse: the misuses the module's types must refuse at compile time.
 #
-# Every "// misuse: NAME EXPECTED" line under rust/ names a snippet, built
+# Every "// misuse: NAME EXPECTED [TEXT]" line under rust/ names a snippet, built
 # only with --cfg 'misuse="NAME"' (rust/misuse.rs has most of them; those
 # that must sit in a module of their own, such as unsafe code in verbs or
 # the client, are in that module's file). For each, the module's own
@@ -10,8 +10,14 @@
 #   EXPECTED = ok           the build must succeed (the control: the harness
 #                           builds the module with a snippet in it)
 #   EXPECTED = E0xxx        it must fail with that error, in the snippet's
-#                           own file, and with no error anywhere else
+#                           own file, with no error of another code and
+#                           none anywhere else (E0xxx,E0yyy: E0yyy may come
+#                           with it, as a macro's consequence of the first)
 #   EXPECTED = unsafe_code  it must fail on the unsafe_code lint, likewise
+# TEXT, if given, must be in the compiler's message: for the generic codes
+# (E0308 mismatched types, E0599 no such method, ...) it names the type or
+# method that refuses the misuse, so an unrelated slip in the snippet that
+# happens to raise the same code does not pass for it.
 # Prints one line per snippet and "N passed, N failed"; exits non-zero if
 # any failed. Builds the module first if it is not built.
 set -uo pipefail
@@ -47,7 +53,10 @@ while IFS= read -r line; do
   file=${line%%:*}
   spec=${line#*// misuse: }
   name=${spec%% *}
-  expected=${spec#* }
+  rest=${spec#* }
+  expected=${rest%% *}
+  text=""
+  [ "$expected" = "$rest" ] || text=${rest#* }
   out="$tmp/$name.log"
   (cd "$kdir" && eval "$base --cfg rpcrdma_misuse --cfg 'misuse=\"$name\"' $src") >"$out" 2>&1
   rc=$?
@@ -64,7 +73,14 @@ while IFS= read -r line; do
       elif [ "$expected" = unsafe_code ]; then
         grep -q 'unsafe_code' "$out" || verdict="refused, but not by the unsafe_code lint"
       else
-        grep -q "^error\[$expected\]" "$out" || verdict="refused, but not with $expected"
+        code=${expected%%,*}
+        grep -q "^error\[$code\]" "$out" || verdict="refused, but not with $code"
+        allowed=$(printf '%s' "$expected" | tr ',' '|')
+        other=$(grep -oE '^error\[E[0-9]+\]' "$out" | grep -vE "^error\[($allowed)\]" | sort -u | sed -E 's/^error\[(E[0-9]+)\]$/\1/' | tr '\n' ' ')
+        [ -n "$verdict" ] || [ -z "$other" ] || verdict="refused, but also with $other"
+      fi
+      if [ -z "$verdict" ] && [ -n "$text" ] && ! grep -qF -- "$text" "$out"; then
+        verdict="refused, but the message does not say: $text"
       fi
       if [ -z "$verdict" ] && [ "$where" != "$repo/$file" ]; then
         verdict="errors outside $file: $(echo $where)"
@@ -77,7 +93,7 @@ while IFS= read -r line; do
     failed=$((failed + 1)); echo "FAIL: $name ($expected, $file): $verdict"
     grep -E '^(error|warning)' -A4 "$out" | head -20 | sed 's/^/    /'
   fi
-done < <(grep -rn --include='*.rs' -E '^// misuse: [a-z0-9_]+ [A-Za-z0-9_]+$' rust | sed -E 's/^([^:]+):[0-9]+:/\1:/')
+done < <(grep -rn --include='*.rs' -E '^// misuse: [a-z0-9_]+ [A-Za-z0-9_,]+( .+)?$' rust | sed -E 's/^([^:]+):[0-9]+:/\1:/')
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ] && [ "$passed" -gt 0 ]
