@@ -33,8 +33,14 @@ if [ ! -f "$cmdfile" ] || [ ! -f rpcrdma_rs.ko ]; then
 fi
 cmd=$(sed -n 's|^savedcmd_[^ ]*rust/rpcrdma.o := ||p' "$cmdfile")
 [ -n "$cmd" ] || die "no saved rustc command in $cmdfile"
-src="$repo/rust/rpcrdma.rs"
-case "$cmd" in *" $src"*) ;; *) die "the saved command does not build $src" ;; esac
+# Up to Linux 6.12 Kbuild builds an external module from the kernel's tree
+# with absolute paths; from 6.13 on, from the module's own directory with
+# paths relative to it.
+case "$cmd" in
+  *" $repo/rust/rpcrdma.rs"*) src=$repo/rust/rpcrdma.rs rundir=$kdir ;;
+  *" rust/rpcrdma.rs"*) src=rust/rpcrdma.rs rundir=$repo ;;
+  *) die "the saved command does not build rust/rpcrdma.rs" ;;
+esac
 
 # Kbuild runs rustc with RUSTC_BOOTSTRAP=1 (the kernel uses unstable options).
 export RUSTC_BOOTSTRAP=1
@@ -58,10 +64,11 @@ while IFS= read -r line; do
   text=""
   [ "$expected" = "$rest" ] || text=${rest#* }
   out="$tmp/$name.log"
-  (cd "$kdir" && eval "$base --cfg rpcrdma_misuse --cfg 'misuse=\"$name\"' $src") >"$out" 2>&1
+  (cd "$rundir" && eval "$base --cfg rpcrdma_misuse --cfg 'misuse=\"$name\"' $src") >"$out" 2>&1
   rc=$?
   # Where each error points: the "-->" line after each "error" line.
-  where=$(awk '/^error/ { e = 1; next } e && /-->/ { print $2; e = 0 }' "$out" | sed 's|:.*||' | sort -u)
+  # (Relative to the module's directory on 6.13 and later.)
+  where=$(awk '/^error/ { e = 1; next } e && /-->/ { print $2; e = 0 }' "$out" | sed -e 's|:.*||' -e "s|^\([^/]\)|$repo/\1|" | sort -u)
   verdict=""
   case "$expected" in
     ok)

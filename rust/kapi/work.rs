@@ -85,7 +85,7 @@ fn work_of<T: DelayedWorkItem<ID>, const ID: u64>(this: &T) -> Option<&DelayedWo
 pub(crate) fn enqueue<T: DelayedWorkItem<ID>, const ID: u64>(this: Arc<T>, delay: u64) -> Result<(), Arc<T>> {
     let Some(w) = work_of::<T, ID>(&this) else { return Err(this) };
     let raw = w.raw.get();
-    let owner = &w.owner as *const AtomicPtr<T>;
+    let owner = core::ptr::from_ref(&w.owner);
     let ptr = Arc::into_raw(this);
     // INVARIANT: the work lies inside the `T` at `ptr` (checked), so the
     // owner is that `T`: the same value whoever queues it, written before
