@@ -110,7 +110,7 @@ impl RdmaXprt {
             trace::marshal(&rqst, xid, || marshalled(&CallShape { version, xid, snd, call, reply: rp }));
             return Ok(());
         }
-        self.register_and_send(ep, &rqst, slot, (version, xid), (inline_send, inline_recv), snd, epoch)
+        self.register_and_send(ep, &rqst, slot, (version, xid), (inline_send, inline_recv), &snd, epoch)
     }
 
     /// Registers the chunks of the call `rqst` (`xid`, of `version`, its
@@ -126,7 +126,7 @@ impl RdmaXprt {
         slot: &Slot,
         (version, xid): (Version, u32),
         (inline_send, inline_recv): (u32, u32),
-        snd: plan::XdrBufDesc,
+        snd: &plan::XdrBufDesc,
         epoch: &mut ReleaseEpoch,
     ) -> Result {
         let shared = ep.shared();
@@ -159,7 +159,7 @@ impl RdmaXprt {
         // copy of the post: what it knows (the lists' shape, the reply's)
         // stays constants there, not values carried across the
         // registration's call.
-        if let Some((call, rp, ext)) = plan::plan_one_mr(&snd, &rcv, ddp, thresholds, PULLUP_THRESHOLD, g) {
+        if let Some((call, rp, ext)) = plan::plan_one_mr(snd, &rcv, ddp, thresholds, PULLUP_THRESHOLD, g) {
             if let Some(position) = call.read_position() {
                 let mut read_one = v1::ReadSegment { position, segment: v1::Segment::default() };
                 let registered =
@@ -169,7 +169,7 @@ impl RdmaXprt {
                     return Err(e);
                 }
                 let planned = (call, rp, CallLists::OneRead(&read_one), ReplyShape::Inline, 0);
-                return self.post_and_record::<{ PostShape::ONE_READ }>(ep, rqst, slot, vx, &snd, reg, epoch, planned, out);
+                return self.post_and_record::<{ PostShape::ONE_READ }>(ep, rqst, slot, vx, snd, reg, epoch, planned, out);
             }
             let [first, ..] = segs;
             if let Err(e) = register_one::<Inbound>(ep, rqst, &mut reg, Some(kept), xid, &ext, first) {
@@ -177,12 +177,12 @@ impl RdmaXprt {
                 return Err(e);
             }
             let planned = (call, rp, CallLists::OneWrite(first), ReplyShape::WriteChunk, 1);
-            return self.post_and_record::<{ PostShape::ONE_WRITE }>(ep, rqst, slot, vx, &snd, reg, epoch, planned, out);
+            return self.post_and_record::<{ PostShape::ONE_WRITE }>(ep, rqst, slot, vx, snd, reg, epoch, planned, out);
         }
         // The general planner's: any number of regions, given back whole
         // if the call fails before it is posted.
         let mut read_segs = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
-        let planned = self.register_planned(ep, rqst, vx, (snd, rcv), thresholds, &mut reg, &mut read_segs, segs);
+        let planned = self.register_planned(ep, rqst, vx, (*snd, rcv), thresholds, &mut reg, &mut read_segs, segs);
         let (call, rp, reads, reply_shape, writes) = match planned {
             Ok((call, rp, nr, reply_shape, nw)) => match (read_segs.get(..nr), segs.get(..nw)) {
                 (Some(reads), Some(writes)) => (call, rp, reads, reply_shape, writes),
@@ -204,7 +204,7 @@ impl RdmaXprt {
             ReplyShape::ReplyChunk => v1::ChunkLists { reads, writes: &[], reply: Some(writes) },
         };
         let planned = (call, rp, CallLists::Any(lists), reply_shape, nw);
-        self.post_and_record::<{ PostShape::ANY }>(ep, rqst, slot, vx, &snd, reg, epoch, planned, out)
+        self.post_and_record::<{ PostShape::ANY }>(ep, rqst, slot, vx, snd, reg, epoch, planned, out)
     }
 
     /// Posts the call (see [`RdmaXprt::post`]) with the token `reg` (the

@@ -155,6 +155,7 @@ unsafe impl<L: Send> Sync for RecvLocalCell<L> {}
 ///   entries, which are the first ones.
 /// - `done_seq` is written only with `sq` locked: every Send numbered up
 ///   to it has completed (or was flushed).
+/// - `conn_id` is `handle`'s number.
 /// - Fields other than `events`, the locks and the atomics are written
 ///   only through the [`ConnBox`] by `&mut`: before anything is posted,
 ///   or after every handler is done.
@@ -164,6 +165,9 @@ pub(crate) struct Conn<V: Events> {
     pub(super) events: V,
     id: Option<CmId>,
     pub(super) handle: Arc<ConnHandle>,
+    /// `handle`'s number, kept here to read without going through the
+    /// `Arc` on every post and completion.
+    conn_id: u64,
     pub(super) objs: Option<Objects>,
     pub(super) sends: KVec<Pin<KBox<DmaBuf>>>,
     pub(super) recvs: KVec<Pin<KBox<DmaBuf>>>,
@@ -228,10 +232,12 @@ impl<V: Events> ConnBox<V> {
     /// `Drop` copes with that.
     fn alloc(events: impl PinInit<V>, idle: V::Sends) -> Result<Self> {
         let handle = ConnHandle::new()?;
+        let conn_id = handle.id();
         let raw = RawPin::new(pin_init!(Conn {
             events <- events,
             id: None,
             handle,
+            conn_id,
             objs: None,
             sends: KVec::new(),
             recvs: KVec::new(),
@@ -530,9 +536,9 @@ impl<V: Events> Conn<V> {
     }
 
     /// The connection's number, unique among all connections ever made.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn conn_id(&self) -> u64 {
-        self.handle.id()
+        self.conn_id
     }
 
     /// See [`CmId::resolve_addr`].

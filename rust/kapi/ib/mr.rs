@@ -132,11 +132,32 @@ impl MrState {
     ///
     /// No entry is DMA-mapped any more, and the device is done with the
     /// pages.
+    #[inline(always)]
     unsafe fn put_pages(&mut self) {
         let n = core::mem::replace(&mut self.refs, 0);
-        for sg in self.sg.iter().take(n as usize) {
+        // Most regions hold one page (a 4 KiB read or write): its
+        // reference is dropped in place, the rest by a loop out of line.
+        match (n, self.sg.first()) {
+            (0, _) => {}
             // SAFETY: the entry holds the reference `push` took (type
             // invariant of `FrMr`); `refs` is 0 from now on.
+            (1, Some(sg)) => unsafe { page::put(super::sg::page(sg)) },
+            // SAFETY: as above, for the first `n` entries.
+            _ => unsafe { self.put_many(n) },
+        }
+    }
+
+    /// [`MrState::put_pages`] of `n` entries, `refs` already zeroed.
+    ///
+    /// # Safety
+    ///
+    /// As for [`MrState::put_pages`]; the first `n` entries hold a
+    /// reference each, which no one else will drop.
+    #[inline(never)]
+    unsafe fn put_many(&self, n: u32) {
+        for sg in self.sg.iter().take(n as usize) {
+            // SAFETY: the entry holds the reference `push` took (the
+            // function's contract).
             unsafe { page::put(super::sg::page(sg)) };
         }
     }

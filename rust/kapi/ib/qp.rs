@@ -115,7 +115,7 @@ impl Qp {
     /// memory regions), must stay valid until the request completes: the
     /// CQE until its completion handler ran, the buffers until the device
     /// is done with them.
-    #[inline]
+    #[inline(always)]
     pub(super) unsafe fn post_send(&self, wr: *mut sys::ib_send_wr) -> core::result::Result<(), PostError> {
         // Called the way `ib_post_send` does, without a call to get there.
         let mut bad: *const sys::ib_send_wr = ptr::null();
@@ -125,7 +125,7 @@ impl Qp {
         if ret >= 0 {
             Ok(())
         } else {
-            Err(PostError { err: Error::from_errno(ret), bad })
+            Err(post_error(ret, bad))
         }
     }
 
@@ -188,4 +188,11 @@ impl Drop for Qp {
         // invariant); destroyed once.
         unsafe { sys::rdma_destroy_qp(self.id.as_ptr()) };
     }
+}
+
+/// The error of a refused post: out of line, off the posting path.
+#[cold]
+#[inline(never)]
+fn post_error(ret: core::ffi::c_int, bad: *const sys::ib_send_wr) -> PostError {
+    PostError { err: Error::from_errno(ret), bad }
 }

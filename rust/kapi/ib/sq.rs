@@ -178,7 +178,9 @@ impl<V: Events> Conn<V> {
             return Err(errno::ENOBUFS().into());
         }
         let index = g.policy.take(wrs).ok_or_else(errno::ENOBUFS)?;
-        let buf = self.sends.get(index).ok_or(EINVAL)?;
+        // The buffer itself, not its slot in the vector: its address is
+        // then read once, not again after every atomic operation below.
+        let buf: &DmaBuf = self.sends.get(index).map(|b| &**b).ok_or(EINVAL)?;
         // The rule: only a buffer whose last Send is done (`done_seq` is
         // written under this lock).
         let old_seq = buf.posted_seq.load(Ordering::Relaxed);
