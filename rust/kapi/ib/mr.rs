@@ -308,10 +308,10 @@ impl FrMr {
         // INVARIANT: `n` entries are mapped in direction `D`.
         m.mapped = n as u32;
         m.inbound = D::INBOUND;
+        let (ibmr, sg) = (m.ibmr, m.sg.as_mut_ptr());
         // SAFETY: the MR is ours (the caller's lease); `nents` entries are
         // mapped.
-        let mapped =
-            unsafe { sys::ib_map_mr_sg(m.ibmr, m.sg.as_mut_ptr(), nents, ptr::null_mut(), crate::kapi::PAGE_SIZE) };
+        let mapped = unsafe { sys::ib_map_mr_sg(ibmr, sg, nents, ptr::null_mut(), crate::kapi::PAGE_SIZE) };
         if mapped != nents {
             // Nothing of the region uses the entries: unmapped at once.
             self.unmap(m);
