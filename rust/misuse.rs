@@ -18,7 +18,10 @@ use kernel::prelude::*;
 use crate::{
     kapi::{
         cell::{Lease, LeaseCell},
-        ib::{Conn, ConnBox, ConnHandle, Events, InFlight, Lender, Registration, Released, RemoteInv},
+        ib::{
+            Conn, ConnBox, ConnHandle, Copying, Events, InFlight, Lender, Mapping, Registration, Released, RemoteInv,
+            SendWriter,
+        },
         net::Net,
         page::{Inbound, OwnedPage, Outbound},
         rpc::{LentRqst, PinnedRqst, ReleasedRqst, RqstStorage, Xprt, XprtRef},
@@ -49,7 +52,7 @@ fn s1_call_page_writable<T: ConnHandler>(conn: &Connection<T>, reg: &mut Registr
 #[cfg(misuse = "s1_reply_page_sent")]
 fn s1_reply_page_sent<T: ConnHandler>(conn: &Connection<T>, reg: Registration, rqst: &LentRqst<'_>) -> Result {
     let page = rqst.reply_buf().page(0).ok_or(EINVAL)?;
-    conn.send(reg, |out| out.map_page(page, 0, 4096)).map(|_| ()).map_err(|f| f.err)
+    conn.send(reg, |out: &mut SendWriter<'_, Mapping>| out.map_page(page, 0, 4096)).map(|_| ()).map_err(|f| f.err)
 }
 
 // S1: a Send without a token mapping pages (nothing would say when the
@@ -57,7 +60,7 @@ fn s1_reply_page_sent<T: ConnHandler>(conn: &Connection<T>, reg: Registration, r
 // misuse: s1_map_without_token E0599 no method named `map_page`
 #[cfg(misuse = "s1_map_without_token")]
 fn s1_map_without_token<T: ConnHandler>(conn: &Connection<T>, page: &OwnedPage) -> Result {
-    conn.send_copied(|out| out.map_page(page.page_ref(), 0, 64))
+    conn.send_copied(|out: &mut SendWriter<'_, Copying>| out.map_page(page.page_ref(), 0, 64))
 }
 
 // S1: a page handed out as a reference with no lifetime or owner.

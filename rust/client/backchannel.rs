@@ -7,7 +7,7 @@ use core::sync::atomic::Ordering;
 
 use kernel::{c_str, new_spinlock, prelude::*, sync::SpinLock};
 
-use crate::verbs::{FreeList, Live};
+use crate::verbs::{Copying, FreeList, Live, SendWriter};
 use crate::{
     kapi::{
         errno,
@@ -67,7 +67,7 @@ impl RdmaXprt {
         }
         let xid = u32::from_be(rqst.xid_be());
         let epoch = ep.shared().release_epoch();
-        let sent = ep.conn.send_copied(|out| {
+        let sent = ep.conn.send_copied(|out: &mut SendWriter<'_, Copying>| {
             out.copy(|buf| {
                 let hdr = encode_header(
                     buf,

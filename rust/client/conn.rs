@@ -12,7 +12,7 @@ use kernel::{
     sync::{Arc, CondVar, SpinLock},
 };
 
-use crate::verbs::{CmEvent, Completion, ConnHandler, Connection, Live, Received, VerbsCounters};
+use crate::verbs::{CmEvent, Completion, ConnHandler, Connection, Copying, Live, Received, SendWriter, VerbsCounters};
 use crate::{
     kapi::{errno, ratelimit::RateLimit, rpc::XprtRef, trace},
     proto::{cm, plan, v2::ConnVersion, xchar::Characteristics},
@@ -149,7 +149,7 @@ impl EpShared {
         what: &str,
         encode: impl FnOnce(&mut [u8]) -> Result<usize>,
     ) -> bool {
-        match conn.send_copied(|out| out.copy(encode)) {
+        match conn.send_copied(|out: &mut SendWriter<'_, Copying>| out.copy(encode)) {
             Ok(()) => true,
             Err(e) => {
                 COUNTERS.backward_replies_unsendable.fetch_add(1, Ordering::Relaxed);

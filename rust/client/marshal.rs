@@ -7,7 +7,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use crate::verbs::{InFlight, Mapping, Registration, SendFailed, SendWriter};
+use crate::verbs::{Copying, Fill, InFlight, Mapping, Registration, SendFailed, SendWriter};
 use crate::{
     kapi::{
         errno,
@@ -96,16 +96,10 @@ impl RdmaXprt {
             // The call copied whole after an RDMA_MSG header without chunk
             // lists: the Send names nothing of the request's, so it needs
             // no token. The fill is this path's own, not `post`'s: one
-            // closure used from both would take `SendWriter::copy` out of
-            // line (benchmarks.rst).
+            // used from both would take `SendWriter::copy` out of line
+            // (benchmarks.rst).
             let credits = shared.max_requests.load(Ordering::Relaxed);
-            ep.conn.send_copied(|out| {
-                out.copy(|buf| {
-                    let lists = CallLists::Any(v1::ChunkLists::NONE);
-                    let hdr = encode_header(buf, version, xid, credits, false, v2::Direction::Call, lists)?;
-                    copy_call_after(&rqst, buf, hdr, snd.len as usize)
-                })
-            })?;
+            ep.conn.send_copied(SmallCallFill { rqst: &rqst, version, xid, credits, len: snd.len })?;
             self.count_call(&call, &rp, &snd, 0);
             trace::marshal(&rqst, xid, || marshalled(&CallShape { version, xid, snd, call, reply: rp }));
             return Ok(());
@@ -356,39 +350,8 @@ impl RdmaXprt {
     ) -> core::result::Result<InFlight, SendFailed> {
         let nomsg = matches!(call, plan::CallPlan::LongCall { .. });
         let credits = ep.shared().max_requests.load(Ordering::Relaxed);
-        ep.conn.send(reg, |out: &mut SendWriter<'_, Mapping>| {
-            // The transport header and what is copied right after it. The
-            // offsets are sums of the call's lengths (a `u32`): should one
-            // wrap, the copy would refuse the range it names.
-            let (copied, rest) = match call {
-                plan::CallPlan::Inline { pullup: true } => (snd.len, None),
-                // Head copied, page list mapped in place, tail copied.
-                plan::CallPlan::Inline { pullup: false } => {
-                    (snd.head.len, Some((snd.head.len.wrapping_add(snd.page_len), snd.tail.len)))
-                }
-                plan::CallPlan::ReadChunk { tail_skip, tail_len, .. } => {
-                    let from = snd.head.len.wrapping_add(snd.page_len).wrapping_add(tail_skip);
-                    (snd.head.len, Some((from, tail_len)))
-                }
-                plan::CallPlan::LongCall { .. } => (0, None),
-            };
-            out.copy(|buf| {
-                let hdr = encode_header(buf, version, xid, credits, nomsg, v2::Direction::Call, lists)?;
-                copy_call_after(rqst, buf, hdr, copied as usize)
-            })?;
-            if matches!(call, plan::CallPlan::Inline { pullup: false }) {
-                for_each_page(rqst.call_buf(), |page, off, len| out.map_page(page, off, len))?;
-            }
-            // Most calls have nothing after their page list (a 4 KiB
-            // WRITE's tail is empty): no second copy then.
-            if let Some((from, len)) = rest.filter(|&(_, len)| len > 0) {
-                out.copy(|buf| {
-                    rqst.copy_call_at(from, buf.get_mut(..len as usize).ok_or(EINVAL)?)?;
-                    Ok(len as usize)
-                })?;
-            }
-            Ok(())
-        })
+        let fill = CallFill { rqst, version, xid, credits, nomsg, call, snd, lists };
+        ep.conn.send(reg, fill)
     }
 
     /// Accounts a call planned as `call` and `reply` (its buffer `snd`)
@@ -453,6 +416,81 @@ impl PostShape {
     const ONE_READ: u8 = 0;
     const ONE_WRITE: u8 = 1;
     const ANY: u8 = 2;
+}
+
+/// The Send of a small call ([`RdmaXprt::marshal`]): the transport header
+/// without chunk lists, then the call's `len` bytes copied whole. A value,
+/// so that its fill is inlined ([`Fill`]).
+struct SmallCallFill<'a, 'r> {
+    rqst: &'a LentRqst<'r>,
+    version: Version,
+    xid: u32,
+    credits: u32,
+    len: u32,
+}
+
+impl Fill<Copying> for SmallCallFill<'_, '_> {
+    #[inline(always)]
+    fn fill(self, out: &mut SendWriter<'_, Copying>) -> Result {
+        let SmallCallFill { rqst, version, xid, credits, len } = self;
+        out.copy(|buf| {
+            let lists = CallLists::Any(v1::ChunkLists::NONE);
+            let hdr = encode_header(buf, version, xid, credits, false, v2::Direction::Call, lists)?;
+            copy_call_after(rqst, buf, hdr, len as usize)
+        })
+    }
+}
+
+/// The Send of a call with chunks, as [`RdmaXprt::post`] builds it: a
+/// value, not a closure, so that its fill is inlined into each copy of
+/// the post whatever the optimiser thinks of its size ([`Fill`]).
+struct CallFill<'a, 'r> {
+    rqst: &'a LentRqst<'r>,
+    version: Version,
+    xid: u32,
+    credits: u32,
+    nomsg: bool,
+    call: plan::CallPlan,
+    snd: &'a plan::XdrBufDesc,
+    lists: CallLists<'a>,
+}
+
+impl Fill<Mapping> for CallFill<'_, '_> {
+    #[inline(always)]
+    fn fill(self, out: &mut SendWriter<'_, Mapping>) -> Result {
+        let CallFill { rqst, version, xid, credits, nomsg, call, snd, lists } = self;
+        // The transport header and what is copied right after it. The
+        // offsets are sums of the call's lengths (a `u32`): should one
+        // wrap, the copy would refuse the range it names.
+        let (copied, rest) = match call {
+            plan::CallPlan::Inline { pullup: true } => (snd.len, None),
+            // Head copied, page list mapped in place, tail copied.
+            plan::CallPlan::Inline { pullup: false } => {
+                (snd.head.len, Some((snd.head.len.wrapping_add(snd.page_len), snd.tail.len)))
+            }
+            plan::CallPlan::ReadChunk { tail_skip, tail_len, .. } => {
+                let from = snd.head.len.wrapping_add(snd.page_len).wrapping_add(tail_skip);
+                (snd.head.len, Some((from, tail_len)))
+            }
+            plan::CallPlan::LongCall { .. } => (0, None),
+        };
+        out.copy(|buf| {
+            let hdr = encode_header(buf, version, xid, credits, nomsg, v2::Direction::Call, lists)?;
+            copy_call_after(rqst, buf, hdr, copied as usize)
+        })?;
+        if matches!(call, plan::CallPlan::Inline { pullup: false }) {
+            for_each_page(rqst.call_buf(), |page, off, len| out.map_page(page, off, len))?;
+        }
+        // Most calls have nothing after their page list (a 4 KiB WRITE's
+        // tail is empty): no second copy then.
+        if let Some((from, len)) = rest.filter(|&(_, len)| len > 0) {
+            out.copy(|buf| {
+                rqst.copy_call_at(from, buf.get_mut(..len as usize).ok_or(EINVAL)?)?;
+                Ok(len as usize)
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// The chunk lists of a call's transport header: the two shapes nearly

@@ -37,7 +37,7 @@ mod sg;
 mod sq;
 pub(crate) mod token;
 
-pub(crate) use buf::{Copying, Mapping, SendWriter, MAX_SEND_SGES};
+pub(crate) use buf::{Copying, Fill, Mapping, SendWriter, MAX_SEND_SGES};
 pub(crate) use cm::{CmEvent, ConnParam};
 pub(crate) use conn::{Conn, ConnBox, QpSizes};
 pub(crate) use events::Events;

@@ -46,8 +46,8 @@ use kernel::{
 };
 
 use super::{
-    Acceptor, CmEvent, Completion, ConnHandler, ConnRequest, Connection, HeldRecv, Lender, Listener, Live, QpConfig,
-    Received, Registered, Registration, RemoteInv, RwSeg, SgWriter, VerbsCounters,
+    Acceptor, CmEvent, Completion, ConnHandler, ConnRequest, Connection, Copying, HeldRecv, Lender, Listener, Live,
+    Mapping, QpConfig, Received, Registered, Registration, RemoteInv, RwSeg, SendWriter, SgWriter, VerbsCounters,
 };
 use crate::kapi::{
     errno,
@@ -442,7 +442,7 @@ fn exchange(
             return step_ok("register", Err(e));
         }
     };
-    let posted = match cli.send(reg, |out| out.copy(|buf| encode(buf, &segs))) {
+    let posted = match cli.send(reg, |out: &mut SendWriter<'_, Mapping>| out.copy(|buf| encode(buf, &segs))) {
         Ok(p) => p,
         Err(f) => {
             let _ = cli.release_unposted(&lender, f.reg);
@@ -506,7 +506,7 @@ fn exchange(
     }
 
     // The released Receive was reposted: one more message arrives.
-    step_ok("send again", cli.send_copied(|out| out.copy(|b| copy_in(b, b"again"))))?;
+    step_ok("send again", cli.send_copied(|out: &mut SendWriter<'_, Copying>| out.copy(|b| copy_in(b, b"again"))))?;
     srv_side.wait("message after release", |s| s.msgs >= 2)?;
     if srv_side.seen.lock().last.get(..5) != Some(b"again".as_slice()) {
         return Err(EIO);
@@ -536,7 +536,7 @@ fn exchange(
             return step_ok("register lost", Err(e));
         }
     };
-    match cli.send(reg, |out| out.copy(|b| encode(b, &[seg]))) {
+    match cli.send(reg, |out: &mut SendWriter<'_, Mapping>| out.copy(|b| encode(b, &[seg]))) {
         Ok(t) => drop(t),
         Err(f) => {
             let _ = cli.release_unposted(&posted_orphan, f.reg);
@@ -576,7 +576,7 @@ fn foreign_token(cli: &Connection<Side>, srv: &Connection<Side>, lender: &Lender
         }
         Err(reg) => reg,
     };
-    let reg = match srv.send(reg, |out| out.copy(|b| copy_in(b, b"foreign"))) {
+    let reg = match srv.send(reg, |out: &mut SendWriter<'_, Mapping>| out.copy(|b| copy_in(b, b"foreign"))) {
         Ok(_t) => {
             pr_err!("verbs self-test: another connection posted a token\n");
             return Err(EIO);
@@ -682,7 +682,8 @@ fn serve_and_check(
     let writes = step_ok("prepare RDMA Writes", srv.rw_prepare(&write, 0))?;
     let answer = Lender::new();
     let reg = srv.begin(&answer)?;
-    let t = match srv.send_with_writes(reg, writes, Some(w1.0), |out| out.copy(|b| copy_in(b, b"done"))) {
+    let done = |out: &mut SendWriter<'_, Mapping>| out.copy(|b| copy_in(b, b"done"));
+    let t = match srv.send_with_writes(reg, writes, Some(w1.0), done) {
         Ok(t) => t,
         Err((f, writes)) => {
             let _ = srv.release_unposted(&answer, f.reg);

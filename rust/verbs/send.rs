@@ -21,7 +21,7 @@ use kernel::{
 
 use super::{
     endpoint::{Connection, EpState, Live},
-    ConnHandler, InFlight, Registration, SendFailed, SendWriter,
+    ConnHandler, Fill, InFlight, Registration, SendFailed,
 };
 use crate::{
     kapi::{
@@ -217,9 +217,10 @@ impl<T: ConnHandler> EpState<T> {
 }
 
 impl<T: ConnHandler> Connection<T> {
-    /// Sends one message for the token `reg`: `fill` builds it, copying
-    /// bytes into a pre-mapped buffer and mapping pages of the token's
-    /// lender in place ([`SendWriter`]). The regions registered in `reg`
+    /// Sends one message for the token `reg`: `fill` (a closure, or a
+    /// value that must be inlined: [`Fill`]) builds it, copying bytes into
+    /// a pre-mapped buffer and mapping pages of the token's lender in place
+    /// ([`SendWriter`](super::SendWriter)). The regions registered in `reg`
     /// are posted in front of the Send; the returned token holds them (and
     /// the Send, if it mapped pages) until [`Connection::release`]. Fails
     /// with `ENOBUFS` when every Send buffer is in flight or the queue is
@@ -229,7 +230,7 @@ impl<T: ConnHandler> Connection<T> {
     pub(crate) fn send(
         &self,
         reg: Registration,
-        fill: impl FnOnce(&mut SendWriter<'_, Mapping>) -> Result,
+        fill: impl Fill<Mapping>,
     ) -> core::result::Result<InFlight, SendFailed> {
         let (t, sent) = self.conn.send(reg, None, fill)?;
         self.conn.events().count(sent);
@@ -247,7 +248,7 @@ impl<T: ConnHandler> Connection<T> {
         reg: Registration,
         writes: RwChunk<Outbound>,
         invalidate: Option<u32>,
-        fill: impl FnOnce(&mut SendWriter<'_, Mapping>) -> Result,
+        fill: impl Fill<Mapping>,
     ) -> core::result::Result<InFlight, (SendFailed, Option<RwChunk<Outbound>>)> {
         let (t, sent) = self.conn.send_with_writes(reg, writes, invalidate, fill)?;
         self.conn.events().count(sent);
@@ -257,7 +258,7 @@ impl<T: ConnHandler> Connection<T> {
     /// Sends a message that is copied whole into a Send buffer and names
     /// nothing else: no token. See [`Connection::send`].
     #[inline(always)]
-    pub(crate) fn send_copied(&self, fill: impl FnOnce(&mut SendWriter<'_, Copying>) -> Result) -> Result {
+    pub(crate) fn send_copied(&self, fill: impl Fill<Copying>) -> Result {
         let sent = self.conn.send_copied(None, fill)?;
         self.conn.events().count(sent);
         Ok(())
@@ -266,7 +267,7 @@ impl<T: ConnHandler> Connection<T> {
 
 impl<T: ConnHandler> Live<'_, T> {
     /// [`Connection::send_copied`] from a completion handler.
-    pub(crate) fn send_copied(&self, fill: impl FnOnce(&mut SendWriter<'_, Copying>) -> Result) -> Result {
+    pub(crate) fn send_copied(&self, fill: impl Fill<Copying>) -> Result {
         let sent = self.0.send_copied(None, fill)?;
         self.0.events().count(sent);
         Ok(())

@@ -333,9 +333,27 @@ pub(crate) struct SendWriter<'a, M> {
     pub(super) _mode: PhantomData<M>,
 }
 
+/// What builds a Send's message in a [`SendWriter`]: any closure that
+/// does, or a value whose [`Fill::fill`] is `#[inline(always)]`. A
+/// closure's call is inlined into the post only when the optimiser finds
+/// it cheap, which at `opt-level=s` (kernels built for size) a whole
+/// message's fill never is; a value's `fill` then still is.
+pub(crate) trait Fill<M> {
+    /// Writes the message into `out`.
+    fn fill(self, out: &mut SendWriter<'_, M>) -> Result;
+}
+
+impl<M, F: FnOnce(&mut SendWriter<'_, M>) -> Result> Fill<M> for F {
+    #[inline(always)]
+    fn fill(self, out: &mut SendWriter<'_, M>) -> Result {
+        self(out)
+    }
+}
+
 impl<M> SendWriter<'_, M> {
     /// Appends bytes copied into the pre-mapped buffer: `f` gets the room
     /// left and returns how much of it it filled.
+    #[inline(always)]
     pub(crate) fn copy(&mut self, f: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result {
         let room = self.data.get_mut(self.used..).ok_or(EINVAL)?;
         let cap = room.len();
@@ -362,6 +380,7 @@ impl<M> SendWriter<'_, M> {
         Ok(())
     }
 
+    #[inline(always)]
     fn push(&mut self, sge: sys::ib_sge) -> Result {
         if self.n >= self.max_sge {
             return Err(EINVAL);

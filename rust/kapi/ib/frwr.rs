@@ -24,13 +24,13 @@ use kernel::{
 };
 
 use super::{
-    buf::{Copying, Mapping, SendWriter},
+    buf::{Copying, Fill, Mapping},
     conn::Conn,
     events::Events,
     cq::Completion,
     mr::{note_invalidated, FrMr, Registered, SgWriter},
     rq::RemoteInv,
-    sq::PostFailed,
+    sq::{Chain, PostFailed},
     token::{InFlight, Invalidation, Lender, Registration, Released, SendFailed, NO_MR, NO_RW},
 };
 use crate::{
@@ -159,7 +159,7 @@ impl<V: Events> Conn<V> {
 
     /// Sends one message: `fill` builds it, copying bytes into a pre-mapped
     /// buffer and mapping pages of the token's lender in place
-    /// ([`SendWriter`]). The regions of `reg` are registered in front of
+    /// ([`SendWriter`](super::SendWriter)). The regions of `reg` are registered in front of
     /// the Send (one post: the queue pair's ordering makes them valid
     /// before the peer sees the message); `invalidate` makes it a Send
     /// With Invalidate of the peer's rkey. Returns the token of what the
@@ -173,12 +173,12 @@ impl<V: Events> Conn<V> {
         &self,
         reg: Registration,
         invalidate: Option<u32>,
-        fill: impl FnOnce(&mut SendWriter<'_, Mapping>) -> Result,
+        fill: impl Fill<Mapping>,
     ) -> core::result::Result<(InFlight, Sent), SendFailed> {
         if reg.conn != self.conn_id() {
             return Err(SendFailed { err: EINVAL, reg });
         }
-        match self.send_chained(&reg, 0, |send| self.chain_regs(&reg, send), invalidate, false, fill) {
+        match self.send_chained(&reg, 0, RegChain { conn: self, reg: &reg }, invalidate, false, fill) {
             Ok(r) => Ok(r),
             Err((err, _)) => Err(SendFailed { err, reg }),
         }
@@ -194,10 +194,10 @@ impl<V: Events> Conn<V> {
         &self,
         reg: &Registration,
         extra: usize,
-        chain: impl FnOnce(*mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr>,
+        chain: impl Chain,
         invalidate: Option<u32>,
         reads_pages: bool,
-        fill: impl FnOnce(&mut SendWriter<'_, Mapping>) -> Result,
+        fill: impl Fill<Mapping>,
     ) -> core::result::Result<(InFlight, Sent), (kernel::error::Error, bool)> {
         let wrs = usize::from(reg.count).wrapping_add(extra).wrapping_add(1);
         match self.post_send(reg.lender, wrs, chain, invalidate, reads_pages, fill) {
@@ -233,7 +233,7 @@ impl<V: Events> Conn<V> {
     pub(crate) fn send_copied(
         &self,
         invalidate: Option<u32>,
-        fill: impl FnOnce(&mut SendWriter<'_, Copying>) -> Result,
+        fill: impl Fill<Copying>,
     ) -> Result<Sent> {
         match self.post_send(ANY_OWNER, 1, Some, invalidate, false, fill) {
             Ok(p) => Ok(Sent { signaled: p.signaled, mapped: p.mapped }),
@@ -487,6 +487,20 @@ impl<V: Events> Conn<V> {
             reuse(usize::from(mr.index));
         }
         Invalidation { local, post_failed }
+    }
+}
+
+/// The REG_MRs of the regions `reg` holds, chained in front of a Send on
+/// `conn` ([`Conn::chain_regs`]).
+struct RegChain<'a, V: Events> {
+    conn: &'a Conn<V>,
+    reg: &'a Registration,
+}
+
+impl<V: Events> Chain for RegChain<'_, V> {
+    #[inline(always)]
+    fn chain(self, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr> {
+        self.conn.chain_regs(self.reg, send)
     }
 }
 

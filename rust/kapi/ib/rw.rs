@@ -33,7 +33,7 @@ use kernel::{
 };
 
 use super::{
-    buf::{Mapping, SendWriter},
+    buf::{Fill, Mapping},
     conn::Conn,
     cq::Completion,
     events::Events,
@@ -449,7 +449,7 @@ impl<V: Events> Conn<V> {
         reg: Registration,
         writes: RwChunk<Outbound>,
         invalidate: Option<u32>,
-        fill: impl FnOnce(&mut SendWriter<'_, Mapping>) -> Result,
+        fill: impl Fill<Mapping>,
     ) -> core::result::Result<(InFlight, Sent), (SendFailed, Option<RwChunk<Outbound>>)> {
         if reg.conn != self.conn_id() || writes.conn != self.conn_id() {
             return Err((SendFailed { err: EINVAL, reg }, Some(writes)));

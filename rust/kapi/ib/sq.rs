@@ -24,7 +24,7 @@ use kernel::{
 };
 
 use super::{
-    buf::{BufState, DmaBuf, SendWriter},
+    buf::{BufState, DmaBuf, Fill, SendWriter},
     conn::Conn,
     events::{completion, Events},
     cq::Completion,
@@ -138,6 +138,23 @@ pub(super) struct ProbeWr(pub(super) sys::ib_rdma_wr);
 // pinned allocation (type invariant).
 unsafe impl Send for ProbeWr {}
 
+/// What puts work requests in front of a Send: given the Send's, it links
+/// them and returns the chain's head (`None`: the chain cannot be built).
+/// A closure does; so does a value whose [`Chain::chain`] is
+/// `#[inline(always)]`, inlined into the post whatever its size (see
+/// [`Fill`]).
+pub(super) trait Chain {
+    /// Links the work requests in front of `send`.
+    fn chain(self, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr>;
+}
+
+impl<F: FnOnce(*mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr>> Chain for F {
+    #[inline(always)]
+    fn chain(self, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr> {
+        self(send)
+    }
+}
+
 impl<V: Events> Conn<V> {
     /// Posts a Send that `fill` builds, behind the REG_MR work requests
     /// `chain` puts in front of it (given the Send's work request, it
@@ -158,10 +175,10 @@ impl<V: Events> Conn<V> {
         &self,
         owner: u64,
         wrs: usize,
-        chain: impl FnOnce(*mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr>,
+        chain: impl Chain,
         invalidate: Option<u32>,
         reads_pages: bool,
-        fill: impl FnOnce(&mut SendWriter<'_, M>) -> Result,
+        fill: impl Fill<M>,
     ) -> core::result::Result<Posted, PostFailed> {
         let objs = self.objs.as_ref().ok_or_else(errno::ENOTCONN)?;
         let qp = objs.qp.as_ref().ok_or_else(errno::ENOTCONN)?;
@@ -204,7 +221,7 @@ impl<V: Events> Conn<V> {
             }
         };
         let send_wr = &raw mut b.send_wr;
-        let Some(head) = chain(send_wr) else {
+        let Some(head) = chain.chain(send_wr) else {
             buf.unmap_unposted(&mut b.pages);
             return Err(EINVAL.into());
         };
@@ -275,7 +292,7 @@ impl<V: Events> Conn<V> {
         lkey: u32,
         owner: u64,
         invalidate: Option<u32>,
-        fill: impl FnOnce(&mut SendWriter<'_, M>) -> Result,
+        fill: impl Fill<M>,
     ) -> Result<bool> {
         let BufState { data, sge, pages, send_wr, .. } = b;
         let mut w = SendWriter {
@@ -292,7 +309,7 @@ impl<V: Events> Conn<V> {
             lkey,
             _mode: PhantomData,
         };
-        let filled = fill(&mut w);
+        let filled = fill.fill(&mut w);
         // The buffer mapped no page before (unmapped when it was taken):
         // whether the Send maps pages is whether `fill` mapped some.
         let (used, nsge, mapped) = (w.used, w.n, w.pages.n > 0);
