@@ -35,7 +35,7 @@ use kernel::{
 
 pub(crate) use crate::kapi::ib::{
     Acceptor, CmEvent, Completion, ConnRequest, Copying, DeviceCaps, DeviceName, Fill, HeldRecv, InFlight, Lender,
-    Listener, Mapping, Received, Registered, Registration, Released, RemoteInv, RwSeg, SendFailed, SendWriter, SgWriter,
+    Listener, Mapping, Received, Registered, Registration, Released, RemoteInv, Reuse, RwSeg, SendFailed, SendWriter, SgWriter,
     MAX_SEND_SGES,
 };
 pub(crate) use endpoint::{Connection, Live};

@@ -433,11 +433,12 @@ impl Fill<Copying> for SmallCallFill<'_, '_> {
     #[inline(always)]
     fn fill(self, out: &mut SendWriter<'_, Copying>) -> Result {
         let SmallCallFill { rqst, version, xid, credits, len } = self;
-        out.copy(|buf| {
-            let lists = CallLists::Any(v1::ChunkLists::NONE);
-            let hdr = encode_header(buf, version, xid, credits, false, v2::Direction::Call, lists)?;
-            copy_call_after(rqst, buf, hdr, len as usize)
-        })
+        // Written in place, not in a closure `copy` calls: see `Fill`.
+        let buf = out.room();
+        let lists = CallLists::Any(v1::ChunkLists::NONE);
+        let hdr = encode_header(buf, version, xid, credits, false, v2::Direction::Call, lists)?;
+        let used = copy_call_after(rqst, buf, hdr, len as usize)?;
+        out.copied(used)
     }
 }
 
@@ -474,20 +475,19 @@ impl Fill<Mapping> for CallFill<'_, '_> {
             }
             plan::CallPlan::LongCall { .. } => (0, None),
         };
-        out.copy(|buf| {
-            let hdr = encode_header(buf, version, xid, credits, nomsg, v2::Direction::Call, lists)?;
-            copy_call_after(rqst, buf, hdr, copied as usize)
-        })?;
+        // Written in place, not in a closure `copy` calls: see `Fill`.
+        let buf = out.room();
+        let hdr = encode_header(buf, version, xid, credits, nomsg, v2::Direction::Call, lists)?;
+        let used = copy_call_after(rqst, buf, hdr, copied as usize)?;
+        out.copied(used)?;
         if matches!(call, plan::CallPlan::Inline { pullup: false }) {
             for_each_page(rqst.call_buf(), |page, off, len| out.map_page(page, off, len))?;
         }
         // Most calls have nothing after their page list (a 4 KiB WRITE's
         // tail is empty): no second copy then.
         if let Some((from, len)) = rest.filter(|&(_, len)| len > 0) {
-            out.copy(|buf| {
-                rqst.copy_call_at(from, buf.get_mut(..len as usize).ok_or(EINVAL)?)?;
-                Ok(len as usize)
-            })?;
+            rqst.copy_call_at(from, out.room().get_mut(..len as usize).ok_or(EINVAL)?)?;
+            out.copied(len as usize)?;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use core::sync::atomic::Ordering;
 
 use kernel::{c_str, prelude::*, str::CStr};
 
-use crate::verbs::{Live, RemoteInv};
+use crate::verbs::{Live, RemoteInv, Reuse};
 use crate::{
     kapi::{ratelimit::RateLimit, rpc::ReleasedRqst, trace},
     proto::{v1, v2},
@@ -17,6 +17,7 @@ use super::{
     backchannel::is_backward_call,
     chunks::{Returned, Verdict},
     conn::EpShared,
+    regions::KeptMr,
     slots::ReqState,
     stats::{count_invalidations, COUNTERS},
 };
@@ -190,12 +191,7 @@ impl EpShared {
                 // request keeps a region for its next call.
                 // The first region taken back is kept for the request's
                 // next call; one kept before goes to the pool.
-                let (id, kept) = (conn.conn_id(), slot.kept());
-                let reuse = |i| {
-                    if let Some(back) = kept.keep(id, i) {
-                        conn.pool_put(back);
-                    }
-                };
+                let reuse = KeepOrPool { conn, id: conn.conn_id(), kept: slot.kept() };
                 let (proof, local) = match conn.release(lender, t, invalidated, reuse) {
                     Ok(r) => r,
                     // Not this request's or this connection's: checked
@@ -347,5 +343,23 @@ impl<'a> Incoming<'a> {
             v2::Body::Optional(o) => Kind::Optional(o),
         };
         Some(Incoming { xid: h.xid, credits: h.credit, kind, payload })
+    }
+}
+
+/// Where a region a reply's release frees goes: kept by its request for
+/// the next call (`kept`, of connection `id`), or the one kept before, or
+/// it, back to `conn`'s pool. A value, so that it is inlined ([`Reuse`]).
+struct KeepOrPool<'a, 'b> {
+    conn: &'a Live<'b, EpShared>,
+    id: u64,
+    kept: &'a KeptMr,
+}
+
+impl Reuse for KeepOrPool<'_, '_> {
+    #[inline(always)]
+    fn reuse(&mut self, index: usize) {
+        if let Some(back) = self.kept.keep(self.id, index) {
+            self.conn.pool_put(back);
+        }
     }
 }

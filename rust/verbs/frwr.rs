@@ -10,7 +10,7 @@ use kernel::error::Result;
 
 use super::{
     endpoint::{Connection, EpState, Live},
-    ConnHandler, InFlight, Lender, Registered, Registration, Released, RemoteInv, SgWriter,
+    ConnHandler, InFlight, Lender, Registered, Registration, Released, RemoteInv, Reuse, SgWriter,
 };
 use crate::kapi::{errno, ib::Conn, page::Dir};
 
@@ -31,7 +31,7 @@ impl<T: ConnHandler> EpState<T> {
         lender: &Lender,
         t: InFlight,
         remotely_invalidated: Option<RemoteInv>,
-        reuse: impl FnMut(usize),
+        reuse: impl Reuse,
     ) -> core::result::Result<(Released, usize), InFlight> {
         let fail = || self.handler.inject_local_inv_failure();
         let (proof, how) = conn.release(lender, t, remotely_invalidated, fail, reuse)?;
@@ -181,7 +181,7 @@ impl<T: ConnHandler> Connection<T> {
         remotely_invalidated: Option<RemoteInv>,
     ) -> core::result::Result<(Released, usize), InFlight> {
         let st = self.conn.events();
-        st.release(&self.conn, lender, t, remotely_invalidated, |i| st.pool_mr(i))
+        st.release(&self.conn, lender, t, remotely_invalidated, |i: usize| st.pool_mr(i))
     }
 }
 
@@ -201,7 +201,7 @@ impl<T: ConnHandler> Live<'_, T> {
         lender: &Lender,
         t: InFlight,
         remotely_invalidated: Option<RemoteInv>,
-        reuse: impl FnMut(usize),
+        reuse: impl Reuse,
     ) -> core::result::Result<(Released, usize), InFlight> {
         self.0.events().release(self.0, lender, t, remotely_invalidated, reuse)
     }

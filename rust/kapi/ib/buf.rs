@@ -355,10 +355,23 @@ impl<M> SendWriter<'_, M> {
     /// left and returns how much of it it filled.
     #[inline(always)]
     pub(crate) fn copy(&mut self, f: impl FnOnce(&mut [u8]) -> Result<usize>) -> Result {
-        let room = self.data.get_mut(self.used..).ok_or(EINVAL)?;
-        let cap = room.len();
-        let len = f(room)?;
-        if len > cap {
+        let len = f(self.room())?;
+        self.copied(len)
+    }
+
+    /// The room left in the pre-mapped buffer: bytes written at its start
+    /// are appended by [`SendWriter::copied`]. With `copied`, what
+    /// [`SendWriter::copy`] does without a closure, whose call at
+    /// `opt-level=s` is not inlined when it is large.
+    #[inline(always)]
+    pub(crate) fn room(&mut self) -> &mut [u8] {
+        self.data.get_mut(self.used..).unwrap_or_default()
+    }
+
+    /// Appends the first `len` bytes of the [room](SendWriter::room).
+    #[inline(always)]
+    pub(crate) fn copied(&mut self, len: usize) -> Result {
+        if len > self.data.len().saturating_sub(self.used) {
             return Err(EINVAL);
         }
         if len == 0 {

@@ -335,7 +335,7 @@ impl<V: Events> Conn<V> {
         t: InFlight,
         remote: Option<RemoteInv>,
         fail: impl FnOnce() -> bool,
-        mut reuse: impl FnMut(usize),
+        mut reuse: impl Reuse,
     ) -> core::result::Result<(Released, Invalidation), InFlight> {
         if t.lender != lender.id() || t.conn != self.conn_id() {
             return Err(t);
@@ -346,7 +346,7 @@ impl<V: Events> Conn<V> {
         let how = if t.count == 0 {
             Invalidation::NONE
         } else if let Some(i) = self.invalidated_remotely(&t, remotely_invalidated) {
-            reuse(i);
+            reuse.reuse(i);
             Invalidation::NONE
         } else {
             self.invalidate_posting(&t, remotely_invalidated, fail, &mut reuse)
@@ -401,7 +401,7 @@ impl<V: Events> Conn<V> {
         t: &InFlight,
         remotely_invalidated: Option<u32>,
         fail: impl FnOnce() -> bool,
-        reuse: &mut impl FnMut(usize),
+        reuse: &mut impl Reuse,
     ) -> Invalidation {
         let Ok(qp) = self.qp() else { return Invalidation::NONE };
         let mut chain: *mut sys::ib_send_wr = ptr::null_mut();
@@ -484,9 +484,25 @@ impl<V: Events> Conn<V> {
             }
             mr.unmap(&mut m);
             drop(m);
-            reuse(usize::from(mr.index));
+            reuse.reuse(usize::from(mr.index));
         }
         Invalidation { local, post_failed }
+    }
+}
+
+/// What gets each region a release frees for registering again (see
+/// [`Conn::release`]): a closure does; so does a value whose
+/// [`Reuse::reuse`] is `#[inline(always)]`, inlined however large (a
+/// closure called from two places is a call at `opt-level=s`).
+pub(crate) trait Reuse {
+    /// Region `index` is idle: registering it again is the caller's.
+    fn reuse(&mut self, index: usize);
+}
+
+impl<F: FnMut(usize)> Reuse for F {
+    #[inline(always)]
+    fn reuse(&mut self, index: usize) {
+        self(index)
     }
 }
 
