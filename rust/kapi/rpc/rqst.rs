@@ -191,11 +191,12 @@ impl Rqst<'_> {
         })
     }
 
-    /// Copies `out.len()` bytes of the call starting at `offset`.
-    #[inline]
+    /// Copies `out.len()` bytes of the call starting at `offset`. The
+    /// usual case, bytes in the head, is inlined into each caller; the
+    /// rest is a call.
+    #[inline(always)]
     pub(crate) fn copy_call_at(&self, offset: u32, out: &mut [u8]) -> Result {
-        let len = u32::try_from(out.len()).map_err(|_| EINVAL)?;
-        if len == 0 {
+        if out.is_empty() {
             return Ok(());
         }
         // SAFETY: only the field's address is taken.
@@ -208,8 +209,18 @@ impl Rqst<'_> {
             unsafe { ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) };
             return Ok(());
         }
-        // SAFETY: as above; `out` is writable for `len` bytes; the function
-        // checks the range.
+        self.copy_call_from_xdr(offset, out)
+    }
+
+    /// [`Rqst::copy_call_at`] of bytes not all in the head.
+    #[inline(never)]
+    fn copy_call_from_xdr(&self, offset: u32, out: &mut [u8]) -> Result {
+        let len = u32::try_from(out.len()).map_err(|_| EINVAL)?;
+        // SAFETY: only the field's address is taken.
+        let b = unsafe { addr_of!((*self.raw.as_ptr()).rq_snd_buf) };
+        // SAFETY: the call buffer is the sending task's, stable while it
+        // sends; `out` is writable for `len` bytes; the function checks
+        // the range.
         let rc = unsafe { sys::read_bytes_from_xdr_buf(b, offset, out.as_mut_ptr().cast(), len) };
         if rc != 0 {
             Err(Error::from_errno(rc))

@@ -41,6 +41,7 @@ pub(super) use read_once;
 /// # Safety
 ///
 /// `buf` is a valid `xdr_buf`.
+#[inline(always)]
 pub(super) unsafe fn in_head(buf: *const sys::xdr_buf, at: u32, len: usize) -> Option<*mut u8> {
     let end = (at as usize).checked_add(len)?;
     let (base, iov_len) = (read_once!((*buf).head[0].iov_base), read_once!((*buf).head[0].iov_len));
