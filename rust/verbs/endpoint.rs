@@ -62,10 +62,11 @@ impl<T: ConnHandler> EpState<T> {
         let free_mrs = FreeList::first(cfg.mrs, max_mrs)?;
         // Room for one Send with every registration it may carry, at least.
         let budget = cfg.send_wrs.max(cfg.max_send_regs.saturating_add(1));
-        let ring = SendRing::new(cfg.send_bufs, budget, cfg.signal_interval)?;
+        let ring = SendRing::new(cfg.send_bufs, cfg.signal_interval)?;
         let batch = RecvBatch::new(cfg.recv_bufs, recv_batch)?;
-        // The Sends and the REG_MRs chained in front take their slots from
-        // the ring's budget; each region has at most one LOCAL_INV posted
+        // The Sends, the REG_MRs chained in front and R/W operations take
+        // their slots from the budget (kapi counts them); each region has
+        // at most one LOCAL_INV posted
         // (its invalidation waits for it before the region is used again),
         // so one slot per region covers those.
         let sizes = QpSizes {

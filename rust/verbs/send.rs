@@ -14,10 +14,7 @@
 
 use core::sync::atomic::Ordering;
 
-use kernel::{
-    alloc::{flags::GFP_KERNEL, KVec},
-    error::Result,
-};
+use kernel::error::Result;
 
 use super::{
     endpoint::{Connection, EpState, Live},
@@ -31,69 +28,44 @@ use crate::{
     proto::credits::SendSignals,
 };
 
-/// The Send buffers in the order Sends use them, the Send queue's room,
-/// and when to signal.
+/// The Send buffers in the order Sends use them, and when to signal.
 ///
 /// No list of free buffers is kept: the next buffer is the one after the
-/// last posted, and it is free unless every buffer is outstanding.
+/// last posted, and it is free unless every buffer is outstanding. The
+/// Send queue's room is not counted here: kapi counts it, and refuses a
+/// Send or an R/W operation it has no room for before asking the policy.
 ///
 /// # Invariants
 ///
-/// `wrs_end` is empty or `next < wrs_end.len()`, `outstanding <=
-/// wrs_end.len()`. The `outstanding` buffers before `next` (round the
-/// ring) hold posted Sends not yet reclaimed, the oldest first. `room`
-/// plus the slots held (`sent_wrs - reclaimed_wrs + reserved_wrs`,
-/// wrapping) is the budget the ring was made with.
+/// `len` is 0 or `next < len`, `outstanding <= len`. The `outstanding`
+/// buffers before `next` (round the ring) hold posted Sends not yet
+/// reclaimed, the oldest first.
 pub(crate) struct SendRing {
-    /// Per Send buffer: `sent_wrs` just after its last Send was posted.
-    wrs_end: KVec<usize>,
+    /// The number of Send buffers.
+    len: usize,
     /// The buffer the next Send uses.
     next: usize,
     /// Posted Sends not yet reclaimed: the buffers just before `next`.
     outstanding: usize,
-    /// Send queue slots taken by every Send posted so far (wrapping): a
-    /// Send takes one for itself and one per REG_MR chained in front.
-    sent_wrs: usize,
-    /// `sent_wrs` as of the last Send reclaimed: the outstanding Sends hold
-    /// `sent_wrs - reclaimed_wrs` slots. On the device, a work request's
-    /// slot is free once a signalled completion of it or of a later one
-    /// arrives; a Send is reclaimed only then, so this never counts too
-    /// few. Kept as two running sums, a completion gives back the slots of
-    /// every Send it reclaims at once.
-    reclaimed_wrs: usize,
-    /// Send queue slots held by [`SendPolicy::reserve`].
-    reserved_wrs: usize,
-    /// Send queue slots free: the budget less those held, kept as it
-    /// changes so that a post tests one value.
-    room: usize,
     signals: SendSignals,
 }
 
 impl SendRing {
     /// A ring with no buffers (a connection before its queue pair).
     pub(super) fn idle() -> Self {
-        Self::with(KVec::new(), 0, SendSignals::new(0, 1))
+        Self::with(0, SendSignals::new(0, 1))
     }
 
-    /// A ring of `n` buffers and `budget` send queue slots, signalling
-    /// every `signal_interval` Sends at least.
-    pub(super) fn new(n: usize, budget: usize, signal_interval: u32) -> Result<Self> {
+    /// A ring of `n` buffers, signalling every `signal_interval` Sends at
+    /// least.
+    pub(super) fn new(n: usize, signal_interval: u32) -> Result<Self> {
         let buffers = u32::try_from(n).map_err(|_| kernel::error::code::EINVAL)?;
-        Ok(Self::with(KVec::from_elem(0, n, GFP_KERNEL)?, budget, SendSignals::new(buffers, signal_interval)))
+        Ok(Self::with(n, SendSignals::new(buffers, signal_interval)))
     }
 
-    fn with(wrs_end: KVec<usize>, budget: usize, signals: SendSignals) -> Self {
+    fn with(len: usize, signals: SendSignals) -> Self {
         // INVARIANT: `next` is 0, nothing outstanding.
-        SendRing {
-            wrs_end,
-            next: 0,
-            outstanding: 0,
-            sent_wrs: 0,
-            reclaimed_wrs: 0,
-            reserved_wrs: 0,
-            room: budget,
-            signals,
-        }
+        SendRing { len, next: 0, outstanding: 0, signals }
     }
 
     /// The buffer after `i`, round the ring.
@@ -101,7 +73,7 @@ impl SendRing {
     fn after(&self, i: usize) -> usize {
         // `i` is an index, far below `usize::MAX`.
         let j = i.wrapping_add(1);
-        if j >= self.wrs_end.len() {
+        if j >= self.len {
             0
         } else {
             j
@@ -115,7 +87,7 @@ impl SendRing {
             Some(i) => i,
             // Round the ring: `outstanding <= len` and `next < len` (type
             // invariant), so this neither wraps nor exceeds the ring.
-            None => self.next.wrapping_add(self.wrs_end.len()).wrapping_sub(self.outstanding),
+            None => self.next.wrapping_add(self.len).wrapping_sub(self.outstanding),
         }
     }
 
@@ -128,7 +100,7 @@ impl SendRing {
             Some(d) => d,
             // Round the ring; an `index` past the ring gives a `d` past
             // `outstanding`, whatever it wrapped to.
-            None => index.wrapping_add(self.wrs_end.len()).wrapping_sub(oldest),
+            None => index.wrapping_add(self.len).wrapping_sub(oldest),
         };
         (d < self.outstanding).then_some(d)
     }
@@ -136,32 +108,24 @@ impl SendRing {
 
 impl SendPolicy for SendRing {
     #[inline(always)]
-    fn take(&mut self, wrs: usize) -> Option<usize> {
-        if self.outstanding >= self.wrs_end.len() || wrs > self.room {
-            return None;
-        }
-        Some(self.next)
+    fn take(&mut self, _wrs: usize) -> Option<usize> {
+        // The queue's room is kapi's to check, and it did.
+        (self.outstanding < self.len).then_some(self.next)
     }
 
     #[inline(always)]
     fn signal(&mut self, _index: usize, mapped: bool) -> bool {
         // `take` found a buffer idle: `outstanding < len`.
-        let idle_after = self.wrs_end.len().wrapping_sub(self.outstanding).wrapping_sub(1);
+        let idle_after = self.len.wrapping_sub(self.outstanding).wrapping_sub(1);
         self.signals.post(mapped, idle_after)
     }
 
     #[inline(always)]
-    fn posted(&mut self, index: usize, wrs: usize, _mapped: bool) {
+    fn posted(&mut self, index: usize, _wrs: usize, _mapped: bool) {
         self.next = self.after(index);
-        // Neither count exceeds the ring's length: `take` found a buffer
-        // that was not outstanding, and `wrs` slots free.
+        // INVARIANT: below the ring's length: `take` found a buffer that
+        // was not outstanding.
         self.outstanding = self.outstanding.wrapping_add(1);
-        self.sent_wrs = self.sent_wrs.wrapping_add(wrs);
-        self.room = self.room.wrapping_sub(wrs);
-        let sent_wrs = self.sent_wrs;
-        if let Some(end) = self.wrs_end.get_mut(index) {
-            *end = sent_wrs;
-        }
     }
 
     #[inline(always)]
@@ -169,36 +133,19 @@ impl SendPolicy for SendRing {
         // Already reclaimed by a later signalled completion, if not
         // outstanding (a flushed unsignalled Send reports itself too).
         let Some(before) = self.outstanding_at(index) else { return 0 };
-        // `before < outstanding <= len`: neither this nor the counts taken
-        // back below can wrap.
+        // `before < outstanding <= len`: no wrap.
         let n = before.wrapping_add(1);
-        // The slots of every Send through `index`'s come back at once.
-        let reclaimed = self.wrs_end.get(index).copied().unwrap_or(self.sent_wrs);
-        // At most what the outstanding Sends held: the room stays within
-        // the budget.
-        self.room = self.room.wrapping_add(reclaimed.wrapping_sub(self.reclaimed_wrs));
-        self.reclaimed_wrs = reclaimed;
         // INVARIANT: the `n` oldest outstanding buffers are idle again.
         self.outstanding = self.outstanding.wrapping_sub(n);
         n
     }
 
-    fn reserve(&mut self, wrs: usize) -> bool {
-        if wrs > self.room {
-            return false;
-        }
-        // At most the budget now.
-        self.reserved_wrs = self.reserved_wrs.wrapping_add(wrs);
-        self.room = self.room.wrapping_sub(wrs);
+    fn reserve(&mut self, _wrs: usize) -> bool {
+        // kapi found the room; the client has no R/W operations to ration.
         true
     }
 
-    fn unreserve(&mut self, wrs: usize) {
-        let wrs = wrs.min(self.reserved_wrs);
-        self.reserved_wrs = self.reserved_wrs.wrapping_sub(wrs);
-        // Back to where it was before they were reserved.
-        self.room = self.room.wrapping_add(wrs);
-    }
+    fn unreserve(&mut self, _wrs: usize) {}
 }
 
 impl<T: ConnHandler> EpState<T> {
