@@ -159,12 +159,13 @@ impl<V: Events> Conn<V> {
 
     /// Sends one message: `fill` builds it, copying bytes into a pre-mapped
     /// buffer and mapping pages of the token's lender in place
-    /// ([`SendWriter`](super::SendWriter)). The regions of `reg` are registered in front of
-    /// the Send (one post: the queue pair's ordering makes them valid
-    /// before the peer sees the message); `invalidate` makes it a Send
-    /// With Invalidate of the peer's rkey. Returns the token of what the
-    /// peer and the device may now reach, until [`Conn::release`]. Fails
-    /// with `ENOBUFS` when the owner's policy finds no buffer or room; on
+    /// ([`SendWriter`](super::SendWriter)). The regions of `reg` are
+    /// registered in front of the Send (one post: the queue pair's
+    /// ordering makes them valid before the peer sees the message);
+    /// `invalidate` makes it a Send With Invalidate of the peer's rkey.
+    /// Returns the token of what the peer and the device may now reach,
+    /// until [`Conn::release`]. Fails with `ENOBUFS` when the owner's
+    /// policy finds no buffer or the send queue no room; on
     /// failure the registration comes back.
     ///
     /// `fill` runs under the spinlock that orders Sends: it must not sleep.
