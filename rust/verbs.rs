@@ -35,8 +35,8 @@ use kernel::{
 
 pub(crate) use crate::kapi::ib::{
     Acceptor, CmEvent, Completion, ConnRequest, Copying, DeviceCaps, DeviceName, Fill, HeldRecv, InFlight, Lender,
-    Listener, Mapping, Received, Registered, Registration, Released, RemoteInv, Reuse, RwSeg, SendFailed, SendWriter, SgWriter,
-    MAX_SEND_SGES,
+    Listener, Mapping, Received, Registered, Registration, Released, RemoteInv, Reuse, RwSeg, SendFailed, SendWriter,
+    SgWriter, MAX_SEND_SGES,
 };
 pub(crate) use endpoint::{Connection, Live};
 pub(crate) use freelist::FreeList;

@@ -7,7 +7,7 @@ use core::sync::atomic::Ordering;
 
 use kernel::{c_str, new_spinlock, prelude::*, sync::SpinLock};
 
-use crate::verbs::{Copying, FreeList, Live, SendWriter};
+use crate::verbs::{FreeList, Live};
 use crate::{
     kapi::{
         errno,
@@ -23,7 +23,7 @@ use crate::{
 
 use super::{
     conn::EpShared,
-    marshal::{copy_call_after, encode_header, wait_for_space, CallLists},
+    marshal::{wait_for_space, CallLists, HeaderFill},
     stats::COUNTERS,
     xprt::RdmaXprt,
 };
@@ -67,19 +67,15 @@ impl RdmaXprt {
         }
         let xid = u32::from_be(rqst.xid_be());
         let epoch = ep.shared().release_epoch();
-        let sent = ep.conn.send_copied(|out: &mut SendWriter<'_, Copying>| {
-            out.copy(|buf| {
-                let hdr = encode_header(
-                    buf,
-                    version,
-                    xid,
-                    BC_SLOTS as u32,
-                    false,
-                    v2::Direction::Reply,
-                    CallLists::Any(v1::ChunkLists::NONE),
-                )?;
-                copy_call_after(rqst, buf, hdr, len)
-            })
+        let sent = ep.conn.send_copied(HeaderFill {
+            rqst,
+            version,
+            xid,
+            credits: BC_SLOTS as u32,
+            nomsg: false,
+            dir: v2::Direction::Reply,
+            lists: CallLists::Any(v1::ChunkLists::NONE),
+            len,
         });
         match sent {
             // Copied: nothing of the request is in the device's reach.

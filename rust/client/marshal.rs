@@ -7,7 +7,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use crate::verbs::{Copying, Fill, InFlight, Mapping, Registration, SendFailed, SendWriter};
+use crate::verbs::{Fill, InFlight, Mapping, Registration, SendFailed, SendWriter};
 use crate::{
     kapi::{
         errno,
@@ -95,11 +95,12 @@ impl RdmaXprt {
         if let Some((call, rp)) = plan::plan_small(&snd, reply_len, inline_send, inline_recv, PULLUP_THRESHOLD) {
             // The call copied whole after an RDMA_MSG header without chunk
             // lists: the Send names nothing of the request's, so it needs
-            // no token. The fill is this path's own, not `post`'s: one
-            // used from both would take `SendWriter::copy` out of line
-            // (benchmarks.rst).
+            // no token.
             let credits = shared.max_requests.load(Ordering::Relaxed);
-            ep.conn.send_copied(SmallCallFill { rqst: &rqst, version, xid, credits, len: snd.len })?;
+            let lists = CallLists::Any(v1::ChunkLists::NONE);
+            let dir = v2::Direction::Call;
+            let len = snd.len as usize;
+            ep.conn.send_copied(HeaderFill { rqst: &rqst, version, xid, credits, nomsg: false, dir, lists, len })?;
             self.count_call(&call, &rp, &snd, 0);
             trace::marshal(&rqst, xid, || marshalled(&CallShape { version, xid, snd, call, reply: rp }));
             return Ok(());
@@ -418,26 +419,31 @@ impl PostShape {
     const ANY: u8 = 2;
 }
 
-/// The Send of a small call ([`RdmaXprt::marshal`]): the transport header
-/// without chunk lists, then the call's `len` bytes copied whole. A value,
-/// so that its fill is inlined ([`Fill`]).
-struct SmallCallFill<'a, 'r> {
-    rqst: &'a LentRqst<'r>,
-    version: Version,
-    xid: u32,
-    credits: u32,
-    len: u32,
+/// A transport header (of `version`, for `xid`, granting or asking
+/// `credits`, RDMA_NOMSG if `nomsg`, for a message going in direction
+/// `dir`, with chunk lists `lists`) and the first `len` bytes of `rqst`'s
+/// RPC message after it, copied into a Send. The whole of a small call's
+/// Send, or of a backward reply's; the start of a call with chunks
+/// ([`CallFill`]). A value, so that it is inlined ([`Fill`]).
+pub(super) struct HeaderFill<'a, 'r> {
+    pub(super) rqst: &'a Rqst<'r>,
+    pub(super) version: Version,
+    pub(super) xid: u32,
+    pub(super) credits: u32,
+    pub(super) nomsg: bool,
+    pub(super) dir: v2::Direction,
+    pub(super) lists: CallLists<'a>,
+    pub(super) len: usize,
 }
 
-impl Fill<Copying> for SmallCallFill<'_, '_> {
+impl<M> Fill<M> for HeaderFill<'_, '_> {
     #[inline(always)]
-    fn fill(self, out: &mut SendWriter<'_, Copying>) -> Result {
-        let SmallCallFill { rqst, version, xid, credits, len } = self;
+    fn fill(self, out: &mut SendWriter<'_, M>) -> Result {
+        let HeaderFill { rqst, version, xid, credits, nomsg, dir, lists, len } = self;
         // Written in place, not in a closure `copy` calls: see `Fill`.
         let buf = out.room();
-        let lists = CallLists::Any(v1::ChunkLists::NONE);
-        let hdr = encode_header(buf, version, xid, credits, false, v2::Direction::Call, lists)?;
-        let used = copy_call_after(rqst, buf, hdr, len as usize)?;
+        let hdr = encode_header(buf, version, xid, credits, nomsg, dir, lists)?;
+        let used = copy_call_after(rqst, buf, hdr, len)?;
         out.copied(used)
     }
 }
@@ -475,11 +481,8 @@ impl Fill<Mapping> for CallFill<'_, '_> {
             }
             plan::CallPlan::LongCall { .. } => (0, None),
         };
-        // Written in place, not in a closure `copy` calls: see `Fill`.
-        let buf = out.room();
-        let hdr = encode_header(buf, version, xid, credits, nomsg, v2::Direction::Call, lists)?;
-        let used = copy_call_after(rqst, buf, hdr, copied as usize)?;
-        out.copied(used)?;
+        let dir = v2::Direction::Call;
+        HeaderFill { rqst, version, xid, credits, nomsg, dir, lists, len: copied as usize }.fill(out)?;
         if matches!(call, plan::CallPlan::Inline { pullup: false }) {
             for_each_page(rqst.call_buf(), |page, off, len| out.map_page(page, off, len))?;
         }

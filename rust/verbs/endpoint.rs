@@ -66,9 +66,9 @@ impl<T: ConnHandler> EpState<T> {
         let batch = RecvBatch::new(cfg.recv_bufs, recv_batch)?;
         // The Sends, the REG_MRs chained in front and R/W operations take
         // their slots from the budget (kapi counts them); each region has
-        // at most one LOCAL_INV posted
-        // (its invalidation waits for it before the region is used again),
-        // so one slot per region covers those.
+        // at most one LOCAL_INV posted (its invalidation waits for it
+        // before the region is used again), so one slot per region covers
+        // those.
         let sizes = QpSizes {
             send_bufs: cfg.send_bufs,
             send_buf_size: cfg.send_buf_size,
