@@ -30,7 +30,7 @@ use super::{
     cq::Completion,
     mr::{note_invalidated, FrMr, Registered, SgWriter},
     rq::RemoteInv,
-    sq::{Chain, PostFailed},
+    sq::{Chain, NoChain, PostFailed},
     token::{InFlight, Invalidation, Lender, Registration, Released, SendFailed, NO_MR, NO_RW},
 };
 use crate::{
@@ -236,7 +236,7 @@ impl<V: Events> Conn<V> {
         invalidate: Option<u32>,
         fill: impl Fill<Copying>,
     ) -> Result<Sent> {
-        match self.post_send(ANY_OWNER, 1, Some, invalidate, false, fill) {
+        match self.post_send(ANY_OWNER, 1, NoChain, invalidate, false, fill) {
             Ok(p) => Ok(Sent { signaled: p.signaled, mapped: p.mapped }),
             Err(f) => Err(f.err),
         }
@@ -514,7 +514,11 @@ struct RegChain<'a, V: Events> {
     reg: &'a Registration,
 }
 
-impl<V: Events> Chain for RegChain<'_, V> {
+// SAFETY: `chain_regs` links only regions of the token it takes back (its
+// own, handed off to the chain, not posted; a region lives as long as the
+// connection), `count` of them in front of `send`, and each points at the
+// pages its token holds references of.
+unsafe impl<V: Events> Chain for RegChain<'_, V> {
     #[inline(always)]
     fn chain(self, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr> {
         self.conn.chain_regs(self.reg, send)

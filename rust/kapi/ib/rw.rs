@@ -39,6 +39,7 @@ use super::{
     events::Events,
     frwr::Sent,
     qp::Qp,
+    sq::Chain,
     token::{InFlight, Registration, SendFailed},
 };
 use crate::{
@@ -460,11 +461,7 @@ impl<V: Events> Conn<V> {
         // pointing at it (`rdma_rw_ctx_wrs` sets `next` only when chaining):
         // such an operation is never posted on its own.
         let linked = core::cell::Cell::new(false);
-        let chain = |send: *mut sys::ib_send_wr| {
-            let head = self.rw_chain(index, Some(send)).ok()?;
-            linked.set(true);
-            self.chain_regs(&reg, head)
-        };
+        let chain = RwRegChain { conn: self, index, reg: &reg, linked: &linked };
         match self.send_chained(&reg, rw_wrs, chain, invalidate, true, fill) {
             Ok((mut t, sent)) => {
                 // The Send reads the lender's pages through the writes:
@@ -525,4 +522,28 @@ unsafe extern "C" fn rw_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc
         conn.note_flushed();
     }
     conn.events.rw_done(cookie, how);
+}
+
+/// The work requests of an R/W operation, then the REG_MRs of `reg`, in
+/// front of a Send on `conn`; `linked` says once the operation's last work
+/// request names the Send.
+struct RwRegChain<'a, V: Events> {
+    conn: &'a Conn<V>,
+    index: u16,
+    reg: &'a Registration,
+    linked: &'a core::cell::Cell<bool>,
+}
+
+// SAFETY: the operation's work requests are its contexts' own allocations,
+// live until it is destroyed, which its token (consumed by the caller, who
+// destroys it only once nothing of it is posted) keeps from happening
+// before; it is not posted (the token says so). The REG_MRs are as for
+// `RegChain`. The caller counts the operation's work requests in `wrs`.
+unsafe impl<V: Events> Chain for RwRegChain<'_, V> {
+    #[inline(always)]
+    fn chain(self, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr> {
+        let head = self.conn.rw_chain(self.index, Some(send)).ok()?;
+        self.linked.set(true);
+        self.conn.chain_regs(self.reg, head)
+    }
 }

@@ -140,18 +140,30 @@ unsafe impl Send for ProbeWr {}
 
 /// What puts work requests in front of a Send: given the Send's, it links
 /// them and returns the chain's head (`None`: the chain cannot be built).
-/// A closure does; so does a value whose [`Chain::chain`] is
-/// `#[inline(always)]`, inlined into the post whatever its size (see
-/// [`Fill`]).
-pub(super) trait Chain {
+/// Its [`Chain::chain`] is `#[inline(always)]`, inlined into the post
+/// whatever its size (see [`Fill`]).
+///
+/// # Safety
+///
+/// The chain [`Chain::chain`] returns is posted as it is: every work
+/// request in it must be one the connection owns and no one else reads or
+/// posts (handed off, not posted), live until the queue pair is done with
+/// it, pointing only at memory that is (the connection's, or pages a
+/// token holds references of); it ends with `send`, and holds as many
+/// work requests as the post was told (`wrs`). Only kapi implements it.
+pub(super) unsafe trait Chain {
     /// Links the work requests in front of `send`.
     fn chain(self, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr>;
 }
 
-impl<F: FnOnce(*mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr>> Chain for F {
+/// No work request in front of the Send: the chain is the Send alone.
+pub(super) struct NoChain;
+
+// SAFETY: the chain is `send` alone, which the post built and owns.
+unsafe impl Chain for NoChain {
     #[inline(always)]
     fn chain(self, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr> {
-        self(send)
+        Some(send)
     }
 }
 
@@ -241,10 +253,9 @@ impl<V: Events> Conn<V> {
             // its `next` pointers are read and one is cut.
             unsafe { post_without_last(qp, head) }
         } else {
-            // SAFETY: every WR in the chain points at memory the connection
-            // owns (buffers, regions; they outlive the queue pair) or at
-            // pages the Send's mapping holds references of; the buffer and
-            // the regions are handed off.
+            // SAFETY: the Send points at the handed-off buffer and at pages
+            // its mapping holds references of; what `chain` put in front of
+            // it is as valid (`Chain`'s contract).
             unsafe { qp.post_send(head) }
         };
         if let Err(PostError { err, bad }) = posted {
