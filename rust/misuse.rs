@@ -120,8 +120,9 @@ fn s2_invalidated_remotely<V: Events>(conn: &Conn<V>, t: &InFlight) -> Option<us
 // closed meanwhile) went: the completion borrows the storage.
 // misuse: s2_released_outlives_storage E0515
 #[cfg(misuse = "s2_released_outlives_storage")]
-fn s2_released_outlives_storage(storage: RqstStorage, rqst: PinnedRqst, proof: Released) -> Option<ReleasedRqst<'static>> {
-    storage.released(rqst, proof).ok()
+fn s2_released_outlives_storage(storage: RqstStorage, rqst: PinnedRqst) -> Option<ReleasedRqst<'static>> {
+    let closed = storage.lender().close_idle()?;
+    storage.released(rqst, closed).ok()
 }
 
 // S3: a connection's identity passed in by its owner.

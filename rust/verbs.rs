@@ -34,7 +34,7 @@ use kernel::{
 };
 
 pub(crate) use crate::kapi::ib::{
-    Acceptor, CmEvent, Completion, ConnRequest, Copying, DeviceCaps, DeviceName, Fill, HeldRecv, InFlight, Lender,
+    Acceptor, Closed, CmEvent, Completion, ConnRequest, Copying, DeviceCaps, DeviceName, Fill, HeldRecv, InFlight, Lender,
     Listener, Mapping, Received, Registered, Registration, Released, RemoteInv, Reuse, RwSeg, SendFailed, SendWriter,
     SgWriter, MAX_SEND_SGES,
 };

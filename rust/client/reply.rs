@@ -165,7 +165,10 @@ impl EpShared {
         // reply; one that sets it only after it was read here is a
         // retransmission this reply does not answer, and this reply acts
         // as if it had taken the lock before that call did.
-        let (t, verdict) = if slot.holds() {
+        // Each branch sets both, rather than returning a pair: a pair is
+        // built in memory and copied out.
+        let (t, verdict);
+        if slot.holds() {
             let mut st = slot.state().lock();
             if st.inflight.as_ref().is_some_and(|t| t.conn_id() != conn.conn_id()) {
                 // A late reply from a connection being torn down: the
@@ -173,17 +176,19 @@ impl EpShared {
                 // waits for (and whose token it holds).
                 return None;
             }
-            let verdict = st.judge(returned);
-            let t = st.take();
+            verdict = st.judge(returned);
+            t = st.take();
             slot.set_holds(&mut st, false);
-            (t, verdict)
         } else {
-            (None, ReqState::default().judge(returned))
-        };
+            verdict = ReqState::default().judge(returned);
+            t = None;
+        }
         let lender = slot.storage.lender();
-        let proof = match t {
+        // The lender closed until the request is completed: no token can
+        // reach its memory meanwhile.
+        let closed = match t {
             // Most calls registered nothing and mapped nothing: no token.
-            None => lender.released_idle()?,
+            None => lender.close_idle()?,
             Some(t) => {
                 let registered = t.len();
                 // Most of the others one region (which the server
@@ -192,7 +197,7 @@ impl EpShared {
                 // The first region taken back is kept for the request's
                 // next call; one kept before goes to the pool.
                 let reuse = KeepOrPool { conn, id: conn.conn_id(), kept: slot.kept() };
-                let (proof, local) = match conn.release(lender, t, invalidated, reuse) {
+                let (closed, local) = match conn.release_closing(lender, t, invalidated, reuse) {
                     Ok(r) => r,
                     // Not this request's or this connection's: checked
                     // above, so never.
@@ -204,10 +209,10 @@ impl EpShared {
                     // call.
                     self.xprt.get().write_space();
                 }
-                proof
+                closed
             }
         };
-        let rqst = slot.storage.released(rqst, proof).ok()?;
+        let rqst = slot.storage.released(rqst, closed).ok()?;
         Some((rqst, verdict))
     }
 

@@ -15,7 +15,8 @@
 //!   say who may reach what, and the proof that ends them.
 //! - [`conn`]: the objects of one connection wired together ([`Conn`]) and
 //!   the order in which they are torn down; its Send queue (`sq`), Receive
-//!   queue (`rq`) and memory regions (`frwr`) are files of their own.
+//!   queue (`rq`), memory regions (`frwr`) and the end of a token
+//!   (`inv`: invalidation, release) are files of their own.
 //! - [`listen`]: the passive side ([`Listener`], [`Acceptor`]).
 //! - [`rw`]: RDMA Read and Write of local pages (the kernel's R/W API).
 //! - `sg`: scatterlist entries of the tables above, set in place.
@@ -27,6 +28,7 @@ pub(crate) mod cq;
 pub(crate) mod device;
 mod events;
 mod frwr;
+mod inv;
 pub(crate) mod listen;
 pub(crate) mod mr;
 pub(crate) mod pd;
@@ -43,7 +45,8 @@ pub(crate) use conn::{Conn, ConnBox, QpSizes};
 pub(crate) use events::Events;
 pub(crate) use cq::Completion;
 pub(crate) use device::{Client, ClientRegistration, Device, DeviceCaps, DeviceName};
-pub(crate) use frwr::{Reuse, Sent};
+pub(crate) use frwr::Sent;
+pub(crate) use inv::Reuse;
 pub(crate) use listen::{Acceptor, ConnRequest, Listener};
 pub(crate) use mr::{Registered, SgWriter};
 pub(crate) use rq::{HeldRecv, Received, RemoteInv};

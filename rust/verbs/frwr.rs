@@ -10,7 +10,7 @@ use kernel::error::Result;
 
 use super::{
     endpoint::{Connection, EpState, Live},
-    ConnHandler, InFlight, Lender, Registered, Registration, Released, RemoteInv, Reuse, SgWriter,
+    Closed, ConnHandler, InFlight, Lender, Registered, Registration, Released, RemoteInv, Reuse, SgWriter,
 };
 use crate::kapi::{errno, ib::Conn, page::Dir};
 
@@ -173,7 +173,7 @@ impl<T: ConnHandler> Connection<T> {
     }
 
     /// Ends the token `t` of `lender`, its regions going back to the pool;
-    /// see [`Live::release`]. Sleeps.
+    /// see [`Live::release_closing`]. Sleeps.
     pub(crate) fn release(
         &self,
         lender: &Lender,
@@ -188,22 +188,28 @@ impl<T: ConnHandler> Connection<T> {
 impl<T: ConnHandler> Live<'_, T> {
     /// Ends the token `t` of `lender` (a call's, answered on this
     /// connection): invalidates its regions, skipping the one whose rkey
-    /// the server already invalidated (Send With Invalidate), waits for
-    /// its Send if it mapped pages, and gives the lender back with the
-    /// proof. Sleeps until the LOCAL_INV work requests complete. Each
-    /// region that may be registered again goes to `reuse` (which keeps it
-    /// or gives it back, [`Live::pool_put`]). Returns the proof and how
-    /// many regions needed a LOCAL_INV. A token of another lender or
-    /// connection comes back.
+    /// the server already invalidated (Send With Invalidate), and waits
+    /// for its Send if it mapped pages. Sleeps until the LOCAL_INV work
+    /// requests complete. Each region that may be registered again goes
+    /// to `reuse` (which keeps it or gives it back, [`Live::pool_put`]).
+    /// Returns the lender closed (no token of it can be made while the
+    /// reply completes its request) and how many regions needed a
+    /// LOCAL_INV. A token of another lender or connection comes back.
     #[inline(always)]
-    pub(crate) fn release(
+    pub(crate) fn release_closing<'l>(
         &self,
-        lender: &Lender,
+        lender: &'l Lender,
         t: InFlight,
         remotely_invalidated: Option<RemoteInv>,
         reuse: impl Reuse,
-    ) -> core::result::Result<(Released, usize), InFlight> {
-        self.0.events().release(self.0, lender, t, remotely_invalidated, reuse)
+    ) -> core::result::Result<(Closed<'l>, usize), InFlight> {
+        let st = self.0.events();
+        let fail = || st.handler.inject_local_inv_failure();
+        let (closed, how) = self.0.release_closing(lender, t, remotely_invalidated, fail, reuse)?;
+        if how.post_failed {
+            st.handler.invalidate_failed();
+        }
+        Ok((closed, how.local))
     }
 
     /// See [`Connection::pool_put`].

@@ -237,11 +237,31 @@ impl Lender {
         if proof.lender != self.id {
             return Err(proof);
         }
-        let Some(l) = self.cell.lease() else { return Err(proof) };
+        self.close_idle().ok_or(proof)
+    }
+
+    /// Closes the lender if no token of it exists (see [`Lender::close`]).
+    #[inline]
+    pub(crate) fn close_idle(&self) -> Option<Closed<'_>> {
+        let l = self.cell.lease()?;
         // INVARIANT: away, for the `Closed` made now (no token exists: the
         // lease was granted).
         l.hand_off();
-        Ok(Closed { lender: self })
+        Some(Closed { lender: self })
+    }
+
+    /// Closes the lender as its token is consumed on its connection after
+    /// the work that ends it: the token's hand-off passes to the returned
+    /// value, the lender never idle in between.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Lender::give_back`].
+    #[inline]
+    pub(super) unsafe fn close_consumed(&self) -> Closed<'_> {
+        // INVARIANT: the hand-off was the token's, which the caller
+        // consumes (the contract); it is this value's now.
+        Closed { lender: self }
     }
 }
 

@@ -286,8 +286,7 @@ pub(crate) struct ReleasedRqst<'a> {
 impl<'a> ReleasedRqst<'a> {
     /// # Invariants
     ///
-    /// Made only by the storage's `released`, given the proof, with its
-    /// lender closed.
+    /// Made only by the storage's `released`, given its lender closed.
     pub(super) fn new(rqst: PinnedRqst, closed: Closed<'a>) -> Self {
         ReleasedRqst { rqst, owner: closed.lender(), _closed: closed }
     }

@@ -20,7 +20,7 @@ use kernel::{
 use super::{xdr::read_once, PinnedRqst, ReleasedRqst, Rqst, Task, XdrBuf, Xprt};
 use crate::kapi::{
     cell::{CShared, LeaseCell},
-    ib::{Lender, Released},
+    ib::{Closed, Lender},
     page::{Inbound, Outbound},
 };
 use crate::sys;
@@ -323,20 +323,21 @@ impl RqstStorage {
     }
 
     /// Makes the request, found by XID and pinned, one that may take its
-    /// reply and be completed, given the proof that nothing of its memory
-    /// is in reach; the request back if it is not this storage's or the
-    /// proof is another lender's.
+    /// reply and be completed, given its lender closed: nothing of its
+    /// memory is in reach, nor can be until the request is completed
+    /// ([`Conn::release_closing`](crate::kapi::ib::Conn::release_closing),
+    /// [`Lender::close_idle`], [`Lender::close`]). The request back if it
+    /// is not this storage's or `closed` keeps another lender closed.
     #[inline]
-    pub(crate) fn released(&self, rqst: PinnedRqst, proof: Released) -> core::result::Result<ReleasedRqst<'_>, PinnedRqst> {
-        if !core::ptr::eq(self.rqst_ptr(), rqst.raw.as_ptr()) {
+    pub(crate) fn released<'a>(
+        &'a self,
+        rqst: PinnedRqst,
+        closed: Closed<'a>,
+    ) -> core::result::Result<ReleasedRqst<'a>, PinnedRqst> {
+        if !core::ptr::eq(self.rqst_ptr(), rqst.raw.as_ptr()) || closed.lender() != self.lender.id() {
             return Err(rqst);
         }
-        // Closed until the request is completed: no new token can reach
-        // its memory while the reply is placed and the RPC completed.
-        match self.lender.close(proof) {
-            Ok(closed) => Ok(ReleasedRqst::new(rqst, closed)),
-            Err(_) => Err(rqst),
-        }
+        Ok(ReleasedRqst::new(rqst, closed))
     }
 
     /// True if `rqst`, pinned, is this storage's request.
