@@ -209,7 +209,9 @@ mod s5_provide_buffers_bool {
         fn provide_buffers(&self, _t: &Task<'_>, _r: &Rqst<'_>) -> bool {
             true
         }
-        fn release_request(&self, _x: Xprt<'_>, _r: &Rqst<'_>) {}
+        fn release_request<'a>(&'a self, _x: Xprt<'_>, _r: &Rqst<'_>) -> Option<&'a RqstStorage> {
+            None
+        }
         fn connect(_t: Lent<'_, Self>, _x: Xprt<'_>, _task: &Task<'_>) {}
         fn close(&self, _x: Xprt<'_>, _l: &mut SendLocked<'_>) {}
         fn send_request(_t: Lent<'_, Self>, _x: Xprt<'_>, _r: &Rqst<'_>, _l: &mut SendLocked<'_>) -> Result {

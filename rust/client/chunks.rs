@@ -271,14 +271,13 @@ fn register_extents<D: ChunkDir>(
 pub(super) fn desc<D: Dir>(b: XdrBuf<'_, D>) -> plan::XdrBufDesc {
     let ((head_offset, head_len), (tail_offset, tail_len)) = (b.head(), b.tail());
     let (page_base, page_len) = b.pages();
-    let (len, buflen, flags) = b.lengths_and_flags();
     plan::XdrBufDesc {
         head: plan::Kvec { page_offset: head_offset, len: head_len },
         page_base,
         page_len,
         tail: plan::Kvec { page_offset: tail_offset, len: tail_len },
-        len: if D::INBOUND { buflen } else { len },
-        flags,
+        len: if D::INBOUND { b.room() } else { b.data_len() },
+        flags: b.flags(),
     }
 }
 

@@ -233,7 +233,7 @@ impl EpShared {
                 rqst.complete_with(payload)
             }
             Verdict::Written(written) => {
-                if written > u64::from(rqst.reply_buf().pages().1) {
+                if written > u64::from(rqst.reply_buf().page_len()) {
                     return rqst.fail(bad(c_str!("Write chunk longer than the reply's pages")));
                 }
                 matched(trace::ChunkType::WriteList, written);
@@ -241,7 +241,7 @@ impl EpShared {
                 complete_write_chunk(rqst, payload, written as u32)
             }
             Verdict::ReplyWritten(written) => {
-                if written > u64::from(rqst.reply_buf().lengths_and_flags().1) {
+                if written > u64::from(rqst.reply_buf().room()) {
                     return rqst.fail(bad(c_str!("Reply chunk longer than the reply buffer")));
                 }
                 matched(trace::ChunkType::ReplyChunk, written);
@@ -260,7 +260,7 @@ impl EpShared {
 /// rest of the reply, which surrounds the data: what the head holds goes
 /// before it, the rest follows the XDR-padded data.
 fn complete_write_chunk(mut rqst: ReleasedRqst<'_>, inline: &[u8], written: u32) {
-    let (head_len, page_len) = (rqst.receive_buf().head().1, rqst.receive_buf().pages().1);
+    let (head_len, page_len) = (rqst.receive_buf().head_len(), rqst.receive_buf().page_len());
     let Some(padded) = written.checked_next_multiple_of(4).filter(|_| written <= page_len) else {
         return rqst.fail(EIO);
     };

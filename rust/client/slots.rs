@@ -209,10 +209,11 @@ impl SlotTable {
 }
 
 impl RdmaXprt {
-    /// Gives back what a request that ended without its reply still holds.
+    /// Gives back what a request that ended without its reply still holds;
+    /// returns its slot.
     #[inline]
-    pub(super) fn release_held(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
-        let Some(slot) = self.slots.slot_of(rqst) else { return };
+    pub(super) fn release_held(&self, x: Xprt<'_>, rqst: &Rqst<'_>) -> Option<&Slot> {
+        let slot = self.slots.slot_of(rqst)?;
         // An RPC that ended without its reply (signal, timeout) may still
         // have regions the server could write into: invalidate them before
         // its pages go back. The usual case: the reply handler already took
@@ -220,6 +221,7 @@ impl RdmaXprt {
         if slot.holds() {
             self.release_held_slow(x, slot);
         }
+        Some(slot)
     }
 
     /// [`RdmaXprt::release_held`] for a request whose slot's state may

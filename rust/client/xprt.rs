@@ -151,8 +151,8 @@ impl rpc::Transport for RdmaXprt {
     }
 
     #[inline]
-    fn release_request(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
-        self.release_held(x, rqst)
+    fn release_request<'a>(&'a self, x: Xprt<'_>, rqst: &Rqst<'_>) -> Option<&'a RqstStorage> {
+        self.release_held(x, rqst).map(|slot| &slot.storage)
     }
 
     fn connect(this: Lent<'_, Self>, x: Xprt<'_>, task: &Task<'_>) {

@@ -61,7 +61,8 @@ pub(crate) struct DmaBuf {
     /// A Send buffer: the connection's count of Send chain work requests
     /// once its last Send was posted (written under the Send lock).
     pub(super) wrs_end: AtomicU64,
-    /// A Send buffer: its last Send mapped pages that are not unmapped yet.
+    /// A Send buffer: its last Send mapped pages that are not unmapped yet
+    /// (written under the Send lock).
     pub(super) mapped: AtomicBool,
     /// What the buffer's holder writes: a sender between taking the buffer
     /// and posting it, the device while it is posted, the completion that

@@ -222,7 +222,10 @@ impl<V: Events> Conn<V> {
         let mut b = unsafe { buf.cell.lease_done() }.ok_or(EBUSY)?;
         // Pages its last Send mapped and no completion of its own
         // unmapped: the device is done with them too.
-        if buf.mapped.swap(false, Ordering::Relaxed) {
+        // (`mapped` is written only under this lock: a load and a store,
+        // no locked exchange.)
+        if buf.mapped.load(Ordering::Relaxed) {
+            buf.mapped.store(false, Ordering::Relaxed);
             buf.unmap_unposted(&mut b.pages);
         }
         let mapped = match self.fill_send(buf, &mut b, device, objs.lkey, owner, invalidate, fill) {
@@ -351,7 +354,8 @@ impl<V: Events> Conn<V> {
             // Pages this Send mapped go now: the device is done with them
             // (its own completion), and nobody can take the buffer while
             // the lock is held.
-            if buf.mapped.swap(false, Ordering::Relaxed) {
+            if buf.mapped.load(Ordering::Relaxed) {
+                buf.mapped.store(false, Ordering::Relaxed);
                 // SAFETY: its Send completed: the device is done with it.
                 if let Some(mut b) = unsafe { buf.cell.take_back() } {
                     buf.unmap_pages(&mut b.pages);

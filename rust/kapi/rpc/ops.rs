@@ -30,9 +30,10 @@ pub(crate) trait Transport: Send + Sync + Sized {
     /// the request's gets nothing done).
     fn storage<'a>(&'a self, rqst: &Rqst<'_>) -> Option<&'a RqstStorage>;
     /// The task is done with its buffers; release what the transport holds
-    /// for the request (its memory registrations) before they go. May
-    /// sleep.
-    fn release_request(&self, xprt: Xprt<'_>, rqst: &Rqst<'_>);
+    /// for the request (its memory registrations) before they go, and
+    /// return the request's storage ([`Transport::storage`]'s answer),
+    /// which lets go of them next. May sleep.
+    fn release_request<'a>(&'a self, xprt: Xprt<'_>, rqst: &Rqst<'_>) -> Option<&'a RqstStorage>;
     /// Start (re)connecting; `task` waits on the pending queue, holding
     /// the send lock, which it may hand over ([`Xprt::lock_connect`]).
     fn connect(this: Lent<'_, Self>, xprt: Xprt<'_>, task: &Task<'_>);
@@ -238,10 +239,9 @@ unsafe extern "C" fn buf_free<T: Transport>(task: *mut sys::rpc_task) {
     // SAFETY: see `connect`.
     let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
     let r = Rqst { raw: rqst, _life: PhantomData };
-    t.release_request(x, &r);
-    // What the storage made for the request goes back to it, whatever the
-    // transport did: the storage checks that the request is its own.
-    if let Some(s) = t.storage(&r) {
+    // What the storage made for the request goes back to it: the storage
+    // checks that the request is its own.
+    if let Some(s) = t.release_request(x, &r) {
         s.free_buffers(&r);
     }
 }

@@ -272,16 +272,7 @@ impl RqstStorage {
         // buffers: nobody else writes these fields now.
         let (call, reply) = unsafe { ((*r).rq_callsize, (*r).rq_rcvsize) };
         let size = call.checked_add(reply).ok_or(EINVAL)?;
-        let base = if size <= SLOT_BUFFER {
-            self.buffer_addr
-        } else {
-            let mut big = self.big.lease().ok_or(EINVAL)?;
-            let b = BigBuf::new(task, size).ok_or(ENOMEM)?;
-            let addr = b.addr;
-            // The old one (never: `free_buffers` took it) goes now.
-            *big = Some(b);
-            addr
-        };
+        let base = if size <= SLOT_BUFFER { self.buffer_addr } else { self.provide_big(task, size)? };
         // SAFETY: as above; `call <= size`, so the reply buffer starts
         // inside (or right at the end of) the buffer, which stays until
         // `free_buffers` (the storage's own: until the storage goes).
@@ -290,6 +281,20 @@ impl RqstStorage {
             (*r).rq_rbuffer = base.as_ptr().add(call).cast();
         }
         Ok(())
+    }
+
+    /// [`RqstStorage::provide_buffers`]'s buffer made for a request of
+    /// `size` bytes, too big for the storage's own: out of line, so that
+    /// the usual call saves no registers for it.
+    #[cold]
+    #[inline(never)]
+    fn provide_big(&self, task: &Task<'_>, size: usize) -> Result<NonNull<u8>> {
+        let mut big = self.big.lease().ok_or(EINVAL)?;
+        let b = BigBuf::new(task, size).ok_or(ENOMEM)?;
+        let addr = b.addr;
+        // The old one (never: `free_buffers` took it) goes now.
+        *big = Some(b);
+        Ok(addr)
     }
 
     /// `buf_free`: lets go of what `provide_buffers` gave `rqst` (the
@@ -302,9 +307,17 @@ impl RqstStorage {
         // SAFETY: the request is its task's, which is done with its
         // buffers; a mapping of them that is still in the device's reach
         // holds page references of its own.
-        unsafe {
+        let own = unsafe {
+            let own = core::ptr::eq((*r).rq_buffer.cast::<u8>(), self.buffer_addr.as_ptr());
             (*r).rq_buffer = core::ptr::null_mut();
             (*r).rq_rbuffer = core::ptr::null_mut();
+            own
+        };
+        // Given the storage's own buffer, the request had no buffer made
+        // for it (were one left, it would go with the next one made, or
+        // with the storage: kept, never freed early).
+        if own {
+            return;
         }
         if let Some(mut big) = self.big.lease() {
             drop(big.take());

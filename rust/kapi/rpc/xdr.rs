@@ -125,6 +125,14 @@ impl<'a, D: Dir> XdrBuf<'a, D> {
         (((base as usize) % PAGE_SIZE as usize) as u32, len as u32)
     }
 
+    /// The head's length alone (a field read only when its value is used:
+    /// `READ_ONCE` reads are never dropped as dead).
+    #[inline]
+    pub(crate) fn head_len(&self) -> u32 {
+        // SAFETY (of the read): as in `head`.
+        read_once!((*self.raw).head[0].iov_len) as u32
+    }
+
     /// Where the page list's data starts in its first page, and its length.
     #[inline]
     pub(crate) fn pages(&self) -> (u32, u32) {
@@ -132,11 +140,32 @@ impl<'a, D: Dir> XdrBuf<'a, D> {
         (read_once!((*self.raw).page_base), read_once!((*self.raw).page_len))
     }
 
-    /// Bytes of data (a call), room (a reply), and the `XDRBUF_*` flags.
+    /// The page list's length alone.
     #[inline]
-    pub(crate) fn lengths_and_flags(&self) -> (u32, u32, u32) {
-        // SAFETY (of the reads): as in `head`.
-        (read_once!((*self.raw).len), read_once!((*self.raw).buflen), read_once!((*self.raw).flags))
+    pub(crate) fn page_len(&self) -> u32 {
+        // SAFETY (of the read): as in `head`.
+        read_once!((*self.raw).page_len)
+    }
+
+    /// Bytes of data: what a call holds.
+    #[inline]
+    pub(crate) fn data_len(&self) -> u32 {
+        // SAFETY (of the read): as in `head`.
+        read_once!((*self.raw).len)
+    }
+
+    /// Bytes of room: what a reply may hold.
+    #[inline]
+    pub(crate) fn room(&self) -> u32 {
+        // SAFETY (of the read): as in `head`.
+        read_once!((*self.raw).buflen)
+    }
+
+    /// The `XDRBUF_*` flags.
+    #[inline]
+    pub(crate) fn flags(&self) -> u32 {
+        // SAFETY (of the read): as in `head`.
+        read_once!((*self.raw).flags)
     }
 
     /// Page `i` of the page list, which holds `page_base + page_len` bytes;
