@@ -15,7 +15,7 @@ use crate::{
     proto::{plan, v1},
 };
 
-use super::{conn::Endpoint, marshal::Planned, regions::KeptMr, reply::Kind, slots::ReqState};
+use super::{conn::Endpoint, marshal::Planned, reply::Kind, slots::ReqState};
 
 /// Most memory regions one call registers: its Read, Write and Reply
 /// chunks together. The Send queue always has room for one Send with that
@@ -204,34 +204,6 @@ pub(super) fn register_reply_chunk(
             *seg = segment;
         }
     })
-}
-
-/// Registers `ext`, the one MR of a chunk in `rqst`'s call (`Outbound`:
-/// its data, for a Read chunk) or reply (`Inbound`: its room, for a Write
-/// chunk), into `reg` for the call `xid`, with the region the request
-/// `kept` if it has one; its segment goes to `out` (a segment returned
-/// would come back through memory all the same, to be copied there). One
-/// copy for each direction: which buffer and which access are constants
-/// in each.
-#[inline]
-pub(super) fn register_one<D: ChunkDir>(
-    ep: &Endpoint,
-    rqst: &LentRqst<'_>,
-    reg: &mut Registration,
-    kept: Option<&KeptMr>,
-    xid: u32,
-    ext: &plan::MrExtent,
-    out: &mut v1::Segment,
-) -> Result {
-    // The region the request kept from its last call, if it is this
-    // connection's; else one from the pool.
-    let index = match kept.and_then(|k| k.take(ep.conn.conn_id())) {
-        Some(i) => i,
-        None => ep.conn.pool_take()?,
-    };
-    let seg = ep.conn.register_at::<D>(reg, index, xid, |w| fill_sg(D::buf(rqst), ext, w))?;
-    *out = segment(seg);
-    Ok(())
 }
 
 /// Registers the pieces `regions` of the chunk the plan `p` asks for in

@@ -7,7 +7,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use crate::verbs::{Fill, InFlight, Mapping, Registration, SendFailed, SendWriter};
+use crate::verbs::{Fill, FillOne, InFlight, Mapping, Registered, Registration, SendFailed, SendWriter, SgWriter};
 use crate::{
     kapi::{
         errno,
@@ -23,7 +23,8 @@ use crate::{
 
 use super::{
     chunks::{
-        desc, for_each_page, register_one, register_read_chunk, register_reply_chunk, ReplyShape, MAX_CHUNK_SEGMENTS,
+        desc, fill_sg, for_each_page, register_read_chunk, register_reply_chunk, segment, ReplyShape,
+        MAX_CHUNK_SEGMENTS,
     },
     conn::{Endpoint, EpShared, ReleaseEpoch},
     inline::CallParams,
@@ -138,44 +139,60 @@ impl RdmaXprt {
         // an empty state; the next send or the release clears it.
         slot.set_holds(&mut st, true);
         let ReqState { inflight, reply, segs, offered } = &mut *st;
-        // The call's token: it holds what the call registers, and the Send.
         let lender = slot.storage.lender();
-        // EBUSY: the request's reply is being completed (its lender is
-        // closed meanwhile): try again, to find it answered.
-        let mut reg = ep.conn.begin(lender).map_err(|e| if e == EBUSY { EAGAIN } else { e })?;
-        let kept = slot.kept();
         let vx = (version, xid);
-        let out = (inflight, reply, offered);
         let rcv = desc(rqst.reply_buf());
         let thresholds = (inline_send, inline_recv);
         let g = plan::Geometry { page_size: PAGE_SIZE, max_pages: shared.mr_pages.load(Ordering::Relaxed) };
         let ddp = rqst.ddp_allowed();
-        // Each plan posts and records on its own branch, through its own
-        // copy of the post: what it knows (the lists' shape, the reply's)
-        // stays constants there, not values carried across the
-        // registration's call.
+        // One region, registered and sent in one call, each direction on
+        // its own branch: what it knows (the lists' shape, the reply's)
+        // stays constants there.
         if let Some((call, rp, ext)) = plan::plan_one_mr(snd, &rcv, ddp, thresholds, PULLUP_THRESHOLD, g) {
-            if let Some(position) = call.read_position() {
-                let mut read_one = v1::ReadSegment { position, segment: v1::Segment::default() };
-                let registered =
-                    register_one::<Outbound>(ep, rqst, &mut reg, Some(kept), xid, &ext, &mut read_one.segment);
-                if let Err(e) = registered {
-                    release_unposted(ep, slot, reg, epoch);
-                    return Err(e);
+            // The region the request kept from its last call, if it is
+            // this connection's; else one from the pool.
+            let index = match slot.kept().take(ep.conn.conn_id()) {
+                Some(i) => i,
+                None => ep.conn.pool_take()?,
+            };
+            let nomsg = matches!(call, plan::CallPlan::LongCall { .. });
+            let credits = shared.max_requests.load(Ordering::Relaxed);
+            let one = OneRegionFill { rqst, version, xid, credits, nomsg, call, snd, read: call.read_position() };
+            let sent = if one.read.is_some() {
+                let fill_sg = |w: &mut SgWriter<'_, Outbound>| fill_sg(rqst.call_buf(), &ext, w);
+                ep.conn.send_one(lender, index, xid, fill_sg, one).map(|(t, _)| (t, ReplyShape::Inline, 0))
+            } else {
+                let fill_sg = |w: &mut SgWriter<'_, Inbound>| fill_sg(rqst.reply_buf(), &ext, w);
+                ep.conn.send_one(lender, index, xid, fill_sg, one).map(|(t, seg)| {
+                    let [first, ..] = segs;
+                    *first = segment(seg);
+                    (t, ReplyShape::WriteChunk, 1)
+                })
+            };
+            return match sent {
+                Ok((t, reply_shape, nw)) => {
+                    self.count_call(&call, &rp, snd, 1);
+                    trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd: *snd, call, reply: rp }));
+                    *inflight = Some(t);
+                    *reply = reply_shape;
+                    *offered = nw;
+                    Ok(())
                 }
-                let planned = (call, rp, CallLists::OneRead(&read_one), ReplyShape::Inline, 0);
-                return self.post_and_record::<{ PostShape::ONE_READ }>(ep, rqst, slot, vx, snd, reg, epoch, planned, out);
-            }
-            let [first, ..] = segs;
-            if let Err(e) = register_one::<Inbound>(ep, rqst, &mut reg, Some(kept), xid, &ext, first) {
-                release_unposted(ep, slot, reg, epoch);
-                return Err(e);
-            }
-            let planned = (call, rp, CallLists::OneWrite(first), ReplyShape::WriteChunk, 1);
-            return self.post_and_record::<{ PostShape::ONE_WRITE }>(ep, rqst, slot, vx, snd, reg, epoch, planned, out);
+                Err((e, pooled)) => {
+                    // Its own release: it must not make the caller retry.
+                    epoch.own(pooled as u64);
+                    // EBUSY: the request's reply is being completed (its
+                    // lender is closed meanwhile): try again, to find it
+                    // answered.
+                    Err(if e == EBUSY { EAGAIN } else { e })
+                }
+            };
         }
-        // The general planner's: any number of regions, given back whole
-        // if the call fails before it is posted.
+        // The general planner's: any number of regions in the call's
+        // token, given back whole if the call fails before it is posted.
+        // EBUSY: as above.
+        let mut reg = ep.conn.begin(lender).map_err(|e| if e == EBUSY { EAGAIN } else { e })?;
+        let out = (inflight, reply, offered);
         let mut read_segs = [v1::ReadSegment::default(); MAX_CHUNK_SEGMENTS];
         let planned = self.register_planned(ep, rqst, vx, (*snd, rcv), thresholds, &mut reg, &mut read_segs, segs);
         let (call, rp, reads, reply_shape, writes) = match planned {
@@ -199,7 +216,7 @@ impl RdmaXprt {
             ReplyShape::ReplyChunk => v1::ChunkLists { reads, writes: &[], reply: Some(writes) },
         };
         let planned = (call, rp, CallLists::Any(lists), reply_shape, nw);
-        self.post_and_record::<{ PostShape::ANY }>(ep, rqst, slot, vx, snd, reg, epoch, planned, out)
+        self.post_and_record(ep, rqst, slot, vx, snd, reg, epoch, planned, out)
     }
 
     /// Posts the call (see [`RdmaXprt::post`]) with the token `reg` (the
@@ -207,12 +224,12 @@ impl RdmaXprt {
     /// plans, the chunk lists, how the reply will arrive and how many
     /// segments the call offers for it), and records the posted token in
     /// `out` (the slot state's fields). On failure the regions are given
-    /// back, as releases of the caller's own in `epoch`. Inlined into each
-    /// plan's branch of [`RdmaXprt::register_and_send`], one copy per
-    /// `SHAPE`.
+    /// back, as releases of the caller's own in `epoch`. The general
+    /// planner's calls; a call of one region goes through
+    /// [`Connection::send_one`](crate::verbs::Connection::send_one).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn post_and_record<const SHAPE: u8>(
+    fn post_and_record(
         &self,
         ep: &Endpoint,
         rqst: &LentRqst<'_>,
@@ -224,7 +241,7 @@ impl RdmaXprt {
         (call, rp, lists, reply_shape, nw): (plan::CallPlan, plan::ReplyPlan, CallLists<'_>, ReplyShape, usize),
         (inflight, reply, offered): (&mut Option<InFlight>, &mut ReplyShape, &mut usize),
     ) -> Result {
-        match self.post::<SHAPE>(ep, rqst, (version, xid), call, snd, reg, lists) {
+        match self.post(ep, rqst, (version, xid), call, snd, reg, lists) {
             Ok(t) => {
                 self.count_call(&call, &rp, snd, t.len());
                 trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd: *snd, call, reply: rp }));
@@ -334,12 +351,10 @@ impl RdmaXprt {
     /// Posts the call `xid` of `version`, planned as `call` (its buffer
     /// `snd`): the transport header with `lists`, then the call copied, or
     /// its head and tail copied and its page list mapped, or (a Long Call)
-    /// nothing more, after the registrations in `reg`. `SHAPE` only tells
-    /// the copies apart ([`PostShape`]): the code is the same, folded by
-    /// each caller's constants.
+    /// nothing more, after the registrations in `reg`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn post<const SHAPE: u8>(
+    fn post(
         &self,
         ep: &Endpoint,
         rqst: &LentRqst<'_>,
@@ -406,17 +421,6 @@ fn marshalled(p: &CallShape) -> trace::Marshalled {
         rtype,
         wtype,
     }
-}
-
-/// Which copy of [`RdmaXprt::post`] a call goes through: one for each of
-/// the two usual shapes, one for the rest. Each copy's fill is a closure
-/// of its own, so that each is inlined into its only caller.
-struct PostShape;
-
-impl PostShape {
-    const ONE_READ: u8 = 0;
-    const ONE_WRITE: u8 = 1;
-    const ANY: u8 = 2;
 }
 
 /// A transport header (of `version`, for `xid`, granting or asking
@@ -493,6 +497,39 @@ impl Fill<Mapping> for CallFill<'_, '_> {
             out.copied(len as usize)?;
         }
         Ok(())
+    }
+}
+
+/// The Send of a call that registers one region
+/// ([`Connection::send_one`](crate::verbs::Connection::send_one)): a
+/// [`CallFill`] whose lists name that region's segment, once registered,
+/// as a Read chunk at position `read`, or else as a Write chunk. A value,
+/// so that it is inlined ([`FillOne`]).
+struct OneRegionFill<'a, 'r> {
+    rqst: &'a LentRqst<'r>,
+    version: Version,
+    xid: u32,
+    credits: u32,
+    nomsg: bool,
+    call: plan::CallPlan,
+    snd: &'a plan::XdrBufDesc,
+    read: Option<u32>,
+}
+
+impl FillOne for OneRegionFill<'_, '_> {
+    #[inline(always)]
+    fn fill(self, seg: &Registered, out: &mut SendWriter<'_, Mapping>) -> Result {
+        let OneRegionFill { rqst, version, xid, credits, nomsg, call, snd, read } = self;
+        let segment = segment(*seg);
+        let read_one;
+        let lists = match read {
+            Some(position) => {
+                read_one = v1::ReadSegment { position, segment };
+                CallLists::OneRead(&read_one)
+            }
+            None => CallLists::OneWrite(&segment),
+        };
+        CallFill { rqst, version, xid, credits, nomsg, call, snd, lists }.fill(out)
     }
 }
 

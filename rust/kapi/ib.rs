@@ -45,7 +45,7 @@ pub(crate) use conn::{Conn, ConnBox, QpSizes};
 pub(crate) use events::Events;
 pub(crate) use cq::Completion;
 pub(crate) use device::{Client, ClientRegistration, Device, DeviceCaps, DeviceName};
-pub(crate) use frwr::Sent;
+pub(crate) use frwr::{FillOne, Sent};
 pub(crate) use inv::Reuse;
 pub(crate) use listen::{Acceptor, ConnRequest, Listener};
 pub(crate) use mr::{Registered, SgWriter};

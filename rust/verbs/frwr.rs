@@ -6,11 +6,11 @@
 
 use core::sync::atomic::Ordering;
 
-use kernel::error::Result;
+use kernel::error::{Error, Result};
 
 use super::{
     endpoint::{Connection, EpState, Live},
-    Closed, ConnHandler, InFlight, Lender, Registered, Registration, Released, RemoteInv, Reuse, SgWriter,
+    Closed, ConnHandler, FillOne, InFlight, Lender, Registered, Registration, Released, RemoteInv, Reuse, SgWriter,
 };
 use crate::kapi::{errno, ib::Conn, page::Dir};
 
@@ -82,6 +82,36 @@ impl<T: ConnHandler> Connection<T> {
         fill: impl FnOnce(&mut SgWriter<'_, D>) -> Result,
     ) -> Result<Registered> {
         self.conn.register(reg, index, tag, fill).inspect_err(|_| self.conn.events().pool_mr(index))
+    }
+
+    /// Registers region `index` (taken from the pool,
+    /// [`Connection::pool_take`], or kept since it came back idle) for a
+    /// token of `lender` and sends the message `fill` builds, which
+    /// advertises it, in one call: see
+    /// [`Conn::send_one`](crate::kapi::ib::Conn::send_one). On failure the
+    /// region goes to the pool unless it is kept out of use; returns the
+    /// error and how many regions went to the pool.
+    #[inline(always)]
+    pub(crate) fn send_one<D: Dir>(
+        &self,
+        lender: &Lender,
+        index: usize,
+        tag: u32,
+        fill_sg: impl FnOnce(&mut SgWriter<'_, D>) -> Result,
+        fill: impl FillOne,
+    ) -> core::result::Result<(InFlight, Registered), (Error, usize)> {
+        match self.conn.send_one(lender, index, tag, fill_sg, fill) {
+            Ok((t, sent, seg)) => {
+                self.conn.events().count(sent);
+                Ok((t, seg))
+            }
+            Err(f) => {
+                if f.idle {
+                    self.conn.events().pool_mr(index);
+                }
+                Err((f.err, usize::from(f.idle)))
+            }
+        }
     }
 
     /// An idle region from the pool. Fails with `ENOBUFS` when the pool is

@@ -39,7 +39,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::{
     alloc::flags::GFP_KERNEL,
-    error::{code::{EINVAL, EIO}, Error, Result},
+    error::{code::{EBUSY, EINVAL, EIO}, Error, Result},
     new_condvar, new_spinlock,
     prelude::*,
     sync::{Arc, CondVar, SpinLock},
@@ -431,6 +431,7 @@ fn exchange(
     if cli.release_unposted(&lender, reg).is_err() || lender.released_idle().is_none() {
         return Err(EIO);
     }
+    step_ok("one region while a token is out", send_one_busy(cli, &lender, &pages[0]))?;
     // A token is its own connection's: another neither registers into
     // it, posts it nor gives it back.
     step_ok("foreign token", foreign_token(cli, &srv, &lender, &pages[0]))?;
@@ -741,4 +742,35 @@ fn step_ok<T>(step: &str, r: Result<T>) -> Result<T> {
 fn copy_in(buf: &mut [u8], src: &[u8]) -> Result<usize> {
     buf.get_mut(..src.len()).ok_or(EIO)?.copy_from_slice(src);
     Ok(src.len())
+}
+
+/// `send_one` (register one region and send, no token in between) of a
+/// lender whose token is out is refused with `EBUSY` before anything is
+/// mapped or posted: its region goes back to the pool, the page keeps
+/// no reference of it, and the lender still has its one token.
+fn send_one_busy<T: ConnHandler>(cli: &Connection<T>, lender: &Lender, page: &OwnedPage) -> Result {
+    let refs = page.ref_count();
+    let reg = cli.begin(lender)?;
+    let index = match cli.pool_take() {
+        Ok(i) => i,
+        Err(e) => {
+            let _ = cli.release_unposted(lender, reg);
+            return Err(e);
+        }
+    };
+    let nothing = |_: &Registered, _: &mut SendWriter<'_, Mapping>| Ok(());
+    let one = cli.send_one::<Inbound>(lender, index, 1, |sg| sg.push(page.page_ref(), LEN as u32, 0), nothing);
+    let refused = match one {
+        Ok((t, _)) => {
+            pr_err!("verbs self-test: send_one went out while the lender's token was out\n");
+            let _ = cli.release(lender, t, None);
+            false
+        }
+        Err((e, pooled)) => e == EBUSY && pooled == 1,
+    };
+    let back = cli.release_unposted(lender, reg).is_ok() && lender.released_idle().is_some();
+    if !refused || !back || page.ref_count() != refs {
+        return Err(EIO);
+    }
+    Ok(())
 }

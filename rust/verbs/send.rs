@@ -151,7 +151,7 @@ impl SendPolicy for SendRing {
 impl<T: ConnHandler> EpState<T> {
     /// Counts a posted Send.
     #[inline]
-    fn count(&self, sent: Sent) {
+    pub(super) fn count(&self, sent: Sent) {
         self.counters.sends.fetch_add(1, Ordering::Relaxed);
         // Most Sends are neither: skip the locked adds of zero.
         if sent.signaled {

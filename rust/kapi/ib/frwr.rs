@@ -10,20 +10,21 @@ use core::{ops::Range, pin::Pin, sync::atomic::Ordering};
 
 use kernel::{
     alloc::KBox,
-    error::{code::EINVAL, Result},
+    error::{code::EINVAL, Error, Result},
 };
 
 use super::{
-    buf::{Copying, Fill, Mapping},
+    buf::{Copying, Fill, Mapping, SendWriter},
     conn::Conn,
     events::Events,
     cq::Completion,
-    mr::{FrMr, Registered, SgWriter},
+    mr::{FrMr, MrState, Registered, SgWriter},
     sq::{Chain, NoChain, PostFailed},
     token::{InFlight, Registration, Lender, SendFailed, NO_MR, NO_RW},
 };
 use crate::{
     kapi::{
+        cell::Lease,
         errno,
         page::{Dir, ANY_OWNER},
         trace,
@@ -264,6 +265,163 @@ impl<V: Events> Conn<V> {
             mr.set_broken();
             m.hand_off();
         }
+    }
+}
+
+/// What builds the Send of [`Conn::send_one`]: given the segment of the
+/// region registered in front of it, writes the message that advertises
+/// it. A closure does; so does a value whose [`FillOne::fill`] is
+/// `#[inline(always)]` (see [`Fill`]).
+pub(crate) trait FillOne {
+    /// Writes the message advertising `seg` into `out`.
+    fn fill(self, seg: &Registered, out: &mut SendWriter<'_, Mapping>) -> Result;
+}
+
+impl<F: FnOnce(&Registered, &mut SendWriter<'_, Mapping>) -> Result> FillOne for F {
+    #[inline(always)]
+    fn fill(self, seg: &Registered, out: &mut SendWriter<'_, Mapping>) -> Result {
+        self(seg, out)
+    }
+}
+
+/// Why [`Conn::send_one`] failed, and whether its region is idle again
+/// (the caller's, to register again or give back) or kept out of use
+/// until the connection goes (a post that stopped part of the way).
+pub(crate) struct OneFailed {
+    pub(crate) err: Error,
+    pub(crate) idle: bool,
+}
+
+impl<V: Events> Conn<V> {
+    /// [`Conn::begin`], [`Conn::register`] of region `index` and
+    /// [`Conn::send`], in one call: most calls with chunks register one
+    /// region (a READ's Write chunk, a WRITE's Read chunk). `fill_sg`
+    /// describes the region's pages (the lender's, which the peer accesses
+    /// in direction `D`), `tag` goes in the iova's upper half, and `fill`
+    /// builds the Send, given the region's segment. No token exists
+    /// between the steps, so none is built, moved or checked. Returns the
+    /// token, how the Send went and the segment. On failure the lender is
+    /// idle again, and so is the region unless `idle` says otherwise;
+    /// `EBUSY` if a token of the lender exists.
+    ///
+    /// `fill` runs under the spinlock that orders Sends: it must not sleep.
+    #[inline(always)]
+    pub(crate) fn send_one<D: Dir>(
+        &self,
+        lender: &Lender,
+        index: usize,
+        tag: u32,
+        fill_sg: impl FnOnce(&mut SgWriter<'_, D>) -> Result,
+        fill: impl FillOne,
+    ) -> core::result::Result<(InFlight, Sent, Registered), OneFailed> {
+        let idle = |err| OneFailed { err, idle: true };
+        // Nothing is mapped for a connection going away. (Without its
+        // objects it has no regions: `mr` finds none.)
+        if self.dying.load(Ordering::Relaxed) {
+            return Err(idle(errno::ENOTCONN()));
+        }
+        let mr = self.mr(index).ok_or(EINVAL).map_err(idle)?;
+        let mut m = mr.cell.lease().ok_or(EINVAL).map_err(idle)?;
+        if let Err(e) = lender.lend(&self.handle) {
+            return Err(idle(e));
+        }
+        // The lender is away for the token this call makes; until it is
+        // made, its hand-off is this call's, to give back on failure.
+        let (seg, n) = match mr.map::<D>(&mut m, lender.id(), tag, fill_sg) {
+            Ok(r) => r,
+            Err(e) => {
+                drop(m);
+                // SAFETY: the hand-off is this call's (lent above, no token
+                // made of it), and nothing of the lender's is mapped.
+                let _released = unsafe { lender.give_back() };
+                return Err(idle(e));
+            }
+        };
+        trace::mr_map(tag, mr.index.into(), n as i32, seg.handle, seg.length, seg.offset, u32::from(D::INBOUND));
+        m.next = NO_MR;
+        let mut m = Some(m);
+        let chain = OneRegChain { m: &mut m };
+        match self.post_send(lender.id(), 2, chain, None, false, OneFill { fill, seg: &seg }) {
+            // INVARIANT: the region's REG_MR went out with the Send; the
+            // region's hand-off and the lender's are the token's.
+            Ok(p) => Ok((
+                InFlight {
+                    lender: lender.id(),
+                    conn: self.conn_id(),
+                    head: mr.index,
+                    count: 1,
+                    mapped: p.mapped,
+                    seq: p.seq,
+                    rw: NO_RW,
+                },
+                Sent { signaled: p.signaled, mapped: p.mapped },
+                seg,
+            )),
+            Err(PostFailed { err, partial }) => {
+                let idle = match m.take() {
+                    // Never linked: still leased, never seen by the device.
+                    Some(mut m) => {
+                        mr.unmap(&mut m);
+                        true
+                    }
+                    // Its REG_MR may be posted: the queue pair is in the
+                    // error state, and the region stays out of use.
+                    None if partial => {
+                        mr.set_broken();
+                        false
+                    }
+                    // SAFETY: handed off to the chain, whose post failed at
+                    // its first work request: the device never saw it.
+                    None => match unsafe { mr.cell.take_back() } {
+                        Some(mut m) => {
+                            mr.unmap(&mut m);
+                            true
+                        }
+                        None => false,
+                    },
+                };
+                // SAFETY: the hand-off is this call's (no token was made);
+                // the region's REG_MR was not posted, or the queue pair that
+                // may have registered it is in the error state, and the
+                // Send, which would map the lender's pages, was not posted.
+                let _released = unsafe { lender.give_back() };
+                Err(OneFailed { err, idle })
+            }
+        }
+    }
+}
+
+/// The Send of [`Conn::send_one`], given the segment to advertise.
+struct OneFill<'a, F> {
+    fill: F,
+    seg: &'a Registered,
+}
+
+impl<F: FillOne> Fill<Mapping> for OneFill<'_, F> {
+    #[inline(always)]
+    fn fill(self, out: &mut SendWriter<'_, Mapping>) -> Result {
+        self.fill.fill(self.seg, out)
+    }
+}
+
+/// The REG_MR of [`Conn::send_one`]'s region, leased and mapped, chained
+/// in front of the Send; the lease is handed off as it is linked.
+struct OneRegChain<'a, 'm> {
+    m: &'a mut Option<Lease<'m, MrState>>,
+}
+
+// SAFETY: the region's REG_MR is the region's own (leased by the caller,
+// live as long as the connection), handed off as it is linked in front of
+// `send`; the region's pages are the lender's, with references its
+// scatterlist holds. Two work requests, as `send_one` tells the post.
+unsafe impl Chain for OneRegChain<'_, '_> {
+    #[inline(always)]
+    fn chain(self, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr> {
+        let mut m = self.m.take()?;
+        m.reg_wr.wr.next = send;
+        let head = &raw mut m.reg_wr.wr;
+        m.hand_off();
+        Some(head)
     }
 }
 
