@@ -20,7 +20,7 @@ use crate::{
         cell::{Lease, LeaseCell},
         ib::{
             Conn, ConnBox, ConnHandle, Copying, Events, InFlight, Lender, Mapping, Registration, Released, RemoteInv,
-            SendWriter,
+            SendWriter, SgWriter,
         },
         net::Net,
         page::{Inbound, OwnedPage, Outbound},
@@ -33,7 +33,7 @@ use crate::{
 #[cfg(misuse = "control")]
 fn control<T: ConnHandler>(conn: &Connection<T>, lender: &Lender, page: &OwnedPage) -> Result {
     let mut reg = conn.begin(lender)?;
-    conn.register::<Inbound>(&mut reg, 0, |sg| sg.push(page.page_ref(), 64, 0))?;
+    conn.register::<Inbound>(&mut reg, 0, |sg: &mut SgWriter<'_, Inbound>| sg.push(page.page_ref(), 64, 0))?;
     let _ = conn.release_unposted(lender, reg);
     Ok(())
 }
@@ -44,7 +44,7 @@ fn control<T: ConnHandler>(conn: &Connection<T>, lender: &Lender, page: &OwnedPa
 #[cfg(misuse = "s1_call_page_writable")]
 fn s1_call_page_writable<T: ConnHandler>(conn: &Connection<T>, reg: &mut Registration, rqst: &LentRqst<'_>) -> Result {
     let page = rqst.call_buf().page(0).ok_or(EINVAL)?;
-    conn.register::<Inbound>(reg, 0, |sg| sg.push(page, 4096, 0)).map(|_| ())
+    conn.register::<Inbound>(reg, 0, |sg: &mut SgWriter<'_, Inbound>| sg.push(page, 4096, 0)).map(|_| ())
 }
 
 // S1: a reply's page (the peer writes it) mapped into a Send.

@@ -5,7 +5,7 @@
 
 use kernel::prelude::*;
 
-use crate::verbs::{self, Registration, SgWriter};
+use crate::verbs::{self, FillSg, Registration, SgWriter};
 use crate::{
     kapi::{
         page::{Dir, Inbound, Outbound, PageRef},
@@ -224,14 +224,14 @@ fn register_extents<D: ChunkDir>(
 ) -> Result<usize> {
     let xid = p.shape.xid;
     if let Some(ext) = one {
-        let seg = ep.conn.register::<D>(reg, xid, |w| fill_sg(D::buf(rqst), &ext, w))?;
+        let seg = ep.conn.register::<D>(reg, xid, ExtentSg { buf: D::buf(rqst), ext: &ext })?;
         put(0, segment(seg));
         return Ok(1);
     }
     let mut exts = [plan::MrExtent::default(); MAX_CHUNK_SEGMENTS];
     let n = plan::split_regions(regions, p.limits.geometry(), p.limits.max_segments, &mut exts).map_err(|_| EIO)?;
     for (i, ext) in exts.iter().enumerate().take(n) {
-        let seg = ep.conn.register::<D>(reg, xid, |w| fill_sg(D::buf(rqst), ext, w))?;
+        let seg = ep.conn.register::<D>(reg, xid, ExtentSg { buf: D::buf(rqst), ext })?;
         put(i, segment(seg));
     }
     Ok(n)
@@ -250,6 +250,21 @@ pub(super) fn desc<D: Dir>(b: XdrBuf<'_, D>) -> plan::XdrBufDesc {
         tail: plan::Kvec { page_offset: tail_offset, len: tail_len },
         len: if D::INBOUND { b.room() } else { b.data_len() },
         flags: b.flags(),
+    }
+}
+
+/// The pages of `ext`, a piece of `buf` the planner chose, as a region's
+/// scatterlist ([`fill_sg`]): a value, so that it is inlined into the
+/// registration ([`FillSg`]).
+pub(super) struct ExtentSg<'a, 'b, D: Dir> {
+    pub(super) buf: XdrBuf<'a, D>,
+    pub(super) ext: &'b plan::MrExtent,
+}
+
+impl<D: Dir> FillSg<D> for ExtentSg<'_, '_, D> {
+    #[inline(always)]
+    fn fill(self, w: &mut SgWriter<'_, D>) -> Result {
+        fill_sg(self.buf, self.ext, w)
     }
 }
 

@@ -7,11 +7,10 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
 
-use crate::verbs::{Fill, FillOne, InFlight, Mapping, Registered, Registration, SendFailed, SendWriter, SgWriter};
+use crate::verbs::{Fill, FillOne, InFlight, Mapping, Registered, Registration, SendFailed, SendWriter};
 use crate::{
     kapi::{
         errno,
-        page::{Inbound, Outbound},
         rpc::{Lent, LentRqst, Rqst, SendLocked, Transport, Xprt},
         trace, PAGE_SIZE,
     },
@@ -23,7 +22,7 @@ use crate::{
 
 use super::{
     chunks::{
-        desc, fill_sg, for_each_page, register_read_chunk, register_reply_chunk, segment, ReplyShape,
+        desc, for_each_page, register_read_chunk, register_reply_chunk, segment, ExtentSg, ReplyShape,
         MAX_CHUNK_SEGMENTS,
     },
     conn::{Endpoint, EpShared, ReleaseEpoch},
@@ -159,10 +158,10 @@ impl RdmaXprt {
             let credits = shared.max_requests.load(Ordering::Relaxed);
             let one = OneRegionFill { rqst, version, xid, credits, nomsg, call, snd, read: call.read_position() };
             let sent = if one.read.is_some() {
-                let fill_sg = |w: &mut SgWriter<'_, Outbound>| fill_sg(rqst.call_buf(), &ext, w);
+                let fill_sg = ExtentSg { buf: rqst.call_buf(), ext: &ext };
                 ep.conn.send_one(lender, index, xid, fill_sg, one).map(|(t, _)| (t, ReplyShape::Inline, 0))
             } else {
-                let fill_sg = |w: &mut SgWriter<'_, Inbound>| fill_sg(rqst.reply_buf(), &ext, w);
+                let fill_sg = ExtentSg { buf: rqst.reply_buf(), ext: &ext };
                 ep.conn.send_one(lender, index, xid, fill_sg, one).map(|(t, seg)| {
                     let [first, ..] = segs;
                     *first = segment(seg);

@@ -48,7 +48,7 @@ pub(crate) use device::{Client, ClientRegistration, Device, DeviceCaps, DeviceNa
 pub(crate) use frwr::{FillOne, Sent};
 pub(crate) use inv::Reuse;
 pub(crate) use listen::{Acceptor, ConnRequest, Listener};
-pub(crate) use mr::{Registered, SgWriter};
+pub(crate) use mr::{FillSg, Registered, SgWriter};
 pub(crate) use rq::{HeldRecv, Received, RemoteInv};
 pub(crate) use rw::{RwChunk, RwPosted, RwSeg};
 pub(crate) use sq::SendPolicy;

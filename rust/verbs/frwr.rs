@@ -10,7 +10,7 @@ use kernel::error::{Error, Result};
 
 use super::{
     endpoint::{Connection, EpState, Live},
-    Closed, ConnHandler, FillOne, InFlight, Lender, Registered, Registration, Released, RemoteInv, Reuse, SgWriter,
+    Closed, ConnHandler, FillOne, FillSg, InFlight, Lender, Registered, Registration, Released, RemoteInv, Reuse,
 };
 use crate::kapi::{errno, ib::Conn, page::Dir};
 
@@ -64,7 +64,7 @@ impl<T: ConnHandler> Connection<T> {
         &self,
         reg: &mut Registration,
         tag: u32,
-        fill: impl FnOnce(&mut SgWriter<'_, D>) -> Result,
+        fill: impl FillSg<D>,
     ) -> Result<Registered> {
         let index = self.pool_take()?;
         self.register_at(reg, index, tag, fill)
@@ -79,7 +79,7 @@ impl<T: ConnHandler> Connection<T> {
         reg: &mut Registration,
         index: usize,
         tag: u32,
-        fill: impl FnOnce(&mut SgWriter<'_, D>) -> Result,
+        fill: impl FillSg<D>,
     ) -> Result<Registered> {
         self.conn.register(reg, index, tag, fill).inspect_err(|_| self.conn.events().pool_mr(index))
     }
@@ -97,7 +97,7 @@ impl<T: ConnHandler> Connection<T> {
         lender: &Lender,
         index: usize,
         tag: u32,
-        fill_sg: impl FnOnce(&mut SgWriter<'_, D>) -> Result,
+        fill_sg: impl FillSg<D>,
         fill: impl FillOne,
     ) -> core::result::Result<(InFlight, Registered), (Error, usize)> {
         match self.conn.send_one(lender, index, tag, fill_sg, fill) {

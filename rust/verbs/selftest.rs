@@ -52,9 +52,15 @@ use super::{
 use crate::kapi::{
     errno,
     net::{Net, SockAddrBuf},
-    page::{Inbound, OwnedPage, Outbound},
+    page::{Dir, Inbound, OwnedPage, Outbound},
     time,
 };
+
+/// A region's scatterlist of the first `LEN` bytes of `page`, which the
+/// peer accesses in direction `D`.
+fn page_sg<D: Dir>(page: &OwnedPage) -> impl FnOnce(&mut SgWriter<'_, D>) -> Result + Copy + '_ {
+    move |sg: &mut SgWriter<'_, D>| sg.push(page.page_ref(), LEN as u32, 0)
+}
 
 /// The self-test's own counters (it is not a transport).
 static COUNTERS: VerbsCounters = VerbsCounters::new();
@@ -367,7 +373,7 @@ pub(crate) fn run(net: &Net, addr: u32) -> Result {
 /// and room for four: the registration finds none idle, and succeeds once
 /// [`Connection::grow_mrs`] made the other three (and no fourth).
 fn second_region(cli: &Connection<Side>, reg: &mut Registration, page: &OwnedPage) -> Result<Registered> {
-    let fill = |sg: &mut SgWriter<'_, Inbound>| sg.push(page.page_ref(), LEN as u32, 0);
+    let fill = page_sg::<Inbound>(page);
     match cli.register(reg, 1, fill) {
         Err(e) if e == errno::ENOBUFS() => {}
         _ => return Err(EIO),
@@ -386,10 +392,10 @@ fn second_region(cli: &Connection<Side>, reg: &mut Registration, page: &OwnedPag
 /// read.
 fn register_all(cli: &Connection<Side>, reg: &mut Registration, pages: &[OwnedPage; SEGS]) -> Result<[Registered; SEGS]> {
     let [w1, w2, r1, r2] = pages;
-    let a = cli.register::<Inbound>(reg, 1, |sg| sg.push(w1.page_ref(), LEN as u32, 0))?;
+    let a = cli.register::<Inbound>(reg, 1, page_sg(w1))?;
     let b = second_region(cli, reg, w2)?;
-    let c = cli.register::<Outbound>(reg, 1, |sg| sg.push(r1.page_ref(), LEN as u32, 0))?;
-    let d = cli.register::<Outbound>(reg, 1, |sg| sg.push(r2.page_ref(), LEN as u32, 0))?;
+    let c = cli.register::<Outbound>(reg, 1, page_sg(r1))?;
+    let d = cli.register::<Outbound>(reg, 1, page_sg(r2))?;
     Ok([a, b, c, d])
 }
 
@@ -413,7 +419,7 @@ fn exchange(
     // region holds a reference of the page of its own.
     let refs = pages[0].ref_count();
     let mut reg = cli.begin(&lender)?;
-    cli.register::<Inbound>(&mut reg, 1, |sg| sg.push(pages[0].page_ref(), LEN as u32, 0))?;
+    cli.register::<Inbound>(&mut reg, 1, page_sg(&pages[0]))?;
     let registered_refs = pages[0].ref_count();
     if !matches!(cli.release_unposted(&lender, reg), Ok((_, 1))) {
         return step_ok("give back unposted", Err(EIO));
@@ -519,7 +525,7 @@ fn exchange(
     let refs = lost.ref_count();
     let orphan = Lender::new();
     let mut reg = cli.begin(&orphan)?;
-    cli.register::<Inbound>(&mut reg, 2, |sg| sg.push(lost.page_ref(), LEN as u32, 0))?;
+    cli.register::<Inbound>(&mut reg, 2, page_sg(lost))?;
     // A token has no `Drop`: dropping it is forgetting it.
     drop(reg);
     if lost.ref_count() != refs + 1 || orphan.released_idle().is_some() {
@@ -530,7 +536,7 @@ fn exchange(
     // region is the peer's to read until teardown, and keeps its page.
     let posted_orphan = Lender::new();
     let mut reg = cli.begin(&posted_orphan)?;
-    let seg = match cli.register::<Outbound>(&mut reg, 3, |sg| sg.push(lost.page_ref(), LEN as u32, 0)) {
+    let seg = match cli.register::<Outbound>(&mut reg, 3, page_sg(lost)) {
         Ok(seg) => seg,
         Err(e) => {
             let _ = cli.release_unposted(&posted_orphan, reg);
@@ -558,7 +564,7 @@ fn exchange(
 /// send it or give it back.
 fn foreign_token(cli: &Connection<Side>, srv: &Connection<Side>, lender: &Lender, page: &OwnedPage) -> Result {
     let mut reg = cli.begin(lender)?;
-    let registered = srv.register::<Inbound>(&mut reg, 1, |sg| sg.push(page.page_ref(), LEN as u32, 0));
+    let registered = srv.register::<Inbound>(&mut reg, 1, page_sg(page));
     let result = match registered {
         Err(e) if e == EINVAL => Ok(()),
         Err(e) => {
@@ -759,7 +765,7 @@ fn send_one_busy<T: ConnHandler>(cli: &Connection<T>, lender: &Lender, page: &Ow
         }
     };
     let nothing = |_: &Registered, _: &mut SendWriter<'_, Mapping>| Ok(());
-    let one = cli.send_one::<Inbound>(lender, index, 1, |sg| sg.push(page.page_ref(), LEN as u32, 0), nothing);
+    let one = cli.send_one::<Inbound>(lender, index, 1, page_sg(page), nothing);
     let refused = match one {
         Ok((t, _)) => {
             pr_err!("verbs self-test: send_one went out while the lender's token was out\n");

@@ -18,7 +18,7 @@ use super::{
     conn::Conn,
     events::Events,
     cq::Completion,
-    mr::{FrMr, MrState, Registered, SgWriter},
+    mr::{FillSg, FrMr, MrState, Registered},
     sq::{Chain, NoChain, PostFailed},
     token::{InFlight, Registration, Lender, SendFailed, NO_MR, NO_RW},
 };
@@ -128,7 +128,7 @@ impl<V: Events> Conn<V> {
         reg: &mut Registration,
         index: usize,
         tag: u32,
-        fill: impl FnOnce(&mut SgWriter<'_, D>) -> Result,
+        fill: impl FillSg<D>,
     ) -> Result<Registered> {
         if reg.conn != self.conn_id() || usize::from(reg.count) >= self.mrs.len() {
             return Err(EINVAL);
@@ -311,7 +311,7 @@ impl<V: Events> Conn<V> {
         lender: &Lender,
         index: usize,
         tag: u32,
-        fill_sg: impl FnOnce(&mut SgWriter<'_, D>) -> Result,
+        fill_sg: impl FillSg<D>,
         fill: impl FillOne,
     ) -> core::result::Result<(InFlight, Sent, Registered), OneFailed> {
         let idle = |err| OneFailed { err, idle: true };

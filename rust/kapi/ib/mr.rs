@@ -280,13 +280,13 @@ impl FrMr {
         m: &mut MrState,
         owner: u64,
         tag: u32,
-        fill: impl FnOnce(&mut SgWriter<'_, D>) -> Result,
+        fill: impl FillSg<D>,
     ) -> Result<(Registered, usize)> {
         // The table was initialised when the region was made; `push` sets
         // only the entries this registration uses, each with a page
         // reference.
         let mut w = SgWriter { sg: m.sg.as_mut_slice(), n: 0, owner, _dir: PhantomData };
-        let filled = fill(&mut w);
+        let filled = fill.fill(&mut w);
         let n = w.n;
         // INVARIANT: the first `n` entries hold the references `push` took.
         m.refs = n as u32;
@@ -419,6 +419,22 @@ pub(crate) struct Registered {
     pub(crate) length: u32,
     /// The iova.
     pub(crate) offset: u64,
+}
+
+/// What describes a region's pages in its [`SgWriter`]: any closure that
+/// does, or a value whose [`FillSg::fill`] is `#[inline(always)]`,
+/// inlined into the registration whatever its size (see
+/// [`Fill`](super::Fill)).
+pub(crate) trait FillSg<D: Dir> {
+    /// Pushes the region's pages into `w`.
+    fn fill(self, w: &mut SgWriter<'_, D>) -> Result;
+}
+
+impl<D: Dir, F: FnOnce(&mut SgWriter<'_, D>) -> Result> FillSg<D> for F {
+    #[inline(always)]
+    fn fill(self, w: &mut SgWriter<'_, D>) -> Result {
+        self(w)
+    }
 }
 
 /// Records a LOCAL_INV completion for the thread waiting on it.
