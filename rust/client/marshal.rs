@@ -177,9 +177,16 @@ impl RdmaXprt {
                     *offered = nw;
                     Ok(())
                 }
-                Err((e, pooled)) => {
+                Err((e, pooled, unposted)) => {
                     // Its own release: it must not make the caller retry.
                     epoch.own(pooled as u64);
+                    if let Some(reg) = unposted {
+                        // A post that stopped part of the way: ending its
+                        // token sleeps (the queue pair goes to the error
+                        // state first), so not under the slot's lock.
+                        drop(st);
+                        release_unposted(ep, slot, reg, epoch);
+                    }
                     // EBUSY: the request's reply is being completed (its
                     // lender is closed meanwhile): try again, to find it
                     // answered.
@@ -215,15 +222,25 @@ impl RdmaXprt {
             ReplyShape::ReplyChunk => v1::ChunkLists { reads, writes: &[], reply: Some(writes) },
         };
         let planned = (call, rp, CallLists::Any(lists), reply_shape, nw);
-        self.post_and_record(ep, rqst, slot, vx, snd, reg, epoch, planned, out)
+        match self.post_and_record(ep, rqst, vx, snd, reg, planned, out) {
+            Ok(()) => Ok(()),
+            Err(f) => {
+                // Out of the slot's lock: after a post that stopped part of
+                // the way, ending the token sleeps (the queue pair goes to
+                // the error state first).
+                drop(st);
+                release_unposted(ep, slot, f.reg, epoch);
+                Err(f.err)
+            }
+        }
     }
 
     /// Posts the call (see [`RdmaXprt::post`]) with the token `reg` (the
     /// regions registered for it), as `planned` (the call's and reply's
     /// plans, the chunk lists, how the reply will arrive and how many
     /// segments the call offers for it), and records the posted token in
-    /// `out` (the slot state's fields). On failure the regions are given
-    /// back, as releases of the caller's own in `epoch`. The general
+    /// `out` (the slot state's fields). On failure the token comes back,
+    /// for the caller to give back outside the slot's lock. The general
     /// planner's calls; a call of one region goes through
     /// [`Connection::send_one`](crate::verbs::Connection::send_one).
     #[allow(clippy::too_many_arguments)]
@@ -232,14 +249,12 @@ impl RdmaXprt {
         &self,
         ep: &Endpoint,
         rqst: &LentRqst<'_>,
-        slot: &Slot,
         (version, xid): (Version, u32),
         snd: &plan::XdrBufDesc,
         reg: Registration,
-        epoch: &mut ReleaseEpoch,
         (call, rp, lists, reply_shape, nw): (plan::CallPlan, plan::ReplyPlan, CallLists<'_>, ReplyShape, usize),
         (inflight, reply, offered): (&mut Option<InFlight>, &mut ReplyShape, &mut usize),
-    ) -> Result {
+    ) -> core::result::Result<(), SendFailed> {
         match self.post(ep, rqst, (version, xid), call, snd, reg, lists) {
             Ok(t) => {
                 self.count_call(&call, &rp, snd, t.len());
@@ -249,10 +264,7 @@ impl RdmaXprt {
                 *offered = nw;
                 Ok(())
             }
-            Err(f) => {
-                release_unposted(ep, slot, f.reg, epoch);
-                Err(f.err)
-            }
+            Err(f) => Err(f),
         }
     }
 
@@ -735,6 +747,8 @@ fn drop_stale(ep: &Endpoint, slot: &Slot) {
 
 /// Gives back the regions a call registered but did not send (the token
 /// `reg` of `slot`'s lender), as releases of the caller's own in `epoch`.
+/// After a post that stopped part of the way this sleeps (the queue pair
+/// goes to the error state first): not under the slot's lock then.
 #[cold]
 #[inline(never)]
 fn release_unposted(ep: &Endpoint, slot: &Slot, reg: Registration, epoch: &mut ReleaseEpoch) {

@@ -89,8 +89,11 @@ impl<T: ConnHandler> Connection<T> {
     /// token of `lender` and sends the message `fill` builds, which
     /// advertises it, in one call: see
     /// [`Conn::send_one`](crate::kapi::ib::Conn::send_one). On failure the
-    /// region goes to the pool unless it is kept out of use; returns the
-    /// error and how many regions went to the pool.
+    /// region goes to the pool unless it is kept out of use (or was not
+    /// idle: not the caller's); returns the error, how many regions went
+    /// to the pool, and the token to end with
+    /// [`Connection::release_unposted`], holding no spinlock, after a post
+    /// that stopped part of the way.
     #[inline(always)]
     pub(crate) fn send_one<D: Dir>(
         &self,
@@ -99,7 +102,7 @@ impl<T: ConnHandler> Connection<T> {
         tag: u32,
         fill_sg: impl FillSg<D>,
         fill: impl FillOne,
-    ) -> core::result::Result<(InFlight, Registered), (Error, usize)> {
+    ) -> core::result::Result<(InFlight, Registered), (Error, usize, Option<Registration>)> {
         match self.conn.send_one(lender, index, tag, fill_sg, fill) {
             Ok((t, sent, seg)) => {
                 self.conn.events().count(sent);
@@ -109,7 +112,7 @@ impl<T: ConnHandler> Connection<T> {
                 if f.idle {
                     self.conn.events().pool_mr(index);
                 }
-                Err((f.err, usize::from(f.idle)))
+                Err((f.err, usize::from(f.idle), f.unposted))
             }
         }
     }

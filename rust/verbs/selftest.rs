@@ -46,8 +46,9 @@ use kernel::{
 };
 
 use super::{
-    Acceptor, CmEvent, Completion, ConnHandler, ConnRequest, Connection, Copying, HeldRecv, Lender, Listener, Live,
-    Mapping, QpConfig, Received, Registered, Registration, RemoteInv, RwSeg, SendWriter, SgWriter, VerbsCounters,
+    Acceptor, CmEvent, Completion, ConnHandler, ConnRequest, Connection, Copying, HeldRecv, InFlight, Lender, Listener,
+    Live, Mapping, QpConfig, Received, Registered, Registration, RemoteInv, RwSeg, SendWriter, SgWriter,
+    VerbsCounters,
 };
 use crate::kapi::{
     errno,
@@ -437,7 +438,7 @@ fn exchange(
     if cli.release_unposted(&lender, reg).is_err() || lender.released_idle().is_none() {
         return Err(EIO);
     }
-    step_ok("one region while a token is out", send_one_busy(cli, &lender, &pages[0]))?;
+    step_ok("send_one refusals", send_one_refused(cli, &lender, &pages[0]))?;
     // A token is its own connection's: another neither registers into
     // it, posts it nor gives it back.
     step_ok("foreign token", foreign_token(cli, &srv, &lender, &pages[0]))?;
@@ -750,33 +751,59 @@ fn copy_in(buf: &mut [u8], src: &[u8]) -> Result<usize> {
     Ok(src.len())
 }
 
-/// `send_one` (register one region and send, no token in between) of a
-/// lender whose token is out is refused with `EBUSY` before anything is
-/// mapped or posted: its region goes back to the pool, the page keeps
-/// no reference of it, and the lender still has its one token.
-fn send_one_busy<T: ConnHandler>(cli: &Connection<T>, lender: &Lender, page: &OwnedPage) -> Result {
+/// `send_one` (register one region and send, no token in between) is
+/// refused before anything is mapped or posted, and gives back only what
+/// was the caller's: for a region that is not idle (here registered into
+/// the lender's unposted token) with `EINVAL`, nothing pooled; for a
+/// lender whose token is out with `EBUSY`, its region pooled. The page
+/// keeps no reference of either, and the lender still has its one token.
+fn send_one_refused<T: ConnHandler>(cli: &Connection<T>, lender: &Lender, page: &OwnedPage) -> Result {
     let refs = page.ref_count();
-    let reg = cli.begin(lender)?;
-    let index = match cli.pool_take() {
-        Ok(i) => i,
-        Err(e) => {
-            let _ = cli.release_unposted(lender, reg);
-            return Err(e);
-        }
-    };
     let nothing = |_: &Registered, _: &mut SendWriter<'_, Mapping>| Ok(());
-    let one = cli.send_one::<Inbound>(lender, index, 1, page_sg(page), nothing);
-    let refused = match one {
-        Ok((t, _)) => {
-            pr_err!("verbs self-test: send_one went out while the lender's token was out\n");
-            let _ = cli.release(lender, t, None);
-            false
-        }
-        Err((e, pooled)) => e == EBUSY && pooled == 1,
+    let mut reg = cli.begin(lender)?;
+    // The lender's token is out: refused, the region pooled.
+    let busy = match cli.pool_take() {
+        Ok(i) => refused(cli, lender, cli.send_one::<Inbound>(lender, i, 1, page_sg(page), nothing), (EBUSY, 1)),
+        Err(_) => false,
     };
-    let back = cli.release_unposted(lender, reg).is_ok() && lender.released_idle().is_some();
-    if !refused || !back || page.ref_count() != refs {
+    // A region registered into that token is not idle: refused, nothing
+    // pooled (it stays the token's).
+    let held = cli.pool_take().and_then(|i| cli.register_at::<Inbound>(&mut reg, i, 1, page_sg(page)).map(|_| i));
+    let taken = match held {
+        Ok(i) => {
+            let other = Lender::new();
+            refused(cli, &other, cli.send_one::<Inbound>(&other, i, 1, page_sg(page), nothing), (EINVAL, 0))
+        }
+        Err(_) => false,
+    };
+    let back = matches!(cli.release_unposted(lender, reg), Ok((_, n)) if n == usize::from(taken))
+        && lender.released_idle().is_some();
+    if !taken || !busy || !back || page.ref_count() != refs {
+        pr_err!("verbs self-test: send_one refusals: not idle {}, busy {}, given back {}\n", taken, busy, back);
         return Err(EIO);
     }
     Ok(())
+}
+
+/// True if `one`, a `send_one` of `lender`, failed as `want` (the error,
+/// regions pooled); one that went out is released.
+fn refused<T: ConnHandler>(
+    cli: &Connection<T>,
+    lender: &Lender,
+    one: core::result::Result<(InFlight, Registered), (Error, usize, Option<Registration>)>,
+    want: (Error, usize),
+) -> bool {
+    match one {
+        Ok((t, _)) => {
+            pr_err!("verbs self-test: send_one went out where it must not\n");
+            let _ = cli.release(lender, t, None);
+            false
+        }
+        Err((_, _, Some(reg))) => {
+            pr_err!("verbs self-test: a send_one refused before posting left a token\n");
+            let _ = cli.release_unposted(lender, reg);
+            false
+        }
+        Err((err, pooled, None)) => (err, pooled) == want,
+    }
 }

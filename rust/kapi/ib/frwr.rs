@@ -178,8 +178,9 @@ impl<V: Events> Conn<V> {
     /// [`Conn::send`], with `chain` building the work requests in front of
     /// the Send (given the Send's, it returns the chain's head): the
     /// REG_MRs of `reg` and `extra` more. On a failure, whether part of
-    /// the chain was posted (then the queue pair is in the error state and
-    /// the regions are out of use until the connection goes).
+    /// the chain was posted (then the regions are out of use until the
+    /// connection goes, and releasing the token moves the queue pair to
+    /// the error state).
     #[inline(always)]
     pub(super) fn send_chained(
         &self,
@@ -208,8 +209,8 @@ impl<V: Events> Conn<V> {
             )),
             Err(PostFailed { err, partial }) => {
                 if partial {
-                    // Some REG_MRs may be posted: the queue pair is in the
-                    // error state, and the regions stay out of use.
+                    // Some REG_MRs may be posted: the regions stay out of
+                    // use (and releasing the token breaks the queue pair).
                     self.mark_broken(reg);
                 }
                 Err((err, partial))
@@ -252,8 +253,9 @@ impl<V: Events> Conn<V> {
     }
 
     /// Keeps the regions of `reg` out of use until the connection goes
-    /// (their REG_MRs may have been posted on a queue pair now in the
-    /// error state).
+    /// (their REG_MRs may have been posted by a post that stopped part of
+    /// the way: releasing the token moves the queue pair to the error
+    /// state).
     #[cold]
     fn mark_broken(&self, reg: &Registration) {
         let mut i = reg.head;
@@ -285,11 +287,14 @@ impl<F: FnOnce(&Registered, &mut SendWriter<'_, Mapping>) -> Result> FillOne for
 }
 
 /// Why [`Conn::send_one`] failed, and whether its region is idle again
-/// (the caller's, to register again or give back) or kept out of use
-/// until the connection goes (a post that stopped part of the way).
+/// (the caller's, to register again or give back). After a post that
+/// stopped part of the way, the token comes back instead (`unposted`, its
+/// region kept out of use until the connection goes), for the caller to
+/// end with [`Conn::release_unposted`] outside any spinlock.
 pub(crate) struct OneFailed {
     pub(crate) err: Error,
     pub(crate) idle: bool,
+    pub(crate) unposted: Option<Registration>,
 }
 
 impl<V: Events> Conn<V> {
@@ -302,7 +307,8 @@ impl<V: Events> Conn<V> {
     /// between the steps, so none is built, moved or checked. Returns the
     /// token, how the Send went and the segment. On failure the lender is
     /// idle again, and so is the region unless `idle` says otherwise;
-    /// `EBUSY` if a token of the lender exists.
+    /// `EBUSY` if a token of the lender exists, `EINVAL` (not idle) if the
+    /// region is not made or not idle.
     ///
     /// `fill` runs under the spinlock that orders Sends: it must not sleep.
     #[inline(always)]
@@ -314,14 +320,17 @@ impl<V: Events> Conn<V> {
         fill_sg: impl FillSg<D>,
         fill: impl FillOne,
     ) -> core::result::Result<(InFlight, Sent, Registered), OneFailed> {
-        let idle = |err| OneFailed { err, idle: true };
+        let idle = |err| OneFailed { err, idle: true, unposted: None };
         // Nothing is mapped for a connection going away. (Without its
         // objects it has no regions: `mr` finds none.)
         if self.dying.load(Ordering::Relaxed) {
             return Err(idle(errno::ENOTCONN()));
         }
-        let mr = self.mr(index).ok_or(EINVAL).map_err(idle)?;
-        let mut m = mr.cell.lease().ok_or(EINVAL).map_err(idle)?;
+        // A region that is not made, or not idle, is not the caller's to
+        // give back: it stays as it is.
+        let not_ours = OneFailed { err: EINVAL, idle: false, unposted: None };
+        let Some(mr) = self.mr(index) else { return Err(not_ours) };
+        let Some(mut m) = mr.cell.lease() else { return Err(not_ours) };
         if let Err(e) = lender.lend(&self.handle) {
             return Err(idle(e));
         }
@@ -364,11 +373,16 @@ impl<V: Events> Conn<V> {
                         mr.unmap(&mut m);
                         true
                     }
-                    // Its REG_MR may be posted: the queue pair is in the
-                    // error state, and the region stays out of use.
+                    // Its REG_MR may be posted: the region stays out of
+                    // use, and the token comes back, for the caller to end
+                    // outside its spinlocks (the queue pair must be moved
+                    // to the error state before the lender's pages go).
                     None if partial => {
                         mr.set_broken();
-                        false
+                        // INVARIANT: the lender's hand-off and the region,
+                        // handed off to the chain, are this token's.
+                        let reg = Registration { lender: lender.id(), conn: self.conn_id(), head: mr.index, count: 1 };
+                        return Err(OneFailed { err, idle: false, unposted: Some(reg) });
                     }
                     // SAFETY: handed off to the chain, whose post failed at
                     // its first work request: the device never saw it.
@@ -381,11 +395,10 @@ impl<V: Events> Conn<V> {
                     },
                 };
                 // SAFETY: the hand-off is this call's (no token was made);
-                // the region's REG_MR was not posted, or the queue pair that
-                // may have registered it is in the error state, and the
-                // Send, which would map the lender's pages, was not posted.
+                // the region's REG_MR was not posted, nor the Send, which
+                // would map the lender's pages.
                 let _released = unsafe { lender.give_back() };
-                Err(OneFailed { err, idle })
+                Err(OneFailed { err, idle, unposted: None })
             }
         }
     }

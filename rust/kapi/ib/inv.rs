@@ -27,7 +27,10 @@ impl<V: Events> Conn<V> {
     /// call was not sent), and the lender: `freed` gets the index of each
     /// region that is idle again (not one kept out of use after a failed
     /// post). Returns the token if it is not `lender`'s or this
-    /// connection's.
+    /// connection's. If a post stopped part of the way with the token's
+    /// REG_MRs (its regions are kept out of use), moves the queue pair to
+    /// the error state first: then it sleeps, so call it holding no
+    /// spinlock.
     pub(crate) fn release_unposted(
         &self,
         lender: &Lender,
@@ -38,14 +41,17 @@ impl<V: Events> Conn<V> {
             return Err(reg);
         }
         let mut i = reg.head;
+        let mut broken = false;
         for _ in 0..reg.count {
             let Some(mr) = self.mr(usize::from(i)) else { break };
             // SAFETY: the region belongs to the token, which is consumed
-            // here; its REG_MR was never posted (or its queue pair is in
-            // the error state, and it stays away: broken).
+            // here; its REG_MR was never posted (or may have been, by a
+            // post that stopped part of the way: then it stays away,
+            // broken).
             let Some(mut m) = (unsafe { mr.cell.take_back() }) else { break };
             i = m.next;
             if mr.is_broken() {
+                broken = true;
                 m.hand_off();
                 continue;
             }
@@ -53,9 +59,15 @@ impl<V: Events> Conn<V> {
             drop(m);
             freed(usize::from(mr.index));
         }
+        if broken {
+            // A REG_MR of the token may be posted: no RDMA operation of the
+            // peer may reach its pages once they go back.
+            self.break_qp();
+        }
         // SAFETY: `reg` is the lender's token (checked), consumed here; its
         // regions were never posted, or the queue pair that may have
-        // registered them is in the error state; no Send mapped its pages.
+        // registered them is in the error state (just above); no Send
+        // mapped its pages.
         Ok(unsafe { lender.give_back() })
     }
 

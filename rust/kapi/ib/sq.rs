@@ -178,10 +178,12 @@ impl<V: Events> Conn<V> {
     /// completion, whatever the policy says: its token waits for it.
     ///
     /// On failure nothing was posted, unless `partial` says the chain
-    /// reached the queue pair only in part: then the queue pair is in the
-    /// error state already (so whatever was posted is flushed, and no
-    /// region it registers is reachable by the peer) and the Send itself
-    /// was not posted. Inlined into each caller, whose fill is its own.
+    /// reached the queue pair only in part: the Send itself was not
+    /// posted, and the regions its REG_MRs registered must be kept out of
+    /// use, and the queue pair moved to the error state (so that no region
+    /// it registered is reachable by the peer) before their pages go back:
+    /// the caller's, outside any spinlock (moving a queue pair's state may
+    /// sleep). Inlined into each caller, whose fill is its own.
     #[inline(always)]
     pub(super) fn post_send<M>(
         &self,
@@ -274,9 +276,11 @@ impl<V: Events> Conn<V> {
             }
             drop(g);
             if partial {
-                // Out of the spinlock: moving a queue pair's state may
-                // sleep. The connection is no use any more.
-                self.break_qp();
+                // The connection is no use any more. The queue pair is not
+                // moved to the error state here: that may sleep, and the
+                // caller may hold a spinlock. Whoever ends the token whose
+                // regions the chain registered does it first
+                // (`release_unposted`).
                 return Err(PostFailed { err: errno::ENOTCONN(), partial });
             }
             return Err(PostFailed { err, partial });

@@ -393,9 +393,10 @@ pub(crate) struct Released {
 
 /// A Send that failed: why, and the registration it did not post, to
 /// give back ([`Conn::release_unposted`](super::Conn::release_unposted)).
-/// If its REG_MRs reached the queue pair only in part, the queue pair was
-/// moved to the error state and those regions are kept out of use until
-/// the connection goes; releasing the token is all the same.
+/// If its REG_MRs reached the queue pair only in part, those regions are
+/// kept out of use until the connection goes, and releasing the token
+/// moves the queue pair to the error state first (it sleeps then: hold no
+/// spinlock).
 pub(crate) struct SendFailed {
     /// Why.
     pub(crate) err: kernel::error::Error,
