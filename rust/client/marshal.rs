@@ -170,11 +170,8 @@ impl RdmaXprt {
             };
             return match sent {
                 Ok((t, reply_shape, nw)) => {
-                    self.count_call(&call, &rp, snd, 1);
-                    trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd: *snd, call, reply: rp }));
-                    *inflight = Some(t);
-                    *reply = reply_shape;
-                    *offered = nw;
+                    let out = (inflight, reply, offered);
+                    self.record_posted(rqst, vx, snd, (call, rp), t, (reply_shape, nw), out);
                     Ok(())
                 }
                 Err((e, pooled, unposted)) => {
@@ -253,19 +250,35 @@ impl RdmaXprt {
         snd: &plan::XdrBufDesc,
         reg: Registration,
         (call, rp, lists, reply_shape, nw): (plan::CallPlan, plan::ReplyPlan, CallLists<'_>, ReplyShape, usize),
-        (inflight, reply, offered): (&mut Option<InFlight>, &mut ReplyShape, &mut usize),
+        out: (&mut Option<InFlight>, &mut ReplyShape, &mut usize),
     ) -> core::result::Result<(), SendFailed> {
-        match self.post(ep, rqst, (version, xid), call, snd, reg, lists) {
-            Ok(t) => {
-                self.count_call(&call, &rp, snd, t.len());
-                trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd: *snd, call, reply: rp }));
-                *inflight = Some(t);
-                *reply = reply_shape;
-                *offered = nw;
-                Ok(())
-            }
-            Err(f) => Err(f),
-        }
+        let t = self.post(ep, rqst, (version, xid), call, snd, reg, lists)?;
+        self.record_posted(rqst, (version, xid), snd, (call, rp), t, (reply_shape, nw), out);
+        Ok(())
+    }
+
+    /// Accounts the call `rqst` (`xid`, of `version`, its buffer `snd`),
+    /// posted as planned (`call`, `reply`) with the token `t`, and records
+    /// the token and how the reply will arrive (`shape`, offering `nw`
+    /// segments) in `out`, the slot state's fields. Both ways a call with
+    /// chunks is posted end here.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn record_posted(
+        &self,
+        rqst: &LentRqst<'_>,
+        (version, xid): (Version, u32),
+        snd: &plan::XdrBufDesc,
+        (call, rp): (plan::CallPlan, plan::ReplyPlan),
+        t: InFlight,
+        (shape, nw): (ReplyShape, usize),
+        (inflight, reply, offered): (&mut Option<InFlight>, &mut ReplyShape, &mut usize),
+    ) {
+        self.count_call(&call, &rp, snd, t.len());
+        trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd: *snd, call, reply: rp }));
+        *inflight = Some(t);
+        *reply = shape;
+        *offered = nw;
     }
 
     /// Plans the call `rqst` (`xid`, of `version`, its buffers `snd` and
