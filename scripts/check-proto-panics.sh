@@ -229,7 +229,7 @@ awk -F '\t' -v scope="$scope" '
   # hashes c++filt prints): the instances for the client.
   function rpc_root(d) {
     if (d ~ /::kapi::rpc::ops::(alloc_slot|free_slot|buf_alloc|buf_free|send_request|bc_free_rqst)::<.*::client::/) return 1
-    return d ~ /::kapi::ib::(rq::recv_done|sq::send_done|frwr::reg_done|frwr::inv_done)::<.*::client::conn::EpShared>/
+    return d ~ /::kapi::ib::(rq::recv_done|sq::send_done|frwr::reg_done|inv::inv_done)::<.*::client::conn::EpShared>/
   }
   FILENAME == ARGV[1] { dem[$1] = $2; next }
   $1 == "F" { defined[$2] = 1; order[++nf] = $2; next }

@@ -346,7 +346,7 @@ def calls_report(runs, kodir):
 PATHS = ("send", "register", "receive", "invalidate", "send completion", "slots")
 OURS_PATHS = (
     ("send_call", "send"), ("send_request", "send"), ("post_send", "send"), ("sync_for_device", "send"),
-    ("register_one", "register"), ("dma_map_sg", "register"),
+    ("send_one", "send"), ("register_one", "register"), ("dma_map_sg", "register"),
     ("5reply", "receive"), ("8received", "receive"), ("recv_done", "receive"), ("lookup_and_pin", "receive"),
     ("complete_and_unpin", "receive"), ("sync_for_cpu", "receive"), ("take_request", "receive"),
     ("9work_done", "receive"),
