@@ -21,6 +21,33 @@ mod kapi;
 mod sys;
 mod verbs;
 
+/// The module's version: in `modinfo rpcrdma_rs`, `/sys/module/rpcrdma_rs/version` and each
+/// connection's line in the kernel log. dkms.conf and debian/changelog carry the same
+/// (debian/rules refuses to build a package where they differ).
+pub const VERSION: &str = "0.2";
+
+const MODINFO_VERSION_LEN: usize = b"version=".len() + VERSION.len() + 1;
+
+/// `version=VERSION\0`, the `.modinfo` entry C's `MODULE_VERSION()` makes (`module!` has no
+/// key for it).
+#[cfg(MODULE)]
+#[used]
+#[link_section = ".modinfo"]
+static MODINFO_VERSION: [u8; MODINFO_VERSION_LEN] = {
+    let mut out = [0u8; MODINFO_VERSION_LEN];
+    let (key, value) = (b"version=", VERSION.as_bytes());
+    let mut i = 0;
+    while i < key.len() {
+        out[i] = key[i];
+        i += 1;
+    }
+    while i < key.len() + value.len() {
+        out[i] = value[i - key.len()];
+        i += 1;
+    }
+    out
+};
+
 // Compile-time misuse cases (`make misuse`), never in the module.
 #[cfg(rpcrdma_misuse)]
 mod misuse;
@@ -66,7 +93,7 @@ impl kernel::Module for RpcRdma {
                 e.to_errno()
             );
         })?;
-        pr_info!("RPC-over-RDMA transport registered for netids rdma, rdma6\n");
+        pr_info!("RPC-over-RDMA transport {} registered for netids rdma, rdma6\n", VERSION);
         let c = &client::stats::COUNTERS;
         let debugfs = kapi::debugfs::Counters::new(&c.debugfs_files(), &c.debugfs_knobs());
         Ok(RpcRdma { _class: class, _devices: devices, _debugfs: debugfs })

@@ -154,12 +154,13 @@ impl DelayedWorkItem for RdmaXprt {
             Ok(ep) => {
                 let n = ep.shared().negotiated();
                 pr_info!(
-                    "connected to {} port {} via {}: inline thresholds {} (calls) and {} (replies)\n",
+                    "connected to {} port {} via {}: inline thresholds {} (calls) and {} (replies) [rpcrdma_rs {}]\n",
                     x.addr_str(),
                     x.port(),
                     ep.conn.device_name(),
                     n.send_threshold,
-                    n.recv_threshold
+                    n.recv_threshold,
+                    crate::VERSION
                 );
                 let shared = ep.shared();
                 trace::established(
