@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build rpcrdma_rs.ko for an installed Debian kernel with Rust support (the
-# user's path: README "Building for your Debian kernel"; dkms.conf runs it).
+# user's path: admin-guide.rst, "Installing"; dkms.conf runs it).
 #
 #   scripts/kernel-tree.sh [--release REL] [--build] [--print-tree]
 #
@@ -21,33 +21,78 @@
 #   --build       also build the module of this source tree against it
 #                 (rpcrdma_rs.ko in the source tree)
 #   --print-tree  print the prepared tree's path (what KDIR would be)
+#   --check       only say whether REL can be built for here: exit 0, or
+#                 print one line (what is wrong, which versions, what to
+#                 install) and exit 1. dkms.conf skips such a kernel with
+#                 that line rather than failing the package manager.
+#
+# Prepared trees of kernels whose headers are gone are removed as a build
+# prepares a new one.
 set -euo pipefail
 src_dir=$(cd "$(dirname "$0")/.." && pwd)
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-rel=$(uname -r) build=0 print=0
+rel=$(uname -r) build=0 print=0 check=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --release) rel=$2; shift 2 ;;
     --build) build=1; shift ;;
     --print-tree) print=1; shift ;;
-    *) die "usage: $0 [--release REL] [--build] [--print-tree]" ;;
+    --check) check=1; shift ;;
+    *) die "usage: $0 [--release REL] [--build] [--print-tree] [--check]" ;;
   esac
 done
 
+# The kernel lines this source supports (tested: admin-guide.rst,
+# "Supported kernels"). dkms.conf's BUILD_EXCLUSIVE_KERNEL says the same.
+lines="6.12 7.3"
 headers=/usr/src/linux-headers-$rel
-[ -f "$headers/.config" ] || die "$headers/.config missing: install linux-headers-$rel"
-grep -qx 'CONFIG_RUST=y' "$headers/.config" || die "kernel $rel is built without Rust support (CONFIG_RUST)"
 # 7.3.4+deb13-amd64 -> 7.3
 ver=${rel%%[-+]*}; ver=${ver%.*}
 tarball=/usr/src/linux-source-$ver.tar.xz
-[ -f "$tarball" ] || die "$tarball missing: install linux-source-$ver"
+cc_text= cc=
+
+# unbuildable: prints why REL cannot be built here, in one line, and
+# returns 0; returns 1 (printing nothing) when it can.
+unbuildable() {
+  local want have hv sv
+  [ -f "$headers/.config" ] || { echo "$headers/.config missing: install linux-headers-$rel"; return 0; }
+  grep -qx 'CONFIG_RUST=y' "$headers/.config" ||
+    { echo "kernel $rel is built without Rust support (CONFIG_RUST); rpcrdma-rs needs one (on trixie: the trixie-backports kernel)"; return 0; }
+  case " $lines " in *" $ver "*) ;; *)
+    echo "kernel line $ver is not one this rpcrdma-rs supports ($lines); the in-tree rpcrdma serves proto=rdma there"; return 0 ;;
+  esac
+  [ -f "$tarball" ] || { echo "$tarball missing: install linux-source-$ver"; return 0; }
+  # The source must be the kernel's own release: Debian's packages of one
+  # kernel build carry the same version.
+  if command -v dpkg-query > /dev/null; then
+    hv=$(dpkg-query -W -f='${Version}' "linux-headers-$rel" 2>/dev/null || true)
+    sv=$(dpkg-query -W -f='${Version}' "linux-source-$ver" 2>/dev/null || true)
+    [ -z "$hv" ] || [ -z "$sv" ] || [ "$hv" = "$sv" ] ||
+      { echo "linux-source-$ver is $sv but kernel $rel is $hv: install linux-source-$ver=$hv"; return 0; }
+  fi
+  cc_text=$(sed -n 's/^CONFIG_CC_VERSION_TEXT="\(.*\)"/\1/p' "$headers/.config")
+  cc=${cc_text%% *}
+  command -v "$cc" > /dev/null || { echo "kernel $rel was built with '$cc_text': install ${cc#x86_64-linux-gnu-}"; return 0; }
+  command -v rustc > /dev/null || { echo "rustc missing: install rustc and rust-src"; return 0; }
+  command -v bindgen > /dev/null || { echo "bindgen missing: install bindgen and libclang-dev"; return 0; }
+  # The kernel crate's symbol names depend on the exact rustc.
+  want=$(sed -n 's/^CONFIG_RUSTC_VERSION_TEXT="\(.*\)"/\1/p' "$headers/.config")
+  have=$(rustc --version)
+  [ -z "$want" ] || [ "$want" = "$have" ] ||
+    { echo "kernel $rel was built with '$want' but rustc is '$have': install the rustc package of the kernel's Debian release"; return 0; }
+  return 1
+}
+
+if why=$(unbuildable); then
+  [ $check = 1 ] && { echo "$why"; exit 1; }
+  die "$why"
+fi
+[ $check = 1 ] && exit 0
 cc_text=$(sed -n 's/^CONFIG_CC_VERSION_TEXT="\(.*\)"/\1/p' "$headers/.config")
 cc=${cc_text%% *}
-command -v "$cc" > /dev/null || die "the kernel was built with '$cc_text': install ${cc#x86_64-linux-gnu-}"
-for t in rustc bindgen; do command -v "$t" > /dev/null || die "$t missing: install the rustc and bindgen packages"; done
 
 trees=${RPCRDMA_TREES:-/var/cache/rpcrdma-rs/trees}
 tree=$trees/$rel
@@ -55,6 +100,14 @@ stamp="$rel $(sha256sum < "$headers/.config" | cut -c1-16) $(sha256sum < "$tarba
 kmake() { make -C "$tree" CC="$cc" KERNELRELEASE="$rel" "$@"; }
 
 if [ ! -f "$tree/.rpcrdma-rs-prepared" ] || [ "$(cat "$tree/.rpcrdma-rs-prepared")" != "$stamp" ]; then
+  # A tree is 1.7 GB: those of kernels whose headers are gone go first.
+  for t in "$trees"/*/.rpcrdma-rs-prepared; do
+    [ -f "$t" ] || continue
+    t=${t%/.rpcrdma-rs-prepared}
+    [ -d "/usr/src/linux-headers-${t##*/}" ] && continue
+    log "removing the prepared tree of ${t##*/} (its headers are no longer installed)"
+    rm -rf --one-file-system "$t"
+  done
   log "preparing a module build tree for $rel in $tree ($cc, $(rustc --version | cut -d' ' -f1-2), $(bindgen --version))"
   rm -rf "$tree"; mkdir -p "$tree"
   tar -xJf "$tarball" -C "$tree" --strip-components=1
