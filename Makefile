@@ -59,7 +59,7 @@ KERNEL_DEP := kernel
 KDIR = $(shell RDMARS_LINE=$(RDMARS_LINE) bash scripts/build-kernel.sh --path)
 endif
 
-.PHONY: all demo check check-all debug-check soak long-check bench ab scaling count profile setup kernel module peer unit selftests fuzz clippy misuse clean
+.PHONY: all demo check deb check-all debug-check soak long-check bench ab scaling count profile setup kernel module peer unit selftests fuzz clippy misuse clean
 
 all: module
 
@@ -107,6 +107,10 @@ fuzz:
 
 check:
 	bash scripts/check.sh
+
+# The Debian package rpcrdma-rs-dkms, built in the cached trixie chroot.
+deb:
+	bash scripts/stock-kernel.sh deb $(CURDIR)
 
 demo:
 	bash scripts/demo.sh

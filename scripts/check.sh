@@ -12,8 +12,11 @@
 #      RDMARS_BASELINE=full runs all of them, as make long-check does)
 #   4. make check-all only: the other test kernel line (7.3), every selftest
 #   5. Debian's stock 7.3 kernel: the module built with Debian's toolchain,
-#      by hand and by dkms, and a subset of the selftests on the stock image
-#      in both guests (RDMARS_STOCK_TESTS=all: every one, as make check-all)
+#      by hand and by dkms; the Debian package (make deb) installed, put
+#      through a kernel it must skip, removed and purged with apt; a subset
+#      of the selftests on the stock image in both guests with the module
+#      the package installed, its modprobe.d redirect tested
+#      (RDMARS_STOCK_TESTS=all: every selftest, as make check-all)
 #
 # Installs and builds what is missing first (a cold machine builds the kernel:
 # about 20 minutes). Exit status is non-zero if anything failed.
@@ -165,7 +168,8 @@ selftests() {
   local budget=3000 per_test=600
   [ "${RDMARS_KERNEL:-regular}" = debug ] && budget=18000 per_test=4200
   bash scripts/testbed.sh --timeout $budget "${opts[@]}" env RDMARS_TEST_TIMEOUT=$per_test \
-    selftests/run_guest.sh "${names[@]}" 2>&1 | tee "$logdir/selftests.$tag.tap"
+    ${RDMARS_PKG_CONF:+RDMARS_PKG_CONF=$RDMARS_PKG_CONF} selftests/run_guest.sh "${names[@]}" 2>&1 |
+    tee "$logdir/selftests.$tag.tap"
   local rc=${PIPESTATUS[0]} tap="$logdir/selftests.$tag.tap" sp sf ss planned
   ss=$(grep -cE '^ok [0-9]+ .*# SKIP' "$tap")
   sp=$(( $(grep -cE '^ok [0-9]+ ' "$tap") - ss ))
@@ -265,7 +269,29 @@ if [ "${RDMARS_KERNEL:-regular}" != debug ]; then
     else
       tail -30 "$logdir/stock-dkms.log"; result fail "dkms builds rpcrdma_rs.ko for $stock_rel (dkms.conf)"
     fi
-    RDMARS_KERNEL=stock RDMARS_KO=$stock_ko selftests "stock-$stock_rel" -- "${STOCK_TESTS[@]}"
+    # The Debian package (make deb), and its life on the user's machine:
+    # installed with apt (dkms builds the module), a kernel without Rust
+    # arriving (skipped with one line, apt exits 0), removed and purged.
+    # The module it installed and its modprobe.d redirect are what the
+    # stock image then runs (package_redirect: each case of the redirect).
+    stock_run_ko=$stock_ko pkg_conf=
+    deb_dir=$CACHE_DIR/stock/deb
+    rm -rf "$deb_dir"; mkdir -p "$deb_dir"
+    if bash scripts/stock-kernel.sh deb "$deb_dir" > "$logdir/stock-deb.log" 2>&1; then
+      result pass "make deb builds the rpcrdma-rs-dkms package (debhelper, dh-dkms)"
+      if bash scripts/stock-kernel.sh deb-test "$deb_dir"/rpcrdma-rs-dkms_*.deb "$deb_dir/rpcrdma_rs.ko" \
+        "$deb_dir/rpcrdma-rs.conf" > "$logdir/stock-deb-test.log" 2>&1; then
+        result pass "the package installs with apt (dkms builds for $stock_rel), a kernel without Rust is skipped with one line and apt exits 0, it is removed and purged cleanly"
+        stock_run_ko=$deb_dir/rpcrdma_rs.ko pkg_conf=$deb_dir/rpcrdma-rs.conf
+        [ ${#STOCK_TESTS[@]} -gt 0 ] && STOCK_TESTS+=(package_redirect)
+      else
+        tail -30 "$logdir/stock-deb-test.log"
+        result fail "the package installs with apt (dkms builds for $stock_rel), a kernel without Rust is skipped with one line and apt exits 0, it is removed and purged cleanly"
+      fi
+    else
+      tail -30 "$logdir/stock-deb.log"; result fail "make deb builds the rpcrdma-rs-dkms package (debhelper, dh-dkms)"
+    fi
+    RDMARS_KERNEL=stock RDMARS_KO=$stock_run_ko RDMARS_PKG_CONF=$pkg_conf selftests "stock-$stock_rel" -- "${STOCK_TESTS[@]}"
   else
     tail -30 "$logdir/stock-module.log"; result fail "rpcrdma_rs.ko builds for Debian's stock $stock_rel"
   fi

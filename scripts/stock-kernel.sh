@@ -7,6 +7,13 @@
 #                                        tree for the stock kernel, copy it
 #                                        to DEST
 #   scripts/stock-kernel.sh dkms         build it through dkms (dkms.conf)
+#   scripts/stock-kernel.sh deb DESTDIR  build the Debian package
+#                                        rpcrdma-rs-dkms (debian/) with
+#                                        trixie's debhelper, copy the .deb
+#                                        to DESTDIR
+#   scripts/stock-kernel.sh deb-test DEB KO CONF
+#                                        the package's life on the user's
+#                                        machine (below, deb_test)
 #   scripts/stock-kernel.sh guest        print "VMLINUZ INITRD MODROOT": the
 #                                        stock image, an initramfs for the
 #                                        testbed's 9p root, its modules
@@ -38,7 +45,7 @@ mirror=$(debian_mirror)
 # The user's packages: the toolchain Debian's trixie kernels are built with,
 # and what README says to install for building the module.
 CHROOT_PKGS=(rustc rust-src rustfmt bindgen libclang-dev gcc-14 gcc make bc flex bison libelf-dev
-  libssl-dev dwarves cpio kmod python3 xz-utils dkms)
+  libssl-dev dwarves cpio kmod python3 xz-utils dkms build-essential debhelper dh-dkms dpkg-dev)
 CHROOT_KERNEL_PKGS=("linux-headers-$rel" "linux-source-$ver")
 
 # in_root CMD...: runs CMD in the chroot with /proc and /dev mounted for its
@@ -58,7 +65,9 @@ machine() {
   local want="${CHROOT_PKGS[*]} ${CHROOT_KERNEL_PKGS[*]}"
   [ -f "$root/.rpcrdma-rs-complete" ] && [ "$(cat "$root/.rpcrdma-rs-complete")" = "$want" ] && return 0
   if [ ! -f "$root/.rpcrdma-rs-bootstrapped" ]; then
-    command -v debootstrap > /dev/null || die "debootstrap missing: run scripts/setup-host.sh"
+    # (make deb may be all this host runs: debootstrap is all it needs.)
+    command -v debootstrap > /dev/null || apt-get install -y -q debootstrap > /dev/null ||
+      die "debootstrap missing, and apt-get could not install it"
     log "debootstrap: a trixie machine in $root"
     # Whatever an interrupted run left mounted in there goes first, and
     # the removal never crosses into another file system. (Nothing mounted
@@ -85,7 +94,7 @@ machine() {
 copy_source() {
   rm -rf "${root:?}/$1"; mkdir -p "$root/$1"
   tar -C "$repo" --exclude=target --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' \
-    --exclude=bindings_generated.rs -cf - Kbuild probes.mk Makefile dkms.conf rust scripts |
+    --exclude=bindings_generated.rs -cf - Kbuild probes.mk Makefile dkms.conf debian rust scripts |
     tar -C "$root/$1" -xf -
 }
 
@@ -98,18 +107,36 @@ module() {
   cp "$root/$m/rpcrdma_rs.ko" "$dest"
 }
 
+# The source's version (dkms.conf; the module and debian/changelog agree).
+version=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$repo/dkms.conf")
+
 # dkms: dkms.conf's path in the trixie machine: add, build, check, remove.
 dkms_build() {
-  local m=usr/src/rpcrdma-rs-0.1 ko
+  local m=usr/src/rpcrdma-rs-$version ko
   machine
-  in_root dkms remove rpcrdma-rs/0.1 --all > /dev/null 2>&1 || true
+  in_root dkms remove "rpcrdma-rs/$version" --all > /dev/null 2>&1 || true
   copy_source "$m"
-  in_root dkms add rpcrdma-rs/0.1
-  in_root dkms build rpcrdma-rs/0.1 -k "$rel"
-  ko=$(find "$root/var/lib/dkms/rpcrdma-rs/0.1/$rel" -name 'rpcrdma_rs.ko*' | head -1)
+  in_root dkms add "rpcrdma-rs/$version"
+  in_root dkms build "rpcrdma-rs/$version" -k "$rel"
+  ko=$(find "$root/var/lib/dkms/rpcrdma-rs/$version/$rel" -name 'rpcrdma_rs.ko*' | head -1)
   [ -n "$ko" ] || die "dkms left no rpcrdma_rs.ko"
   log "dkms built $ko"
-  in_root dkms remove rpcrdma-rs/0.1 --all > /dev/null
+  in_root dkms remove "rpcrdma-rs/$version" --all > /dev/null
+  rm -rf "${root:?}/$m"
+}
+
+# deb DESTDIR: the package, built as a Debian developer on trixie builds it.
+deb() {
+  local b=build/deb f
+  machine
+  rm -rf "${root:?}/$b"
+  copy_source "$b/rpcrdma-rs-$version"
+  in_root sh -c "cd /$b/rpcrdma-rs-$version && dpkg-buildpackage -b -us -uc" > "$top/deb-build.log" 2>&1 ||
+    { tail -30 "$top/deb-build.log" >&2; die "dpkg-buildpackage failed (log: $top/deb-build.log)"; }
+  for f in "$root/$b"/*.deb; do
+    cp "$f" "$1/"
+    log "built $1/${f##*/}"
+  done
 }
 
 # The image and its modules, downloaded (scripts/lib.sh fetch_debs: a
@@ -195,9 +222,70 @@ INIT
   rm -rf "$d"
 }
 
+# deb_test DEB KO CONF: the package's life on the user's machine (the
+# trixie chroot, the stock kernel's headers installed). Installed with apt
+# from trixie-backports: dkms builds the module for the stock kernel, which
+# is copied to KO, and the modprobe.d redirect is copied to CONF, for the
+# guest test. Then a kernel dkms must skip arrives (trixie's own 6.12,
+# built without Rust): its headers (and image) installed with apt, which
+# must exit 0 with the one line saying why. Then removed (module gone, redirect
+# kept: it falls back to the in-tree client) and purged (redirect and the
+# prepared kernel trees gone). Every step's output goes to stdout.
+deb_test() {
+  local deb=$1 ko=$2 conf=$3 out norust f
+  local mod=lib/modules/$rel/updates/dkms trees=var/cache/rpcrdma-rs/trees
+  machine
+  in_root dpkg --purge rpcrdma-rs-dkms > /dev/null 2>&1 || true
+  rm -f "$root"/tmp/*.deb; cp "$deb" "$root/tmp/"
+  step() { printf '== %s\n' "$*"; }
+  apt_in_root() { in_root env DEBIAN_FRONTEND=noninteractive apt-get -q -y "$@"; }
+
+  step "apt install -t trixie-backports ./${deb##*/}"
+  apt_in_root install -t trixie-backports "/tmp/${deb##*/}" || die "apt install of the package failed"
+  f=$(find "$root/$mod" -name 'rpcrdma_rs.ko*' 2>/dev/null | head -1)
+  [ -n "$f" ] || die "no rpcrdma_rs.ko under /$mod after the install"
+  case "$f" in *.xz) xz -dc "$f" > "$ko" ;; *.zst) zstd -qdc "$f" > "$ko" ;; *) cp "$f" "$ko" ;; esac
+  [ "$(modinfo -F version "$ko")" = "$version" ] || die "the installed module's version is not $version"
+  [ -f "$root/etc/modprobe.d/rpcrdma-rs.conf" ] || die "no /etc/modprobe.d/rpcrdma-rs.conf after the install"
+  cp "$root/etc/modprobe.d/rpcrdma-rs.conf" "$conf"
+  step "installed: /${f#"$root"/} (version $version)"
+
+  # A kernel without Rust: the headers of trixie's own kernel.
+  norust=$(in_root apt-cache depends linux-headers-amd64/trixie | sed -n 's/^ *Depends: \(linux-headers-[0-9].*\)/\1/p' | head -1)
+  [ -n "$norust" ] || die "cannot find trixie's own kernel headers package"
+  ! grep -qx 'CONFIG_RUST=y' "$root/usr/src/$norust/.config" 2>/dev/null || die "$norust has Rust support"
+  step "apt install $norust (a kernel dkms must skip)"
+  out=$(apt_in_root install --reinstall "$norust" 2>&1) || { echo "$out"; die "apt failed installing $norust"; }
+  echo "$out"
+  echo "$out" | grep -q "rpcrdma-rs $version: not built for ${norust#linux-headers-}: kernel ${norust#linux-headers-} is built without Rust support" ||
+    die "dkms did not say why it skipped ${norust#linux-headers-}"
+  ! find "$root/lib/modules/${norust#linux-headers-}" -name 'rpcrdma_rs.ko*' 2>/dev/null | grep -q . ||
+    die "a module was installed for ${norust#linux-headers-}"
+  # (Left installed: the next run's reinstall runs the same hook, without
+  # downloading the kernel image these headers depend on again.)
+
+  step "apt remove rpcrdma-rs-dkms"
+  apt_in_root remove rpcrdma-rs-dkms || die "apt remove failed"
+  ! find "$root/$mod" -name 'rpcrdma_rs.ko*' 2>/dev/null | grep -q . || die "the module is still installed after the removal"
+  [ -f "$root/etc/modprobe.d/rpcrdma-rs.conf" ] || die "the redirect (a conffile) went with the removal"
+
+  # The purge takes the prepared trees: keep a hard-linked copy for the
+  # next build (minutes to prepare again).
+  step "apt purge rpcrdma-rs-dkms"
+  rm -rf "${root:?}/$trees.keep"
+  [ -d "$root/$trees" ] && cp -al "$root/$trees" "$root/$trees.keep"
+  apt_in_root purge rpcrdma-rs-dkms || die "apt purge failed"
+  [ ! -e "$root/etc/modprobe.d/rpcrdma-rs.conf" ] || die "the redirect is still there after the purge"
+  [ ! -e "$root/$trees" ] || die "the prepared kernel trees are still there after the purge"
+  [ -d "$root/$trees.keep" ] && mv "$root/$trees.keep" "$root/$trees"
+  step "removed and purged"
+}
+
 case "${1:-}" in
   module) [ -n "${2:-}" ] || die "usage: $0 module DEST"; module "$2" ;;
   dkms) dkms_build ;;
+  deb) [ -d "${2:-}" ] || die "usage: $0 deb DESTDIR"; deb "$2" ;;
+  deb-test) [ -f "${2:-}" ] && [ -n "${4:-}" ] || die "usage: $0 deb-test DEB KO CONF"; deb_test "$2" "$3" "$4" ;;
   guest) guest ;;
-  *) die "usage: $0 module DEST | dkms | guest" ;;
+  *) die "usage: $0 module DEST | dkms | deb DESTDIR | deb-test DEB KO CONF | guest" ;;
 esac
