@@ -26,8 +26,7 @@
 #                 install) and exit 1. dkms.conf skips such a kernel with
 #                 that line rather than failing the package manager.
 #
-# Prepared trees of kernels whose headers are gone are removed as a build
-# prepares a new one.
+# Each run removes the prepared trees of kernels whose headers are gone.
 set -euo pipefail
 src_dir=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -99,15 +98,15 @@ tree=$trees/$rel
 stamp="$rel $(sha256sum < "$headers/.config" | cut -c1-16) $(sha256sum < "$tarball" | cut -c1-16) $(rustc --version) $(bindgen --version)"
 kmake() { make -C "$tree" CC="$cc" KERNELRELEASE="$rel" "$@"; }
 
+# A tree is 1.7 GB: those of kernels whose headers are gone go.
+for t in "$trees"/*/.rpcrdma-rs-prepared; do
+  [ -f "$t" ] || continue
+  t=${t%/.rpcrdma-rs-prepared}
+  [ -d "/usr/src/linux-headers-${t##*/}" ] && continue
+  log "removing the prepared tree of ${t##*/} (its headers are no longer installed)"
+  rm -rf --one-file-system "$t"
+done
 if [ ! -f "$tree/.rpcrdma-rs-prepared" ] || [ "$(cat "$tree/.rpcrdma-rs-prepared")" != "$stamp" ]; then
-  # A tree is 1.7 GB: those of kernels whose headers are gone go first.
-  for t in "$trees"/*/.rpcrdma-rs-prepared; do
-    [ -f "$t" ] || continue
-    t=${t%/.rpcrdma-rs-prepared}
-    [ -d "/usr/src/linux-headers-${t##*/}" ] && continue
-    log "removing the prepared tree of ${t##*/} (its headers are no longer installed)"
-    rm -rf --one-file-system "$t"
-  done
   log "preparing a module build tree for $rel in $tree ($cc, $(rustc --version | cut -d' ' -f1-2), $(bindgen --version))"
   rm -rf "$tree"; mkdir -p "$tree"
   tar -xJf "$tarball" -C "$tree" --strip-components=1

@@ -226,7 +226,8 @@ INIT
 # trixie chroot, the stock kernel's headers installed). Installed with apt
 # from trixie-backports: dkms builds the module for the stock kernel, which
 # is copied to KO, and the modprobe.d redirect is copied to CONF, for the
-# guest test. Then a kernel dkms must skip arrives (trixie's own 6.12,
+# guest test (and a stale kernel tree planted before must be pruned by
+# then). Then a kernel dkms must skip arrives (trixie's own 6.12,
 # built without Rust): its headers (and image) installed with apt, which
 # must exit 0 with the one line saying why. Then removed (module gone, redirect
 # kept: it falls back to the in-tree client) and purged (redirect and the
@@ -240,8 +241,12 @@ deb_test() {
   step() { printf '== %s\n' "$*"; }
   apt_in_root() { in_root env DEBIAN_FRONTEND=noninteractive apt-get -q -y "$@"; }
 
+  # The prepared tree of a kernel whose headers are gone (an old one, as
+  # after an upgrade): the build prunes it.
+  mkdir -p "$root/$trees/6.1.0-0-gone-amd64"; echo stale > "$root/$trees/6.1.0-0-gone-amd64/.rpcrdma-rs-prepared"
   step "apt install -t trixie-backports ./${deb##*/}"
   apt_in_root install -t trixie-backports "/tmp/${deb##*/}" || die "apt install of the package failed"
+  [ ! -e "$root/$trees/6.1.0-0-gone-amd64" ] || die "the build did not prune the tree of a kernel whose headers are gone"
   f=$(find "$root/$mod" -name 'rpcrdma_rs.ko*' 2>/dev/null | head -1)
   [ -n "$f" ] || die "no rpcrdma_rs.ko under /$mod after the install"
   case "$f" in *.xz) xz -dc "$f" > "$ko" ;; *.zst) zstd -qdc "$f" > "$ko" ;; *) cp "$f" "$ko" ;; esac
