@@ -193,7 +193,7 @@ if [ "${RDMARS_KERNEL:-regular}" != debug ] && [ "${RDMARS_BASELINE:-quick}" = f
   selftests c-baseline --client-module c --count-insns
 elif [ "${RDMARS_KERNEL:-regular}" != debug ]; then
   selftests c-baseline --client-module c --count-insns -- testbed_c_baseline nfs3_inline_io nfs41_backchannel \
-    nfs_long_call nfs_large_directory nfs_server_restart insn_counter nfs_nconnect nfs41_trunking
+    nfs_long_call nfs_large_directory nfs_server_restart insn_counter nfs_nconnect nfs41_trunking nfs_krb5
 fi
 
 # The other test kernel line (make check-all, RDMARS_OTHER_LINES): its
@@ -240,7 +240,8 @@ done
 # RDMARS_STOCK_TESTS=all (make check-all) runs every selftest there.
 stock_rel=$(stock_release)
 stock_ko=$CACHE_DIR/stock/rpcrdma_rs-$stock_rel.ko
-STOCK_TESTS=(module_load_unload transport_autoload nfs3_inline_io nfs_chunked_io nfs_fio_verify nfs41_backchannel mount_cycle trace_events)
+STOCK_TESTS=(module_load_unload transport_autoload nfs3_inline_io nfs_chunked_io nfs_fio_verify nfs41_backchannel mount_cycle
+  trace_events nfs_krb5)
 [ "${RDMARS_STOCK_TESTS:-quick}" = all ] && STOCK_TESTS=()
 if [ "${RDMARS_KERNEL:-regular}" != debug ]; then
   log "Debian's stock $stock_rel: the module built as its users build it"

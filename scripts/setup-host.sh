@@ -4,7 +4,11 @@
 # apt packages: kernel source, the LLVM toolchain the kernel's Rust build wants,
 # QEMU for the guests, and the NFS/RDMA user space that runs inside them (the
 # guests share the host root over 9p, so host packages are guest packages;
-# perf is for make profile, run in the client guest).
+# perf is for make profile, run in the client guest), Kerberos among it: the
+# server guest's MIT KDC (krb5-kdc: krb5kdc, kdb5_util; krb5-admin-server:
+# kadmin.local) and gssproxy (knfsd's RPCSEC_GSS helper), kinit and klist
+# (krb5-user) in both; rpc.gssd is nfs-common's. Only the guests run them
+# (scripts/guest/init.sh), with their own /etc/krb5.conf and kdc.conf.
 # Rust: the pinned rustc's rust-src and bindgen-cli at a version the 6.12 kernel
 # accepts.
 set -euo pipefail
@@ -17,6 +21,7 @@ APT_PKGS=(
   clang-19 lld-19 llvm-19 libclang-19-dev
   qemu-system-x86
   nfs-kernel-server nfs-common rpcbind
+  krb5-kdc krb5-admin-server krb5-user gssproxy
   rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils
   fio iproute2 procps psmisc util-linux python3
   linux-perf
@@ -41,12 +46,28 @@ for p in "${APT_PKGS[@]}"; do
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "apt: installing ${need_apt[*]}"
+  # No questions: krb5-config and krb5-kdc ask debconf for a default realm,
+  # KDCs and whether to write /etc/krb5kdc/kdc.conf; the noninteractive
+  # frontend takes the defaults (a /etc/krb5.conf from Debian's template,
+  # a kdc.conf for some realm), which the guests replace with their own.
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
-  # nfs-kernel-server and rpcbind must not start services on the host.
+  # nfs-kernel-server, rpcbind, krb5-kdc, krb5-admin-server and gssproxy
+  # must not start services on the host: invoke-rc.d and deb-systemd-invoke
+  # ask policy-rc.d first.
   printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d
   apt-get install -y -q --no-install-recommends "${need_apt[@]}"
   rm -f /usr/sbin/policy-rc.d
+  # Nor at its next boot: their packages enable them. Only for the packages
+  # just installed (a host that already ran them keeps its choice).
+  for p in "${need_apt[@]}"; do
+    case "$p" in
+      krb5-kdc|krb5-admin-server|gssproxy)
+        # systemctl disable works without a running systemd, too.
+        ! command -v systemctl > /dev/null || systemctl disable --quiet "$p.service" > /dev/null 2>&1 || true
+        [ ! -x "/etc/init.d/$p" ] || update-rc.d "$p" disable > /dev/null 2>&1 || true ;;
+    esac
+  done
 fi
 
 # The kernel's Rust build needs the standard library source of the exact rustc.

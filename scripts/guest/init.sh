@@ -54,16 +54,24 @@ ip link set lo up
 ip link set eth0 up || fail "no eth0"
 ip addr add "$RDMARS_IP4/24" dev eth0
 ip -6 addr add "$RDMARS_IP6/64" dev eth0 nodad
+# The guests have no DNS: /etc/hosts names them. The first name on a line
+# is the canonical one, which Kerberos needs (see krb5_common below).
+krb5_server=server.rpcrdma.test krb5_client=client.rpcrdma.test
 cat >> /etc/hosts <<HOSTS
-$RDMARS_SERVER4 rdmars-server
-$RDMARS_CLIENT4 rdmars-client
+$RDMARS_SERVER4 $krb5_server rdmars-server
+$RDMARS_CLIENT4 $krb5_client rdmars-client
 HOSTS
 modprobe rdma_rxe || fail "modprobe rdma_rxe"
 rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add"
 
 start_server() {
   mkdir -p /srv/export
-  echo "/srv/export *(rw,no_root_squash,insecure,no_subtree_check,fsid=0)" > /etc/exports
+  # Every flavour, sys first: the server lists them in this order (in
+  # MOUNT's reply, in SECINFO_NO_NAME's), and an NFSv3 or NFSv4.1+ mount
+  # without sec= takes the first it can: AUTH_SYS, as before. NFSv4.0 tries
+  # krb5p first, which fails in the client at once without rpc.gssd.
+  # Kerberos: see krb5_common.
+  echo "/srv/export *(sec=sys:krb5:krb5i:krb5p,rw,no_root_squash,insecure,no_subtree_check,fsid=0)" > /etc/exports
   mount -t nfsd nfsd /proc/fs/nfsd || return 1
   rpcbind -w || return 1
   exportfs -ra || return 1
@@ -81,10 +89,184 @@ rxe_nonzero() (
   return 0
 )
 
+# Kerberos, for sec=krb5, krb5i and krb5p (selftests/tests/nfs_krb5.sh),
+# made of Debian's own parts: an MIT KDC in the server guest, with a
+# principal for each guest's NFS service and one for a test user; gssproxy
+# doing knfsd's GSS work; rpc.gssd in the client, which the test starts,
+# with the rpc_pipefs it needs (see there why not here). No DNS anywhere:
+# the KDC by address, the hosts by the names in /etc/hosts. rpc.gssd asks
+# for nfs/<server name as mounted>, and finds the client's own key as
+# nfs/<canonical name of its hostname> (or any nfs/ key in the keytab).
+# Kerberos sets up beside the tests, not before them (a few seconds of TCG
+# time no other test should wait for): the server publishes the client's
+# keytabs in the share with krb5/ready (or krb5/error, saying why), the
+# client installs them and says so in /run/krb5/ready (or /run/krb5/error),
+# which the test waits for. A failure there leaves the guests and every
+# other test as they were.
+krb5_realm=RPCRDMA.TEST krb5_user=krbtest krb5_uid=4242 krb5=/run/krb5
+
+# krb5_common: what both guests need: /etc/krb5.conf (the host's, if it
+# has one, is for the host), the test user, and the settings the test reads.
+krb5_common() {
+  mkdir -p "$krb5"
+  # Only the enctypes of both test kernels' RPCSEC_GSS (AES with SHA-1, in
+  # line-6.12.config; 7.x has them all): the session keys the KDC hands
+  # out, which the kernel gets from rpc.gssd and gssproxy, are of these.
+  local enc="aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96"
+  cat > /etc/krb5.conf <<KRB5
+[libdefaults]
+	default_realm = $krb5_realm
+	dns_lookup_kdc = false
+	dns_lookup_realm = false
+	dns_uri_lookup = false
+	dns_canonicalize_hostname = false
+	rdns = false
+	default_ccache_name = FILE:/tmp/krb5cc_%{uid}
+	permitted_enctypes = $enc
+	default_tkt_enctypes = $enc
+	default_tgs_enctypes = $enc
+[realms]
+	$krb5_realm = {
+		kdc = $RDMARS_SERVER4
+		admin_server = $RDMARS_SERVER4
+	}
+[domain_realm]
+	.rpcrdma.test = $krb5_realm
+	rpcrdma.test = $krb5_realm
+KRB5
+  # The same user in both guests: gssproxy maps $krb5_user@$krb5_realm to
+  # it on the server (root's requests travel as the client's machine
+  # principal, which maps to nobody), rpc.gssd takes on its uid in the client.
+  grep -q "^$krb5_user:" /etc/passwd ||
+    echo "$krb5_user:x:$krb5_uid:$krb5_uid:rpcrdma-rs Kerberos selftest:/tmp:/usr/sbin/nologin" >> /etc/passwd
+  grep -q "^$krb5_user:" /etc/group || echo "$krb5_user:x:$krb5_uid:" >> /etc/group
+  cat > "$krb5/env" <<ENV
+KRB5_REALM=$krb5_realm
+KRB5_SERVER=$krb5_server
+KRB5_CLIENT=$krb5_client
+KRB5_USER=$krb5_user
+KRB5_UID=$krb5_uid
+KRB5_USER_KEYTAB=$krb5/$krb5_user.keytab
+ENV
+}
+
+# kadm QUERY: one kadmin.local request on the realm's database (its exit
+# status does not say whether the request worked: the callers check what
+# it made).
+kadm() { kadmin.local -r "$krb5_realm" -q "$1"; }
+
+# tail_of FILE: the last lines of a log, on one line (the last line
+# krb5_server_setup prints is the reason it gives).
+tail_of() { tail -3 "$1" 2> /dev/null | tr '\n' ' '; }
+
+# has_key KEYTAB PRINCIPAL: true if KEYTAB holds keys of PRINCIPAL.
+has_key() { klist -k "$1" 2>/dev/null | awk -v p="$2@$krb5_realm" '$2 == p { f = 1 } END { exit !f }'; }
+
+# krb5_server_setup: the KDC with its database in /run, the principals, the
+# keytabs (the server's in /etc/krb5.keytab, where Debian's gssproxy
+# configuration for knfsd looks), gssproxy; then the client's keytabs into
+# the share. Prints why it failed.
+krb5_server_setup() {
+  local p ok=0
+  for p in krb5kdc kdb5_util kadmin.local kinit klist gssproxy; do
+    command -v "$p" > /dev/null || { echo "no $p on the host: run scripts/setup-host.sh"; return 1; }
+  done
+  [ -f /etc/gssproxy/24-nfs-server.conf ] || { echo "no /etc/gssproxy/24-nfs-server.conf (package gssproxy)"; return 1; }
+  mkdir -p /etc/krb5kdc /run/krb5kdc
+  # Not the host's /etc/krb5kdc/kdc.conf (its package may have written one
+  # for another realm), and the database on tmpfs: /var/lib is read-only.
+  cat > /etc/krb5kdc/kdc.conf <<KDC
+[realms]
+	$krb5_realm = {
+		key_stash_file = /run/krb5kdc/stash
+		master_key_type = aes256-cts-hmac-sha1-96
+		supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal
+	}
+[dbmodules]
+	$krb5_realm = {
+		database_name = /run/krb5kdc/principal
+	}
+[logging]
+	kdc = FILE:/var/log/krb5kdc.log
+	admin_server = FILE:/var/log/kadmin.log
+KDC
+  # The master password is needed only here (-s stashes the master key).
+  kdb5_util -r "$krb5_realm" -P "$(head -c 24 /dev/urandom | base64)" create -s ||
+    { echo "kdb5_util create failed"; return 1; }
+  for p in "nfs/$krb5_server" "nfs/$krb5_client" "$krb5_user"; do kadm "addprinc -randkey $p"; done
+  # ktadd gives each principal new random keys as it writes them, and adds
+  # them to the keytab it names: not to a host's /etc/krb5.keytab (the
+  # overlay's copy of it). The client's keytabs are written on tmpfs first
+  # (a keytab is written under a file lock, which the 9p share need not
+  # honour).
+  rm -f /etc/krb5.keytab
+  kadm "ktadd -k /etc/krb5.keytab nfs/$krb5_server"
+  kadm "ktadd -k $krb5/client.keytab nfs/$krb5_client"
+  kadm "ktadd -k $krb5/$krb5_user.keytab $krb5_user"
+  has_key /etc/krb5.keytab "nfs/$krb5_server" && has_key "$krb5/client.keytab" "nfs/$krb5_client" &&
+    has_key "$krb5/$krb5_user.keytab" "$krb5_user" || { echo "kadmin.local did not make the keytabs"; return 1; }
+  krb5kdc -P /run/krb5kdc/krb5kdc.pid || { echo "krb5kdc did not start: $(tail_of /var/log/krb5kdc.log)"; return 1; }
+  # The KDC answers on the guests' link, as it will to the client.
+  for _ in $(seq 1 20); do
+    kinit -k -t /etc/krb5.keytab -c FILE:/run/krb5kdc/check.ccache "nfs/$krb5_server" && { ok=1; break; }
+    sleep 0.5
+  done
+  kdestroy -q -c FILE:/run/krb5kdc/check.ccache 2> /dev/null
+  [ $ok = 1 ] || { echo "the KDC does not answer: $(tail_of /var/log/krb5kdc.log)"; return 1; }
+  # knfsd hands RPCSEC_GSS context creation to gssproxy (not to the legacy
+  # rpc.svcgssd, which nfs-utils' own units start only without gssproxy)
+  # once gssproxy has written 1 to /proc/net/rpc/use-gss-proxy, which it
+  # does before it daemonizes. The choice is the kernel's, once, at the
+  # first context creation: no client asks for one before the test, and
+  # the test waits for $krb5/ready. A module on Debian's stock kernel
+  # (auth_rpcgss comes with it), built in on ours.
+  modprobe rpcsec_gss_krb5 2> /dev/null
+  # Debian's configuration (/etc/gssproxy/24-nfs-server.conf: the socket the
+  # kernel connects to, /run/gssproxy.sock, and /etc/krb5.keytab). The
+  # default socket (unused, but always made) moves from the read-only
+  # /var/lib/gssproxy to /run.
+  gssproxy -D -d -s /run/gssproxy.default.sock >> /var/log/gssproxy.log 2>&1 ||
+    { echo "gssproxy did not start: $(tail_of /var/log/gssproxy.log)"; return 1; }
+  p=$(cat /proc/net/rpc/use-gss-proxy 2>&1)
+  [ "$p" = 1 ] || { echo "knfsd does not use gssproxy: /proc/net/rpc/use-gss-proxy reads '$p'"; return 1; }
+  cp "$krb5/client.keytab" "$krb5/$krb5_user.keytab" "$share/krb5/" || { echo "cannot copy the keytabs to the share"; return 1; }
+}
+
+# krb5_client_setup: rpc.gssd's machine credential (the client's keytab, in
+# /etc/krb5.keytab) and the test user's keytab, once the server has made
+# them. Prints why it failed.
+krb5_client_setup() {
+  for _ in $(seq 1 1800); do
+    [ -e "$share/krb5/ready" ] && break
+    [ -e "$share/krb5/error" ] && { cat "$share/krb5/error"; return 1; }
+    sleep 0.5
+  done
+  [ -e "$share/krb5/ready" ] || { echo "no keytab from the server guest in 900 s"; return 1; }
+  install -m 600 "$share/krb5/client.keytab" /etc/krb5.keytab &&
+    install -m 600 -o "$krb5_uid" -g "$krb5_uid" "$share/krb5/$krb5_user.keytab" "$krb5/$krb5_user.keytab" ||
+    { echo "cannot install the keytabs"; return 1; }
+}
+
+krb5_common
+
 case "$role" in
 server)
   start_server || fail "knfsd setup"
   say "knfsd ready on $RDMARS_IP4 (rdma port 20049)"
+  # Kerberos in the background (see krb5_common), niced below knfsd's
+  # user-space helpers: the first tests run meanwhile. Its daemons (the
+  # KDC, gssproxy) keep that niceness.
+  mkdir -p "$share/krb5"
+  ( renice -n 10 -p $BASHPID > /dev/null
+    s=$(date +%s%N)
+    if krb5_server_setup > /var/log/krb5-setup.log 2>&1; then
+      touch "$share/krb5/ready"
+      say "Kerberos ready: realm $krb5_realm, KDC and gssproxy, in $(( ($(date +%s%N) - s) / 1000000 )) ms"
+    else
+      tail -1 /var/log/krb5-setup.log > "$share/krb5/error.tmp"
+      mv "$share/krb5/error.tmp" "$share/krb5/error"
+      say "Kerberos setup failed: $(cat "$share/krb5/error")"
+    fi ) &
   touch "$share/server-ready"
   # Serve until the host stops this guest, running the few commands a
   # client test may drop into the share (see selftests/lib.sh server_cmd).
@@ -250,6 +432,12 @@ server)
             dmesg | head -n "$m" | tail -30
             dmesg | tail -n +"$((m + 1))" | grep -vE '^\[ *[0-9.]+\] *(\?|R[A-Z0-9]+:)' | head -80
             echo "rc=0"; } > "$share/res.$id.tmp" 2>&1 ;;
+        krb5-logs)
+          # What the server's Kerberos parts logged (selftests/tests/nfs_krb5.sh
+          # shows it when a step fails).
+          for f in /var/log/krb5-setup.log /var/log/krb5kdc.log /var/log/gssproxy.log; do
+            echo "== $f"; tail -25 "$f" 2>&1
+          done > "$share/res.$id.tmp" ;;
         nfsd-states)
           # What knfsd holds for its clients (callback state, delegations).
           for c in /proc/fs/nfsd/clients/*; do cat "$c/info" "$c/states"; done > "$share/res.$id.tmp" 2>&1 ;;
@@ -270,6 +458,9 @@ install rpcrdma /sbin/modprobe -d $modroot --ignore-install rpcrdma_rs \$CMDLINE
 install rpcrdma6 /sbin/modprobe -d $modroot --ignore-install rpcrdma_rs \$CMDLINE_OPTS
 CONF
   fi
+  # Kerberos (see krb5_common): the keytabs, in the background, once the
+  # server has made them.
+  ( if out=$(krb5_client_setup 2>&1); then touch "$krb5/ready"; else printf '%s\n' "$out" > "$krb5/error"; fi ) &
   for _ in $(seq 1 600); do [ -e "$share/server-ready" ] && break; [ -e "$share/server.setup-error" ] && break; sleep 0.2; done
   [ -e "$share/server-ready" ] || fail "server guest not ready"
   export RDMARS_SERVER4 RDMARS_SERVER6 RDMARS_CLIENT4 RDMARS_CLIENT6 RDMARS_REPO RDMARS_KVER RDMARS_CLIENT_MODULE RDMARS_KERNEL

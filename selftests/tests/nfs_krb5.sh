@@ -1,0 +1,152 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# NFS with Kerberos over the RDMA transport: NFSv3 and NFSv4.2, each with
+# sec=krb5, krb5i and krb5p, mounted by the server's name (rpc.gssd asks
+# the KDC for nfs/<that name>). A Kerberos user writes a 1 MiB file, far
+# over the inline threshold, and reads it back after a remount. The bytes
+# must match, the file must belong to the user's uid on the server (knfsd,
+# through gssproxy, mapped the user's principal; the file is the user's
+# alone, so the read too was the user's), the mount must use that flavour
+# (/proc/mounts and mountstats) over RDMA, and the payload must move as the
+# flavour allows: with krb5 by direct placement (the WRITEs' in Read
+# chunks, the READs' in Write chunks); krb5i and krb5p checksum or encrypt
+# it with the rest of the message, so no direct placement: WRITEs go as
+# Long Calls, READ replies in Reply chunks, never a Write chunk.
+#
+# The testbed's Kerberos is set up at boot (scripts/guest/init.sh,
+# krb5_common): an MIT KDC and gssproxy in the server guest, keytabs for
+# both guests. rpc.gssd runs only while this test does. With it running, a
+# mount that names no flavour can end up with Kerberos (NFSv4.0 tries
+# krb5p first: nfs4_find_root_sec), and NFSv4 leases are taken with krb5i
+# machine credentials: the other tests would not test what they mean to.
+# rpc_pipefs, where rpc.gssd meets the kernel, is mounted only meanwhile
+# too: mounted, it gives every RPC client of the kernel a directory (the
+# memory and work of every other test's mounts would change).
+. "$(dirname "$0")/../lib.sh"
+krb5=/run/krb5 gssd_log=/tmp/gssd.log
+rm -f $gssd_log
+# kfail WHY: fails the test, with what rpc.gssd and the server's Kerberos
+# parts (its setup, the KDC, gssproxy) logged.
+kfail() {
+  if [ -s $gssd_log ]; then diag "rpc.gssd:"; tail -15 $gssd_log | sed 's/^/#   /'; fi
+  diag "the server's Kerberos logs:"; server_cmd krb5-logs 30 | sed 's/^/#   /'
+  fail "$*"
+}
+# The guests set Kerberos up while the first tests run: wait for the end.
+for _ in $(seq 1 $(( $(slow_secs 120) * 2 ))); do
+  { [ -e $krb5/ready ] || [ -e $krb5/error ]; } && break
+  sleep 0.5
+done
+[ -e $krb5/ready ] || kfail "Kerberos is not set up in the testbed: $(cat $krb5/error 2>/dev/null ||
+  echo "no word from scripts/guest/init.sh in $(slow_secs 120) s")"
+. $krb5/env
+unload_all
+dmesg_mark
+declare -A pseudoflavor=([krb5]=390003 [krb5i]=390004 [krb5p]=390005)
+ccache=FILE:/tmp/krb5cc_$KRB5_UID
+as_user() { setpriv --reuid="$KRB5_UID" --regid="$KRB5_UID" --clear-groups -- "$@"; }
+
+src=/tmp/krb5.src
+head -c $((1 << 20)) /dev/urandom > $src
+chown "$KRB5_UID:$KRB5_UID" $src && chmod 600 $src || fail "cannot give $src to $KRB5_USER"
+# The user's directory in the export, made over sec=sys: root's requests
+# over Kerberos carry the client's machine principal, which the server
+# maps to nobody.
+sys_mount() { timeout 120 mount -t nfs -o vers=3,proto=rdma,port=20049,nolock,retry=0,sec=sys "$KRB5_SERVER:$RS_EXPORT" "$MNT"; }
+sys_mount || fail "sec=sys mount of $KRB5_SERVER failed"
+rm -rf "$MNT/krb5" && mkdir "$MNT/krb5" && chown "$KRB5_UID:$KRB5_UID" "$MNT/krb5"; rc=$?
+umount "$MNT" || fail "umount failed"
+[ $rc = 0 ] || fail "cannot make $KRB5_USER's directory in the export"
+
+out=$(as_user kinit -k -t "$KRB5_USER_KEYTAB" -c "$ccache" "$KRB5_USER@$KRB5_REALM" 2>&1) ||
+  kfail "kinit as $KRB5_USER@$KRB5_REALM failed: $out"
+pipefs=/run/rpc_pipefs pipefs_ours=0
+if ! mountpoint -q $pipefs; then
+  mkdir -p $pipefs && mount -t rpc_pipefs sunrpc $pipefs || fail "cannot mount rpc_pipefs on $pipefs"
+  pipefs_ours=1
+fi
+# rpc.gssd in the foreground, so that this test can stop it. It gets the
+# client's machine credential from /etc/krb5.keytab (nfs/$KRB5_CLIENT) for
+# root, finds the user's ticket in /tmp/krb5cc_UID, and creates each
+# context with knfsd over TCP port 2049 (user-space RPC has no RDMA; the
+# kernel then uses the context on the RDMA transport).
+rpc.gssd -f -v -p $pipefs > $gssd_log 2>&1 &
+gssd=$!
+stop_gssd() {
+  kill $gssd 2> /dev/null; wait $gssd 2> /dev/null
+  [ $pipefs_ours = 0 ] || umount $pipefs || diag "cannot unmount $pipefs"
+  as_user kdestroy -q -c "$ccache" 2> /dev/null
+}
+trap stop_gssd EXIT
+# It is ready once it holds the kernel's gssd pipe open: until then the
+# kernel fails every Kerberos credential with EACCES, without an upcall.
+gssd_ready() { ls -l /proc/$gssd/fd 2> /dev/null | grep -q '/rpc_pipefs/gssd/clnt[^/]*/gssd$'; }
+for _ in $(seq 1 $(( $(slow_secs 10) * 5 ))); do gssd_ready && break; sleep 0.2; done
+gssd_ready || kfail "rpc.gssd did not open the kernel's gssd pipe in $(slow_secs 10) s"
+
+# Each call's chunks, as the transport's marshal trace event names them
+# (the same names for both clients: "read list" is a Read chunk of data
+# placed directly, "*read list" a Long Call's, "write list" a Write chunk,
+# "reply chunk" a Reply chunk): the rule for krb5i and krb5p proven call by
+# call, not only by the totals.
+T=/sys/kernel/tracing
+tracefs_ready || fail "no tracefs: the marshal trace event proves where the payload went"
+if [ $XPRT_MOD = rpcrdma_rs ]; then ev=$T/events/rpcrdma_rs/rpcrdma_rs_marshal; else ev=$T/events/rpcrdma/xprtrdma_marshal; fi
+trace_on() { echo > $T/trace; echo 1 > $ev/enable || fail "cannot enable $ev"; }
+trace_off() { echo 0 > $ev/enable; cp $T/trace /tmp/krb5.trace; echo > $T/trace; }
+calls() { grep -cE "$1" /tmp/krb5.trace; }
+
+for v in 3 4.2; do
+  for sec in krb5 krb5i krb5p; do
+    what="vers=$v sec=$sec" start=$SECONDS
+    opts=vers=$v,proto=rdma,port=20049,retry=0,sec=$sec path=/
+    [ $v = 3 ] && opts=$opts,nolock path=$RS_EXPORT
+    m() { timeout 120 mount -t nfs -o "$opts" "$KRB5_SERVER:$path" "$MNT"; }
+    m || kfail "$what: mount failed"
+    module_loaded $XPRT_MOD || fail "$what: $XPRT_MOD is not loaded"
+    [ -n "$(rdma_xprt_field 1)" ] || fail "$what: mountstats shows no rdma transport"
+    flavour=$(findmnt -n -o OPTIONS "$MNT" | tr , '\n' | sed -n 's/^sec=//p')
+    stats=$(awk '$1 == "sec:" { print $2; exit }' /proc/self/mountstats)
+    [ "$flavour" = $sec ] && [ "$stats" = "flavor=6,pseudoflavor=${pseudoflavor[$sec]}" ] ||
+      fail "$what: the mount has sec=$flavour, mountstats $stats"
+    [ -d $ev ] || fail "no marshal trace event $ev"
+    trace_on
+    as_user cp $src "$MNT/krb5/file" || kfail "$what: $KRB5_USER's write failed"
+    owner=$(stat -c %u "$MNT/krb5/file")
+    rchunks=$(rdma_xprt_field 11) longcalls=$(rdma_xprt_field 21)
+    umount "$MNT" && m || kfail "$what: remount failed"
+    as_user cmp -s $src "$MNT/krb5/file"; same=$?
+    wchunks=$(rdma_xprt_field 12) replies=$(rdma_xprt_field 13) bad=$(rdma_xprt_field 20)
+    trace_off
+    as_user rm -f "$MNT/krb5/file"
+    umount "$MNT" || fail "$what: umount failed"
+    ddp=$(calls ' read list/|/write list') long=$(calls '\*read list/') rc=$(calls '/reply chunk')
+    diag "$what: file of uid $owner; write mount: read chunks $rchunks, long calls $longcalls;" \
+      "read mount: write chunks $wchunks, reply chunks $replies, bad replies $bad ($((SECONDS - start)) s);" \
+      "traced calls: $ddp placing data directly, $long Long Calls, $rc with a Reply chunk"
+    [ $same = 0 ] || kfail "$what: the file read back as $KRB5_USER differs (cmp: $same)"
+    [ "$owner" = "$KRB5_UID" ] || fail "$what: the file belongs to uid $owner on the server, not to $KRB5_USER ($KRB5_UID)"
+    [ "$bad" = 0 ] || fail "$what: $bad bad replies"
+    if [ $sec = krb5 ]; then
+      [ "${rchunks:-0}" -gt 0 ] || fail "$what: no Read chunk for the WRITEs' payload"
+      [ "${wchunks:-0}" -gt 0 ] || fail "$what: no Write chunk for the READs' payload"
+      [ "$ddp" -gt 0 ] || fail "$what: no traced call placed data directly"
+    else
+      [ "$ddp" = 0 ] || { grep -E ' read list/|/write list' /tmp/krb5.trace | head -3 | sed 's/^/#   /'
+        fail "$what: $ddp calls placed data directly under $sec"; }
+      [ "$long" -gt 0 ] && [ "$rc" -gt 0 ] || fail "$what: traced no Long Call or no Reply chunk"
+      [ "${longcalls:-0}" -gt 0 ] || fail "$what: no Long Call for the WRITEs"
+      [ "${wchunks:-0}" = 0 ] || fail "$what: $wchunks Write chunk segments: direct placement under $sec"
+      [ "${replies:-0}" -gt 0 ] || fail "$what: no Reply chunk for the READs"
+    fi
+  done
+done
+
+trap - EXIT
+stop_gssd
+sys_mount || fail "sec=sys mount of $KRB5_SERVER failed"
+rm -rf "$MNT/krb5"; rc=$?
+umount "$MNT" || fail "umount failed"
+[ $rc = 0 ] || fail "cannot remove $KRB5_USER's directory from the export"
+unload $XPRT_MOD
+dmesg_assert_clean
