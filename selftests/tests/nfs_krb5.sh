@@ -92,8 +92,9 @@ gssd_ready || kfail "rpc.gssd did not open the kernel's gssd pipe in $(slow_secs
 T=/sys/kernel/tracing
 tracefs_ready || fail "no tracefs: the marshal trace event proves where the payload went"
 if [ $XPRT_MOD = rpcrdma_rs ]; then ev=$T/events/rpcrdma_rs/rpcrdma_rs_marshal; else ev=$T/events/rpcrdma/xprtrdma_marshal; fi
-trace_on() { echo > $T/trace; echo 1 > $ev/enable || fail "cannot enable $ev"; }
-trace_off() { echo 0 > $ev/enable; cp $T/trace /tmp/krb5.trace; echo > $T/trace; }
+# (Tracing itself switched on here: a test before may have left it off.)
+trace_on() { echo > $T/trace; echo 1 > $ev/enable && echo 1 > $T/tracing_on || fail "cannot enable $ev"; }
+trace_off() { echo 0 > $ev/enable; echo 0 > $T/tracing_on; cp $T/trace /tmp/krb5.trace; echo > $T/trace; }
 calls() { grep -cE "$1" /tmp/krb5.trace; }
 
 for v in 3 4.2; do
