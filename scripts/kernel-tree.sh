@@ -51,7 +51,9 @@ headers=/usr/src/linux-headers-$rel
 # 7.3.4+deb13-amd64 -> 7.3
 ver=${rel%%[-+]*}; ver=${ver%.*}
 tarball=/usr/src/linux-source-$ver.tar.xz
-cc_text= cc=
+# The compiler the kernel was built with (unbuildable checks it is here).
+cc_text=$(sed -n 's/^CONFIG_CC_VERSION_TEXT="\(.*\)"/\1/p' "$headers/.config" 2> /dev/null || true)
+cc=${cc_text%% *}
 
 # unbuildable: prints why REL cannot be built here, in one line, and
 # returns 0; returns 1 (printing nothing) when it can.
@@ -72,8 +74,6 @@ unbuildable() {
     [ -z "$hv" ] || [ -z "$sv" ] || [ "$hv" = "$sv" ] ||
       { echo "linux-source-$ver is $sv but kernel $rel is $hv: install linux-source-$ver=$hv"; return 0; }
   fi
-  cc_text=$(sed -n 's/^CONFIG_CC_VERSION_TEXT="\(.*\)"/\1/p' "$headers/.config")
-  cc=${cc_text%% *}
   command -v "$cc" > /dev/null || { echo "kernel $rel was built with '$cc_text': install ${cc#x86_64-linux-gnu-}"; return 0; }
   command -v rustc > /dev/null || { echo "rustc missing: install rustc and rust-src"; return 0; }
   command -v bindgen > /dev/null || { echo "bindgen missing: install bindgen and libclang-dev"; return 0; }
@@ -90,8 +90,6 @@ if why=$(unbuildable); then
   die "$why"
 fi
 [ $check = 1 ] && exit 0
-cc_text=$(sed -n 's/^CONFIG_CC_VERSION_TEXT="\(.*\)"/\1/p' "$headers/.config")
-cc=${cc_text%% *}
 
 trees=${RPCRDMA_TREES:-/var/cache/rpcrdma-rs/trees}
 tree=$trees/$rel
