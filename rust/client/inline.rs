@@ -91,22 +91,8 @@ impl EpShared {
         let n = established.unwrap_or(cm::Negotiated::BEFORE_EXCHANGE);
         let st = *self.version.lock();
         let peer = self.peer_xch.lock();
-        let t = match st {
-            ConnVersion::Neg(v2::Negotiation::Settled(Version::V1)) => (n.send_threshold, n.recv_threshold),
-            ConnVersion::Neg(v2::Negotiation::Settled(Version::V2)) => {
-                // Calls: as large as the server says it can receive (its
-                // Receive Buffer Size, 4096 until it says otherwise) and our
-                // Send buffers hold. Replies: the 4096 default the server
-                // assumes of us, though our buffers may be larger.
-                let d = Version::V2.default_inline_threshold();
-                let s = &self.cfg.settings;
-                (peer.rbsiz.min(s.inline_write), d.min(s.inline_read))
-            }
-            _ => {
-                let d = v2::NEGOTIATION_MAX_MESSAGE;
-                (d.min(n.send_threshold), d.min(n.recv_threshold))
-            }
-        };
+        let s = &self.cfg.settings;
+        let t = st.inline_thresholds(n, peer.rbsiz, s.inline_write, s.inline_read);
         // The CM exchange is done and the version settled: only the
         // server's characteristics can still change the thresholds, and
         // they clear the cache under the lock held here.
