@@ -274,14 +274,22 @@ fn complete_write_chunk(mut rqst: ReleasedRqst<'_>, inline: &[u8], written: u32)
     };
     rqst.trim_head(head);
     let placed = rqst.write_at(0, before).and_then(|()| {
+        // The data's XDR pad is never sent (RFC 8166 section 3.5.3) but
+        // lies inside the reply's length: zero it, whether or not anything
+        // follows, so that no byte the server did not send (stale buffer
+        // contents, or a peer's writes past the length it returned) reaches
+        // the upper layer. Only what the buffer holds: a reply that ends
+        // with the data may end at the buffer's end. `written <= padded <=
+        // written + 3`, and `head + padded` did not overflow.
+        let buf = rqst.receive_buf();
+        let end = head.saturating_add(buf.page_len()).saturating_add(buf.tail().1);
+        let pad_at = head.wrapping_add(written);
+        let pad_len = padded.wrapping_sub(written).min(end.saturating_sub(pad_at));
+        let pad = [0u8; 3];
+        rqst.write_at(pad_at, pad.get(..pad_len as usize).ok_or(EINVAL)?)?;
         if after.is_empty() {
             return Ok(());
         }
-        // `written <= padded <= written + 3`, and `head + padded` did not
-        // overflow.
-        let pad = [0u8; 3];
-        let pad = pad.get(..padded.wrapping_sub(written) as usize).ok_or(EINVAL)?;
-        rqst.write_at(head.wrapping_add(written), pad)?;
         rqst.write_at(data_end, after)
     });
     match placed {

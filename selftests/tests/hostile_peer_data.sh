@@ -16,6 +16,9 @@
 #   write-chunk-short    a READ reply whose Write chunk is empty while its
 #                        count says 4096 and more: fails or is retried,
 #                        never returns the pages' old contents
+#   write-chunk-pad      a READ of 4097 bytes whose peer writes junk into
+#                        the 3 pad bytes after them: the pad inside the
+#                        reply is zeroed, nothing past it is touched
 #   reply-chunk-gap      a READDIR reply whose Reply chunk has its first
 #                        segment half filled and the next ones full: fails,
 #                        and the unwritten half never reaches the listing
@@ -76,6 +79,9 @@ mkdir -p "$MNT/peer.dir"
 for i in $(seq 1 150); do : > "$MNT/peer.dir/entry-with-a-long-enough-name-$i"; done
 want_dir=$(list_dir)
 ln -sfn "$link_target" "$MNT/peer.link" || fail "cannot make the long symlink"
+head -c 4097 /dev/urandom > /tmp/peer.odd
+cp /tmp/peer.odd "$MNT/peer.odd" || fail "cannot write peer.odd"
+want_odd=$(md5sum < /tmp/peer.odd | cut -d' ' -f1)
 umount "$MNT"
 [ "$want_dir" != EIO ] || fail "listing peer.dir over knfsd failed"
 
@@ -152,6 +158,33 @@ check_write-chunk-short() {
   [ "$got" = EIO ] || [ "$got" = "$want" ] || bad write-chunk-short "a READ returned wrong data ($got)"
   [ "$(read_file peer.dat)" = "$want" ] || bad write-chunk-short "READ wrong or failed after the empty Write chunk"
   diag "  write-chunk-short: the read through the empty Write chunk: $got"
+}
+# write-chunk-pad: an O_DIRECT read of 8192 bytes into a buffer filled
+# with 0xaa gets the file's 4097 bytes in a Write chunk (written into the
+# buffer itself); the peer also writes 0xee into the 3 bytes after them,
+# where the data's XDR pad lies inside the reply's length (RFC 8166
+# section 3.5.3: the pad is never sent). The client zeroes the pad, so no
+# byte the server did not send is passed up, and writes nothing past it.
+check_write-chunk-pad() {
+  local r n sum pad rest
+  r=$(python3 - "$MNT/peer.odd" <<'PY'
+import hashlib, mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+buf = mmap.mmap(-1, 8192)
+buf.write(b"\xaa" * 8192)
+n = os.readv(fd, [buf])
+p = (n + 3) & ~3
+print(n, hashlib.md5(buf[:n]).hexdigest(), buf[n:p].hex() or "-", buf[p:p + 8].hex())
+PY
+  ) || { bad write-chunk-pad "the O_DIRECT read failed: $r"; return; }
+  read -r n sum pad rest <<< "$r"
+  diag "  write-chunk-pad: read $n bytes, pad bytes $pad, then $rest"
+  [ "$n" = 4097 ] && [ "$sum" = "$want_odd" ] || bad write-chunk-pad "read $n bytes ($sum), want 4097 ($want_odd)"
+  if [ "$XPRT_MOD" = rpcrdma_rs ]; then
+    [ "$pad" = 000000 ] || bad write-chunk-pad "the pad bytes after the data are $pad, not zero"
+  fi
+  [ "$rest" = aaaaaaaaaaaaaaaa ] || bad write-chunk-pad "bytes past the pad changed: $rest"
+  [ "$(read_file peer.dat)" = "$want" ] || bad write-chunk-pad "READ wrong or failed afterwards"
 }
 check_reply-chunk-gap() { check_bad_chunk reply-chunk-gap Gap "had a gap"; }
 check_reply-chunk-swapped() { check_bad_chunk reply-chunk-swapped ForeignSegment "was reordered"; }
@@ -250,7 +283,7 @@ set_max_inline_read() {
   else echo "$1" > /proc/sys/sunrpc/rdma_max_inline_read; fi
 }
 
-for s in good write-chunk-foreign write-chunk-long write-chunk-extra write-chunk-short \
+for s in good write-chunk-foreign write-chunk-long write-chunk-extra write-chunk-short write-chunk-pad \
   reply-chunk-gap reply-chunk-swapped reply-chunk-repeated reply-chunk-long inv-stale inv-other-rpc extra-sends cm-8k cm-change; do
   # Read when a mount is made: this one only.
   [ "$s" = cm-8k ] && set_max_inline_read 5000

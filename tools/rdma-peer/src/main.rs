@@ -84,6 +84,7 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("write-chunk-long", "(proxy) first READ reply's Write chunk claims 4 KiB more than offered"),
     ("write-chunk-foreign", "(proxy) first READ reply's Write chunk names a handle never offered (no data written)"),
     ("write-chunk-short", "(proxy) first READ reply's Write chunk returned empty (nothing written), the READ's count unchanged"),
+    ("write-chunk-pad", "(proxy) first READ reply whose data is not a multiple of 4: 0xee written into the pad bytes past it"),
     ("write-chunk-extra", "(proxy) first READ reply's Write chunk returns one segment more than offered"),
     ("reply-chunk-gap", "(proxy) first Reply chunk of 2+ segments: the first half filled, the rest full (unwritten bytes inside)"),
     ("reply-chunk-swapped", "(proxy) first Reply chunk of 2+ segments returned with its first two segments swapped"),
@@ -672,9 +673,13 @@ impl Peer {
         let mut rdma: Vec<(Vec<u8>, Remote)> = Vec::new();
         let mut body = reply.clone();
         let mut ddp = false;
+        // The data's length and the segment its last byte went to.
+        let (mut ddp_len, mut last_seg) = (0usize, 0usize);
         if let (Some(first), Some((at, len))) = (writes.first(), proxy::ddp_item(&info, &reply)) {
             if let Some(parts) = proxy::spread(len, first) {
+                ddp_len = len;
                 for (range, i) in parts {
+                    last_seg = i;
                     returned[0][i].length = range.len() as u32;
                     rdma.push((reply[at + range.start..at + range.end].to_vec(), remote(&first[i], range.len())));
                 }
@@ -706,6 +711,20 @@ impl Peer {
                         seg.length = 0;
                     }
                     self.log.line(&format!("xid={xid:#x}: Write chunk returned empty, nothing written, the count left as it was"));
+                }
+                // Junk where the data's XDR pad would go, inside the
+                // segment offered but past the length returned.
+                "write-chunk-pad" if ddp_len % 4 != 0 => {
+                    let pad = proxy::pad4(ddp_len) - ddp_len;
+                    let room = writes[0][last_seg].length.saturating_sub(returned[0][last_seg].length) as usize;
+                    if let Some((data, r)) = rdma.last_mut().filter(|_| room >= pad) {
+                        self.done = true;
+                        data.extend(std::iter::repeat_n(0xee, pad));
+                        r.len += pad as u32;
+                        self.log.line(&format!(
+                            "xid={xid:#x}: Write chunk of {ddp_len} bytes returned with {pad} bytes 0xee written after them"
+                        ));
+                    }
                 }
                 "write-chunk-foreign" => {
                     self.done = true;
