@@ -15,7 +15,7 @@ use kernel::{
 use crate::verbs::{CmEvent, Completion, ConnHandler, Connection, Copying, Live, Received, SendWriter, VerbsCounters};
 use crate::{
     kapi::{errno, ratelimit::RateLimit, rpc::XprtRef, trace},
-    proto::{cm, plan, v2::ConnVersion, xchar::Characteristics},
+    proto::{cm, credits, plan, v2::ConnVersion, xchar::Characteristics},
 };
 
 use super::{
@@ -46,6 +46,10 @@ pub(super) struct EpShared {
     /// Credits the next grant is reduced by: messages of ours that took a
     /// server Receive and get no reply (ROPT_INITXCH).
     pub(super) grant_debt: AtomicU32,
+    /// Calls sent on this connection whose RPC ended before their reply:
+    /// each keeps a credit counted until it is answered (`credits.rs`).
+    #[pin]
+    pub(super) abandoned: SpinLock<credits::Abandoned>,
     pub(super) mr_pages: AtomicU32,
     pub(super) send_sges: AtomicU32,
     pub(super) slots: Arc<SlotTable>,
@@ -124,6 +128,7 @@ impl EpShared {
             disconnecting: AtomicBool::new(false),
             aborted: AtomicBool::new(false),
             grant_debt: AtomicU32::new(0),
+            abandoned <- new_spinlock!(credits::Abandoned::default(), "rpcrdma_rs:abandoned"),
             mr_pages: AtomicU32::new(1),
             send_sges: AtomicU32::new(plan::MIN_SEND_SGES),
             slots,

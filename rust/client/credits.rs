@@ -10,7 +10,7 @@ use kernel::prelude::*;
 
 use crate::verbs::{self, Connection, DeviceCaps, QpConfig};
 use crate::{
-    kapi::{errno, trace, PAGE_SIZE},
+    kapi::{errno, ratelimit::RateLimit, trace, PAGE_SIZE},
     proto::{credits, plan},
 };
 
@@ -43,7 +43,62 @@ impl EpShared {
         if *owner == self.cfg.generation {
             trace::credits(xid, self.credits.load(Ordering::Relaxed), grant);
             self.credits.store(grant, Ordering::Relaxed);
-            self.xprt.get().set_cwnd(credits::cwnd_from_credits(grant));
+            let window = self.abandoned.lock().window(grant);
+            self.xprt.get().set_cwnd(credits::cwnd_from_credits(window));
+        }
+        drop(owner);
+    }
+
+    /// The RPC of the call `xid` (host order), sent on this connection,
+    /// ended before its reply came (a fatal signal, `umount -f`, a soft
+    /// mount's timeout). The server still holds the Receive the call took
+    /// (RFC 8166 section 3.3.1): its credit stays counted until the reply
+    /// comes or the connection ends; where that would leave no credit, the
+    /// connection ends now. (SUNRPC gave the call's congestion slot back
+    /// already: the window shrinks instead.)
+    #[cold]
+    pub(super) fn abandon(&self, xid: u32) {
+        let grant = self.credits.load(Ordering::Relaxed);
+        let verdict = self.abandoned.lock().abandon(xid, grant);
+        match verdict {
+            credits::Abandon::Answered => {}
+            credits::Abandon::Counted => {
+                COUNTERS.abandoned_calls.fetch_add(1, Ordering::Relaxed);
+                self.apply_window();
+            }
+            credits::Abandon::Close => {
+                COUNTERS.abandoned_calls.fetch_add(1, Ordering::Relaxed);
+                static MSG: RateLimit = RateLimit::new();
+                if MSG.allow() {
+                    pr_info!(
+                        "{}: calls abandoned before their replies hold the server's credits: reconnecting\n",
+                        self.xprt.get().addr_str()
+                    );
+                }
+                self.force_disconnect();
+            }
+        }
+    }
+
+    /// A reply with the XID `xid` (host order) answered no call: true if
+    /// it answers an abandoned one, whose credit is then free again.
+    #[cold]
+    pub(super) fn late_reply(&self, xid: u32) -> bool {
+        let freed = self.abandoned.lock().late_reply(xid);
+        if freed {
+            COUNTERS.late_replies.fetch_add(1, Ordering::Relaxed);
+            self.apply_window();
+        }
+        freed
+    }
+
+    /// Sets the transport's window to the grant less the credits
+    /// abandoned calls hold, while this connection owns it.
+    fn apply_window(&self) {
+        let owner = self.cfg.window.lock();
+        if *owner == self.cfg.generation {
+            let window = self.abandoned.lock().window(self.credits.load(Ordering::Relaxed));
+            self.xprt.get().set_cwnd(credits::cwnd_from_credits(window));
         }
         drop(owner);
     }

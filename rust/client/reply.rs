@@ -82,8 +82,11 @@ impl EpShared {
         let Some((rqst, verdict)) = self.take_request(conn, returned, xid, invalidated) else {
             // No such XID (a late reply, or a backchannel call): the counter
             // SUNRPC keeps for TCP counts it in `bad_xids`; we count it here.
-            // Its credit field is no grant.
-            self.count_bad_reply(xid, c_str!("no call waits for this XID"));
+            // Its credit field is no grant. The reply to a call whose RPC
+            // ended before it came gives the call's credit back.
+            if !self.late_reply(xid) {
+                self.count_bad_reply(xid, c_str!("no call waits for this XID"));
+            }
             return;
         };
         if returned.grants() {
@@ -212,6 +215,7 @@ impl EpShared {
                 closed
             }
         };
+        slot.set_answered(xid.to_be());
         let rqst = slot.storage.released(rqst, closed).ok()?;
         Some((rqst, verdict))
     }

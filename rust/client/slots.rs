@@ -3,7 +3,7 @@
 //! What the transport holds for each request between sending it and its
 //! release.
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use kernel::{new_spinlock, prelude::*, sync::SpinLock};
 
@@ -81,6 +81,10 @@ pub(super) struct Slot {
     /// lets a small call, its reply and the usual release skip the lock.
     /// See [`Slot::holds`].
     holds: AtomicBool,
+    /// The XID (as on the wire) of the last reply that completed the
+    /// slot's request: a request released with another XID ended without
+    /// its reply (see [`RdmaXprt::release_held`]).
+    answered: AtomicU32,
     /// The memory region the request keeps for its next call (outside the
     /// lock: the reply takes the call's regions back after unlocking).
     kept: KeptMr,
@@ -115,6 +119,13 @@ impl Slot {
     pub(super) fn holds(&self) -> bool {
         self.holds.load(Ordering::Acquire)
     }
+
+    /// Records that a reply to the call `xid_be` (as on the wire) was
+    /// taken for the slot's request.
+    #[inline]
+    pub(super) fn set_answered(&self, xid_be: u32) {
+        self.answered.store(xid_be, Ordering::Relaxed);
+    }
 }
 
 /// The request slots of a transport (`max_requests` of them), and which are
@@ -135,6 +146,7 @@ impl SlotTable {
                 storage,
                 state <- new_spinlock!(ReqState::default(), "rpcrdma_rs:slot"),
                 holds: AtomicBool::new(false),
+                answered: AtomicU32::new(0),
                 kept: KeptMr::new(),
                 index,
             }))
@@ -221,7 +233,27 @@ impl RdmaXprt {
         if slot.holds() {
             self.release_held_slow(x, slot);
         }
+        // A call answered by no reply that went out on this connection:
+        // the server may still hold its Receive. (The reply's handler
+        // records the XID before it completes the RPC, which comes before
+        // the release.)
+        if slot.answered.load(Ordering::Relaxed) != rqst.xid_be() && rqst.sent_on_this_connection(x) {
+            self.abandoned(x, rqst);
+        }
         Some(slot)
+    }
+
+    /// See [`EpShared::abandon`].
+    #[cold]
+    #[inline(never)]
+    fn abandoned(&self, x: Xprt<'_>, rqst: &Rqst<'_>) {
+        // The connection first, then the check that the call went out on
+        // it: a reconnect in between makes the check fail (the cookie
+        // changes when a connection ends, before the next one is made).
+        let Some(ep) = self.endpoint() else { return };
+        if rqst.sent_on_this_connection(x) {
+            ep.shared().abandon(u32::from_be(rqst.xid_be()));
+        }
     }
 
     /// [`RdmaXprt::release_held`] for a request whose slot's state may

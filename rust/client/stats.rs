@@ -70,6 +70,11 @@ pub(crate) struct ModuleCounters {
     /// older connection from the same queue pair number): retried, not
     /// failed.
     pub(crate) stale_rejections: AtomicU64,
+    /// Calls whose RPC ended after they were sent and before their reply
+    /// came: each kept a credit counted (RFC 8166 section 3.3.1).
+    pub(crate) abandoned_calls: AtomicU64,
+    /// Replies to abandoned calls, each giving its credit back.
+    pub(crate) late_replies: AtomicU64,
     /// A test hook (debugfs `fail_local_inv`, writable): the next N
     /// LOCAL_INV posts fail as if the device had refused them.
     pub(crate) fail_local_inv: AtomicU64,
@@ -117,6 +122,8 @@ impl ModuleCounters {
             verbs: VerbsCounters::new(),
             mrs_reclaimed: AtomicU64::new(0),
             stale_rejections: AtomicU64::new(0),
+            abandoned_calls: AtomicU64::new(0),
+            late_replies: AtomicU64::new(0),
             fail_local_inv: AtomicU64::new(0),
             fail_partial_post: AtomicU64::new(0),
             max_mrs: AtomicU64::new(0),
@@ -126,7 +133,7 @@ impl ModuleCounters {
     }
 
     /// The read-only debugfs files: name and counter.
-    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 23] {
+    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 25] {
         [
             (c_str!("mrs_registered"), &self.mrs_registered),
             (c_str!("remote_invalidations"), &self.remote_invalidations),
@@ -151,6 +158,8 @@ impl ModuleCounters {
             (c_str!("invalidate_failures"), &self.invalidate_failures),
             (c_str!("mrs_reclaimed"), &self.mrs_reclaimed),
             (c_str!("stale_rejections"), &self.stale_rejections),
+            (c_str!("abandoned_calls"), &self.abandoned_calls),
+            (c_str!("late_replies"), &self.late_replies),
         ]
     }
 

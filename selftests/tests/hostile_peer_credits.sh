@@ -13,6 +13,12 @@
 #   credits-2          every reply grants 2; the client must have used both
 #                      (two outstanding at once) and the peer served the
 #                      READs
+#   credits-abandon    as credits-2, and before the load a READLINK the peer
+#                      answers only after 20 s, whose reader is SIGKILLed
+#                      after 3: the server still holds its Receive, so the
+#                      client must keep its credit counted (one call at a
+#                      time beside it, not two) until the late reply comes,
+#                      and then take it back (RFC 8166 section 3.3.1)
 #   grant-done         as credits-2, and after the first reply and every
 #                      16th an RDMA_DONE with credits 2^32-1
 #   grant-unknown-xid  ... a well-formed reply to no call, credits 2^32-1
@@ -35,6 +41,11 @@ hostile_ours_only
 unload_all
 dmesg_mark
 want=$(peer_data credits.dat 2) || fail "$want"
+# The link credits-abandon reads, made over knfsd directly: a client that
+# made it would have its target cached.
+mount_rs || fail "mount over knfsd failed"
+ln -sfn credits.dat "$MNT/credits.link" || fail "cannot make credits.link"
+umount "$MNT"
 
 # load: 16 readers at once, each its own 128 KiB of credits.dat in 16 KiB
 # O_DIRECT READs (one RPC each). Prints the md5 of what they read
@@ -73,6 +84,7 @@ scenario() {
   fi
   got=$(load)
   [ "$got" = "$want" ] || bad "$s" "the parallel reads returned wrong data or failed ($got)"
+  if declare -F "after_load_$s" > /dev/null; then "after_load_$s"; fi
   conns=$(rdma_xprt_field 3)
   timeout 60 umount "$MNT" || { umount -f -l "$MNT"; bad "$s" "umount hung"; }
   log=$(server_cmd peer-stop)
@@ -85,7 +97,11 @@ scenario() {
   baits=$(printf '%s\n' "$log" | grep -c 'credits 4294967295')
   diag "$s: READs served $reads, most outstanding ${peak:-0} (grant ${grant:-?}), messages with credits 2^32-1 $baits," \
     "connects $conns, bad replies $b0 -> $(rs_counter bad_replies)"
-  if printf '%s\n' "$log" | grep -q 'credit overrun:'; then
+  if [ "$s" = credits-abandon ] && [ "$XPRT_MOD" != rpcrdma_rs ]; then
+    # Shown for comparison (make long-check): the C client gives an
+    # abandoned call's congestion slot back at once.
+    printf '%s\n' "$log" | grep 'credit overrun:' | head -1 | sed "s/^/#   $s: the C client: /"
+  elif printf '%s\n' "$log" | grep -q 'credit overrun:'; then
     bad "$s" "the client had more calls outstanding than granted:"
     printf '%s\n' "$log" | grep 'credit overrun:' | head -3 | sed 's/^/#     peer: /'
   fi
@@ -109,6 +125,44 @@ check_credits-2() { check_queued credits-2; }
 check_bait() {
   [ "$baits" -ge 4 ] || bad "$1" "the peer sent only $baits ${2}s with credits 2^32-1"
   check_queued "$1"
+}
+# credits-abandon: the READLINK the peer holds is killed while it waits;
+# the load then runs beside it with one credit of the two (a client that
+# gave the abandoned call's credit back would have three out: "credit
+# overrun: 3 outstanding, grant 2"); the late reply gives it back.
+mount_credits-abandon() {
+  local pid
+  mount_peer || return
+  a0=$(rs_counter abandoned_calls) l0=$(rs_counter late_replies) b1=$(rs_counter bad_replies)
+  readlink "$MNT/credits.link" > /dev/null 2>&1 &
+  pid=$!
+  sleep 3
+  kill -0 "$pid" 2> /dev/null || bad credits-abandon "the READLINK returned before the peer answered it"
+  kill -9 "$pid"
+  wait "$pid" 2> /dev/null
+  killed_at=$(date +%s)
+}
+# The late reply comes 20 s after the READLINK: wait for it before the
+# unmount.
+after_load_credits-abandon() {
+  local i
+  for i in $(seq 1 40); do
+    [ "$XPRT_MOD" = rpcrdma_rs ] && [ "$(rs_counter late_replies)" -gt "$l0" ] && break
+    [ "$(( $(date +%s) - killed_at ))" -ge 25 ] && [ "$XPRT_MOD" != rpcrdma_rs ] && break
+    sleep 1
+  done
+}
+check_credits-abandon() {
+  check_queued credits-abandon
+  printf '%s\n' "$log" | grep -q 'holding the READLINK' || bad credits-abandon "the peer held no READLINK"
+  printf '%s\n' "$log" | grep -q 'answering the held call' || bad credits-abandon "the peer never answered the held READLINK"
+  if [ "$XPRT_MOD" = rpcrdma_rs ]; then
+    local a l
+    a=$(( $(rs_counter abandoned_calls) - a0 )) l=$(( $(rs_counter late_replies) - l0 ))
+    diag "credits-abandon: calls abandoned $a, late replies $l, bad replies $b1 -> $(rs_counter bad_replies)"
+    [ "$a" -ge 1 ] || bad credits-abandon "the killed READLINK was not counted as abandoned"
+    [ "$l" -ge 1 ] || bad credits-abandon "its late reply did not give the credit back"
+  fi
 }
 check_grant-done() { check_bait grant-done RDMA_DONE; }
 check_grant-unknown-xid() { check_bait grant-unknown-xid "reply to no call"; }
@@ -141,7 +195,7 @@ check_v2-probe-rejected() {
     "ROPT_INITXCH received $(printf '%s\n' "$log" | grep -c 'xchar InitXch')"
 }
 
-for s in credits-2 grant-done grant-unknown-xid grant-error grant-reverse; do
+for s in credits-2 credits-abandon grant-done grant-unknown-xid grant-error grant-reverse; do
   scenario "$s"
 done
 # Version Two needs a fresh rpcrdma_rs: the scenarios above taught it that
@@ -154,6 +208,7 @@ scenario v2-probe-rejected v2
 # The client is still healthy.
 scenario good
 out=$(server_cmd "rmdir-export credits.dat")
+out=$(server_cmd "rmdir-export credits.link")
 unload $XPRT_MOD
 [ "$fails" = 0 ] || fail "$fails checks failed"
 dmesg_assert_clean

@@ -41,6 +41,91 @@ pub fn recv_batch(credits: u32) -> u32 {
     (credits / 8).clamp(1, MAX_RECV_BATCH)
 }
 
+/// Most calls a connection keeps counted after their RPC ended without a
+/// reply (see [`Abandoned`]); one more closes the connection.
+pub const MAX_ABANDONED: usize = 16;
+
+/// Replies to no call remembered for a call abandoned just after them (see
+/// [`Abandoned::late_reply`]).
+const RECENT_UNMATCHED: usize = 4;
+
+/// What [`Abandoned::abandon`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Abandon {
+    /// The call stays counted: the window is now `grant - count`.
+    Counted,
+    /// Its reply came already (just before the RPC ended): nothing held.
+    Answered,
+    /// Counting it would leave no credit (or no room to remember it): the
+    /// connection must be closed, which gives the server's Receives back.
+    Close,
+}
+
+/// Calls whose RPC ended (a fatal signal, `umount -f`, a timeout of a soft
+/// mount) after they were sent on a connection and before their reply
+/// came. The server still holds a Receive for each until it replies (RFC
+/// 8166 section 3.3.1: a credit is in use from the Send of the call to the
+/// receipt of its reply), so each keeps one credit of the grant counted
+/// until its reply comes, as a reply to no call, or the connection ends.
+///
+/// A reply and the end of its RPC can cross: the reply finds no call while
+/// the RPC is still ending. The last few replies to no call are remembered
+/// so that the end of the RPC they answer finds them.
+#[derive(Debug, Default)]
+pub struct Abandoned {
+    xids: [u32; MAX_ABANDONED],
+    count: usize,
+    unmatched: [Option<u32>; RECENT_UNMATCHED],
+    next_unmatched: usize,
+}
+
+impl Abandoned {
+    /// Calls counted.
+    pub fn count(&self) -> u32 {
+        self.count as u32
+    }
+
+    /// The RPC of the call `xid`, sent on this connection, ended without
+    /// its reply; the server granted `grant` credits.
+    pub fn abandon(&mut self, xid: u32, grant: u32) -> Abandon {
+        if let Some(slot) = self.unmatched.iter_mut().find(|u| **u == Some(xid)) {
+            *slot = None;
+            return Abandon::Answered;
+        }
+        match self.xids.get_mut(self.count) {
+            Some(x) if self.count < (grant as usize).saturating_sub(1) => {
+                *x = xid;
+                self.count = self.count.saturating_add(1);
+                Abandon::Counted
+            }
+            _ => Abandon::Close,
+        }
+    }
+
+    /// A reply with the XID `xid` found no call: true if it answers an
+    /// abandoned one, whose credit is free again.
+    pub fn late_reply(&mut self, xid: u32) -> bool {
+        let counted = self.xids.get_mut(..self.count).unwrap_or_default();
+        if let Some(i) = counted.iter().position(|&x| x == xid) {
+            // The last one takes its place.
+            counted.swap(i, counted.len().saturating_sub(1));
+            self.count = self.count.saturating_sub(1);
+            return true;
+        }
+        if let Some(u) = self.unmatched.get_mut(self.next_unmatched) {
+            *u = Some(xid);
+        }
+        self.next_unmatched = self.next_unmatched.wrapping_add(1) % RECENT_UNMATCHED;
+        false
+    }
+
+    /// The credits calls may use: the grant less the abandoned calls' (at
+    /// least 1: [`Abandoned::abandon`] never lets them take the last).
+    pub fn window(&self, grant: u32) -> u32 {
+        grant.saturating_sub(self.count as u32).max(1)
+    }
+}
+
 /// A default completion-signalling interval: one Send in eight of the credit
 /// window (the in-tree client's choice), at least 1.
 pub fn default_signal_interval(max_requests: u32) -> u32 {
@@ -107,6 +192,52 @@ impl SendSignals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn abandoned_calls_keep_their_credit_until_answered() {
+        let mut a = Abandoned::default();
+        assert_eq!(a.window(2), 2);
+        assert_eq!(a.abandon(7, 2), Abandon::Counted);
+        assert_eq!(a.window(2), 1);
+        // The last credit is never given up: the connection closes.
+        assert_eq!(a.abandon(8, 2), Abandon::Close);
+        assert_eq!(a.count(), 1);
+        assert!(!a.late_reply(9));
+        assert!(a.late_reply(7));
+        assert_eq!(a.window(2), 2);
+        assert!(!a.late_reply(7), "counted once");
+    }
+
+    #[test]
+    fn a_reply_that_crossed_the_end_of_its_rpc_holds_nothing() {
+        let mut a = Abandoned::default();
+        assert!(!a.late_reply(5));
+        assert_eq!(a.abandon(5, 8), Abandon::Answered);
+        assert_eq!(a.count(), 0);
+        // Remembered once only.
+        assert_eq!(a.abandon(5, 8), Abandon::Counted);
+        // Only the last few are remembered.
+        for x in 100..110 {
+            assert!(!a.late_reply(x));
+        }
+        assert_eq!(a.abandon(100, 8), Abandon::Counted);
+        assert_eq!(a.abandon(109, 8), Abandon::Answered);
+    }
+
+    #[test]
+    fn abandoned_calls_are_bounded() {
+        let mut a = Abandoned::default();
+        for x in 0..MAX_ABANDONED as u32 {
+            assert_eq!(a.abandon(x, 128), Abandon::Counted);
+        }
+        assert_eq!(a.abandon(1000, 128), Abandon::Close);
+        assert_eq!(a.window(128), 128 - MAX_ABANDONED as u32);
+        for x in (0..MAX_ABANDONED as u32).rev() {
+            assert!(a.late_reply(x));
+        }
+        assert_eq!(a.count(), 0);
+        assert_eq!(a.window(0), 1);
+    }
 
     #[test]
     fn grants_are_sanitised() {

@@ -66,6 +66,7 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("credits-0", "every reply grants 0 credits"),
     ("credits-max", "every reply grants 2^32-1 credits"),
     ("credits-2", "every reply grants 2 credits (proxy mode: under a real mount's load)"),
+    ("credits-abandon", "(proxy) as credits-2; the first READLINK answered only after 20 s, its Receive in use meanwhile"),
     ("huge-counts", "first reply's Write list claims 2^32-1 segments"),
     ("write-chunk-unoffered", "first reply carries a Write chunk the client never offered"),
     ("reply-chunk-unoffered", "first reply is RDMA_NOMSG with a Reply chunk never offered"),
@@ -122,8 +123,10 @@ const CREDITS: u32 = 8;
 /// reply, so a false one only shows while calls are queued behind the
 /// grant, under load.
 const BAIT_EVERY: u32 = 16;
+/// How long credits-abandon holds its call.
+const HOLD_SECS: u64 = 20;
 /// The grant of the credits-2 scenarios.
-const CREDITS_2: &[&str] = &["credits-2", "grant-done", "grant-unknown-xid", "grant-error", "grant-reverse", "v2-probe-rejected"];
+const CREDITS_2: &[&str] = &["credits-2", "credits-abandon", "grant-done", "grant-unknown-xid", "grant-error", "grant-reverse", "v2-probe-rejected"];
 
 fn words(w: &[u32]) -> Vec<u8> {
     w.iter().flat_map(|x| x.to_be_bytes()).collect()
@@ -207,6 +210,8 @@ struct Peer {
     last_handles: Vec<u32>,
     /// Proxy mode, inv-other-rpc: a call held back until another arrives.
     held: Option<Vec<u8>>,
+    /// Proxy mode, credits-abandon: a call held back until a time.
+    held_until: Option<(Instant, Vec<u8>)>,
     /// Proxy mode: calls answered.
     calls: u32,
     /// Speak Version Two to clients that call in it.
@@ -449,6 +454,21 @@ impl Peer {
             _ => Vec::new(),
         };
         let s = self.scenario.clone();
+        if s == "credits-abandon" && !self.done {
+            // The first NFSv3 READLINK is answered only after a while, its
+            // Receive counted as in use meanwhile: the client's reader is
+            // killed in between.
+            let info = match self.parse(msg) {
+                Ok(Some(inc)) if inc.chunks.reads.is_empty() => CallInfo::of(inc.inline).map(|i| (inc.xid, i)),
+                _ => None,
+            };
+            if let Some((xid, _)) = info.filter(|(_, i)| (i.prog, i.vers, i.procedure) == (100003, 3, 5)) {
+                self.done = true;
+                self.log.line(&format!("holding the READLINK xid={xid:#x} for {HOLD_SECS} s"));
+                self.held_until = Some((Instant::now() + Duration::from_secs(HOLD_SECS), msg.to_vec()));
+                return Ok(());
+            }
+        }
         let mut force_inv = None;
         if !self.done && !handles.is_empty() {
             match s.as_str() {
@@ -838,6 +858,7 @@ fn main() -> ExitCode {
         client: cm::PrivateData::DEFAULT,
         last_handles: Vec::new(),
         held: None,
+        held_until: None,
         calls: 0,
         v2: args.iter().any(|a| a == "--v2"),
         received: 0,
@@ -870,6 +891,7 @@ fn main() -> ExitCode {
                         }
                         peer.client = cm::PrivateData::find_or_default(&ev.private_data);
                         peer.held = None;
+                        peer.held_until = None;
                         peer.sent_initxch = false;
                         peer.client_rbsiz = xchar::DEFAULT_RBSIZ;
                         // One connection at a time: a new one replaces the old.
@@ -900,6 +922,15 @@ fn main() -> ExitCode {
             }
         }
         let Some(c) = conn.as_mut() else { continue };
+        if peer.held_until.as_ref().is_some_and(|(t, _)| Instant::now() >= *t) {
+            if let Some((_, msg)) = peer.held_until.take() {
+                peer.log.line("answering the held call");
+                if let Err(e) = peer.proxy_one(c, &msg, None) {
+                    peer.log.line(&format!("proxy: {e}: disconnecting"));
+                    c.disconnect();
+                }
+            }
+        }
         let mut flushed = false;
         loop {
             match c.poll() {
