@@ -16,7 +16,7 @@ use crate::{
         trace, PAGE_SIZE,
     },
     proto::{
-        v1,
+        plan, v1,
         v2::{self, Version},
     },
 };
@@ -55,9 +55,9 @@ impl RdmaXprt {
             return Err(errno::ENOTCONN());
         };
         let len = rqst.send_len();
-        let threshold = ep.shared().inline().0 as usize;
+        let threshold = ep.shared().inline().0;
         let version = if ep.shared().is_v2() { Version::V2 } else { Version::V1 };
-        if len > threshold.saturating_sub(v1::MIN_MSG_HEADER_LEN + 4) {
+        if len > plan::backward_max_payload(threshold) as usize {
             // A reply we cannot send ends the connection (RFC 8166 section
             // 4.5.4): the server learns at once that its call failed.
             pr_warn!("backchannel reply of {} bytes does not fit inline: closing the connection\n", len);
@@ -208,9 +208,9 @@ impl RdmaXprt {
         self.ep.with(|ep| match ep {
             Some(ep) => {
                 let (send, recv) = ep.shared().inline();
-                send.min(recv).min(PAGE_SIZE) as usize - v1::MIN_MSG_HEADER_LEN - 4
+                plan::backward_max_payload(send.min(recv).min(PAGE_SIZE)) as usize
             }
-            None => inline as usize - v1::MIN_MSG_HEADER_LEN - 4,
+            None => plan::backward_max_payload(inline) as usize,
         })
     }
 }

@@ -112,6 +112,16 @@ pub const MAX_REGIONS: usize = 3;
 /// that offered no Write list and no Reply chunk (three empty lists).
 pub const INLINE_REPLY_HEADER_LEN: u32 = MIN_MSG_HEADER_LEN as u32;
 
+/// Largest RPC message a backward-direction message (a backward call, or
+/// our reply to one) may carry under the inline threshold `threshold`:
+/// such messages have no chunks (RFC 8167 sections 4.2 and 5.3), so the
+/// transport header is the fixed one with three empty lists, and a word
+/// more is kept for Version Two's direction field, so that one bound
+/// serves either version.
+pub const fn backward_max_payload(threshold: u32) -> u32 {
+    threshold.saturating_sub(MIN_MSG_HEADER_LEN as u32 + 4)
+}
+
 /// A planning or segmentation failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlanError {
@@ -914,6 +924,19 @@ pub fn plan_chunks(snd: &XdrBufDesc, rcv: &XdrBufDesc, ddp_allowed: bool, limits
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn backward_messages_fit_the_inline_threshold() {
+        use super::{backward_max_payload, MIN_MSG_HEADER_LEN};
+        // A Version Two header without chunks: the fixed words, the
+        // direction word, three empty lists.
+        let v2_header = MIN_MSG_HEADER_LEN as u32 + 4;
+        for threshold in [1024u32, 2048, 4096, 8192] {
+            let max = backward_max_payload(threshold);
+            assert_eq!(max + v2_header, threshold, "the largest fits exactly");
+            assert!(max + 1 + v2_header > threshold, "one byte more does not");
+        }
+        assert_eq!(backward_max_payload(20), 0, "no underflow");
+    }
     use super::super::v1::{encode_msg, ChunkLists, ReadSegment, Segment};
     use super::*;
 
