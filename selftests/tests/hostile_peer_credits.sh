@@ -19,6 +19,16 @@
 #                      client must keep its credit counted (one call at a
 #                      time beside it, not two) until the late reply comes,
 #                      and then take it back (RFC 8166 section 3.3.1)
+#   credits-reconnect  as credits-2; the connection is forced down during
+#                      the load, with calls queued; on each connection the
+#                      peer holds the first call, and the first after the
+#                      first reply, for 1.5 s: a new connection must start
+#                      with one credit (a client that kept its old window
+#                      sends its queued calls at once: "credit overrun: 2
+#                      outstanding, grant 1"); run again with --v2, where
+#                      the probe is the first call and ROPT_INITXCH takes
+#                      a credit of the first grant (one that did not count
+#                      it: "3 outstanding, grant 2")
 #   grant-done         as credits-2, and after the first reply and every
 #                      16th an RDMA_DONE with credits 2^32-1
 #   grant-unknown-xid  ... a well-formed reply to no call, credits 2^32-1
@@ -82,7 +92,10 @@ scenario() {
     server_cmd peer-stop | tail -8 | sed 's/^/#     peer: /'
     return
   fi
+  local hook=
+  if declare -F "during_load_$s" > /dev/null; then "during_load_$s" & hook=$!; fi
   got=$(load)
+  [ -z "$hook" ] || wait "$hook"
   [ "$got" = "$want" ] || bad "$s" "the parallel reads returned wrong data or failed ($got)"
   if declare -F "after_load_$s" > /dev/null; then "after_load_$s"; fi
   conns=$(rdma_xprt_field 3)
@@ -164,6 +177,26 @@ check_credits-abandon() {
     [ "$l" -ge 1 ] || bad credits-abandon "its late reply did not give the credit back"
   fi
 }
+# credits-reconnect: the connection goes down while the readers have calls
+# queued behind the grant; the peer holds the first calls of each
+# connection, so any call beyond the credit a new connection starts with
+# (or beyond the first grant less Version Two's ROPT_INITXCH) is counted
+# while they wait.
+during_load_credits-reconnect() {
+  sleep 2
+  force_disconnect 20050
+}
+check_credits-reconnect() {
+  local holds
+  check_queued credits-reconnect
+  [ "$conns" -ge 2 ] || bad credits-reconnect "no reconnect during the load ($conns connections)"
+  holds=$(printf '%s\n' "$log" | grep -c 'holding the first call .* of connection [2-9]')
+  [ "$holds" -ge 1 ] || bad credits-reconnect "the peer held no first call of a later connection"
+  if [ "$v2" = v2 ] && [ "$XPRT_MOD" = rpcrdma_rs ]; then
+    [ "$(printf '%s\n' "$log" | grep -c 'xchar InitXch')" -ge 2 ] ||
+      bad credits-reconnect "no ROPT_INITXCH on the second connection"
+  fi
+}
 check_grant-done() { check_bait grant-done RDMA_DONE; }
 check_grant-unknown-xid() { check_bait grant-unknown-xid "reply to no call"; }
 check_grant-error() { check_bait grant-error RDMA_ERROR; }
@@ -195,7 +228,7 @@ check_v2-probe-rejected() {
     "ROPT_INITXCH received $(printf '%s\n' "$log" | grep -c 'xchar InitXch')"
 }
 
-for s in credits-2 credits-abandon grant-done grant-unknown-xid grant-error grant-reverse; do
+for s in credits-2 credits-abandon credits-reconnect grant-done grant-unknown-xid grant-error grant-reverse; do
   scenario "$s"
 done
 # Version Two needs a fresh rpcrdma_rs: the scenarios above taught it that
@@ -205,6 +238,7 @@ if [ "$XPRT_MOD" = rpcrdma_rs ]; then
   modprobe rpcrdma_rs || fail "cannot load rpcrdma_rs"
 fi
 scenario v2-probe-rejected v2
+scenario credits-reconnect v2
 # The client is still healthy.
 scenario good
 out=$(server_cmd "rmdir-export credits.dat")

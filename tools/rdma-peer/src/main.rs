@@ -66,6 +66,7 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("credits-0", "every reply grants 0 credits"),
     ("credits-max", "every reply grants 2^32-1 credits"),
     ("credits-2", "every reply grants 2 credits (proxy mode: under a real mount's load)"),
+    ("credits-reconnect", "(proxy) as credits-2; on each connection its first call, and the first after its first reply, answered after 1.5 s"),
     ("credits-abandon", "(proxy) as credits-2; the first READLINK answered only after 20 s, its Receive in use meanwhile"),
     ("huge-counts", "first reply's Write list claims 2^32-1 segments"),
     ("write-chunk-unoffered", "first reply carries a Write chunk the client never offered"),
@@ -125,8 +126,10 @@ const CREDITS: u32 = 8;
 const BAIT_EVERY: u32 = 16;
 /// How long credits-abandon holds its call.
 const HOLD_SECS: u64 = 20;
+/// How long credits-reconnect holds each of its calls.
+const RECONNECT_HOLD_MS: u64 = 1500;
 /// The grant of the credits-2 scenarios.
-const CREDITS_2: &[&str] = &["credits-2", "credits-abandon", "grant-done", "grant-unknown-xid", "grant-error", "grant-reverse", "v2-probe-rejected"];
+const CREDITS_2: &[&str] = &["credits-2", "credits-abandon", "credits-reconnect", "grant-done", "grant-unknown-xid", "grant-error", "grant-reverse", "v2-probe-rejected"];
 
 fn words(w: &[u32]) -> Vec<u8> {
     w.iter().flat_map(|x| x.to_be_bytes()).collect()
@@ -212,6 +215,10 @@ struct Peer {
     held: Option<Vec<u8>>,
     /// Proxy mode, credits-abandon: a call held back until a time.
     held_until: Option<(Instant, Vec<u8>)>,
+    /// credits-reconnect, on the current connection: 0 before its first
+    /// call, 1 while that call is held, 2 once answered, 3 while the next
+    /// call is held, 4 after.
+    hold_phase: u8,
     /// Proxy mode: calls answered.
     calls: u32,
     /// Speak Version Two to clients that call in it.
@@ -466,6 +473,19 @@ impl Peer {
                 self.done = true;
                 self.log.line(&format!("holding the READLINK xid={xid:#x} for {HOLD_SECS} s"));
                 self.held_until = Some((Instant::now() + Duration::from_secs(HOLD_SECS), msg.to_vec()));
+                return Ok(());
+            }
+        }
+        // The first call of each connection, and the first after its first
+        // reply, answered only after a while: whatever else the client
+        // sends meanwhile is counted against a grant of 1, then 2 (less
+        // Version Two's ROPT_INITXCH, which takes a Receive too).
+        if s == "credits-reconnect" && self.held_until.is_none() && matches!(self.hold_phase, 0 | 2) {
+            if let Ok(Some(inc)) = self.parse(msg) {
+                let which = if self.hold_phase == 0 { "first call" } else { "first call after the first reply" };
+                self.log.line(&format!("holding the {which} xid={:#x} of connection {} for {RECONNECT_HOLD_MS} ms", inc.xid, self.conns));
+                self.hold_phase += 1;
+                self.held_until = Some((Instant::now() + Duration::from_millis(RECONNECT_HOLD_MS), msg.to_vec()));
                 return Ok(());
             }
         }
@@ -859,6 +879,7 @@ fn main() -> ExitCode {
         last_handles: Vec::new(),
         held: None,
         held_until: None,
+        hold_phase: 0,
         calls: 0,
         v2: args.iter().any(|a| a == "--v2"),
         received: 0,
@@ -892,6 +913,7 @@ fn main() -> ExitCode {
                         peer.client = cm::PrivateData::find_or_default(&ev.private_data);
                         peer.held = None;
                         peer.held_until = None;
+                        peer.hold_phase = 0;
                         peer.sent_initxch = false;
                         peer.client_rbsiz = xchar::DEFAULT_RBSIZ;
                         // One connection at a time: a new one replaces the old.
@@ -925,6 +947,9 @@ fn main() -> ExitCode {
         if peer.held_until.as_ref().is_some_and(|(t, _)| Instant::now() >= *t) {
             if let Some((_, msg)) = peer.held_until.take() {
                 peer.log.line("answering the held call");
+                if peer.hold_phase % 2 == 1 {
+                    peer.hold_phase += 1;
+                }
                 if let Err(e) = peer.proxy_one(c, &msg, None) {
                     peer.log.line(&format!("proxy: {e}: disconnecting"));
                     c.disconnect();
