@@ -231,6 +231,18 @@ impl EpShared {
         let matched = |wtype: trace::ChunkType, written: u64| {
             trace::reply(xid, credits, wtype as u32, written as u32);
         };
+        // The RPC message's XID mirrors the header's (RFC 8166 section
+        // 4.1): a reply whose message says otherwise carries some other
+        // call's results, and SUNRPC does not look (it matched the call by
+        // the header's).
+        let rpc_xid = match verdict {
+            Verdict::Inline | Verdict::Written(_) => payload.first_chunk::<4>().copied(),
+            Verdict::ReplyWritten(n) => rqst.head_word().filter(|_| n >= 4).map(u32::to_be_bytes),
+            Verdict::Foreign(_) | Verdict::Error | Verdict::Bad => Some(xid.to_be_bytes()),
+        };
+        if rpc_xid != Some(xid.to_be_bytes()) {
+            return rqst.fail(bad(c_str!("RPC message's XID differs from the header's")));
+        }
         match verdict {
             Verdict::Inline => {
                 matched(trace::ChunkType::Inline, 0);

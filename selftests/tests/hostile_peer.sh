@@ -82,6 +82,7 @@ case_ error-vers 'peer:recv call'
 case_ error-chunk 'peer:recv call'
 case_ error-unknown rs:bad+
 case_ unknown-xid rs:bad+ rs:conns\>=2
+case_ rpc-xid-mismatch rs:bad+
 case_ duplicate-reply rs:bad+
 case_ credits-0 'peer:recv call .* proc=[1-9]'
 case_ credits-max 'peer:recv call .* proc=[1-9]'

@@ -343,6 +343,24 @@ impl<'a> ReleasedRqst<'a> {
         }
     }
 
+    /// The first word of the receive buffer's head, as on the wire (the
+    /// XID of a reply the server wrote there); `None` if the head is
+    /// shorter.
+    pub(crate) fn head_word(&self) -> Option<u32> {
+        let r = self.rqst.raw.as_ptr();
+        // SAFETY: pinned; the reply buffers are ours until completion, and
+        // no region names them any more (type invariant: the request was
+        // released); the head is readable for `iov_len` bytes, of which
+        // these are the first 4.
+        unsafe {
+            let head = ptr::addr_of!((*r).rq_private_buf.head[0]);
+            if (*head).iov_len < 4 {
+                return None;
+            }
+            Some(u32::from_be_bytes(ptr::read_unaligned((*head).iov_base.cast::<[u8; 4]>())))
+        }
+    }
+
     /// The receive buffer's room (`rq_private_buf.buflen`).
     fn room(&self) -> u32 {
         // SAFETY (of the read): pinned; ours until completion.

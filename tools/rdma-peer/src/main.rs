@@ -62,6 +62,7 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("error-chunk", "first reply RDMA_ERROR / ERR_CHUNK"),
     ("error-unknown", "first reply RDMA_ERROR with error code 7"),
     ("unknown-xid", "first reply carries an XID nobody asked for"),
+    ("rpc-xid-mismatch", "first reply's header names the call, its RPC message another XID"),
     ("duplicate-reply", "first reply sent twice"),
     ("credits-0", "every reply grants 0 credits"),
     ("credits-max", "every reply grants 2^32-1 credits"),
@@ -406,6 +407,11 @@ impl Peer {
             "error-chunk" => words(&[xid, 1, credits, 4, 2]),
             "error-unknown" => words(&[xid, 1, credits, 4, 7]),
             "unknown-xid" => good_reply(xid ^ 0x5a5a_5a5a, p, credits),
+            "rpc-xid-mismatch" => {
+                let mut m = words(&[xid, 1, credits, 0, 0, 0, 0]);
+                m.extend(rpc_reply(xid ^ 0x5a5a_5a5a, p));
+                m
+            }
             "duplicate-reply" => {
                 conn.send(&good, None)?;
                 good
