@@ -68,7 +68,9 @@ case_() {
   else fails=$((fails + 1)); printf '%s\n' "$log" | tail -8 | sed 's/^/#     peer: /'; fi
 }
 # Sanity: a well-behaved peer gets NULL right and the next call.
-case_ good 'peer:recv call .* proc=0' 'peer:recv call .* proc=[1-9]'
+# Each call asks for as many credits as the client has requests (128 by
+# default: slot_table_entries).
+case_ good 'peer:recv call .* proc=0' 'peer:recv call .* proc=[1-9]' 'rs:peer:recv call .* credits=128$'
 # Headers cut inside the fixed part or the chunk lists: dropped, counted;
 # the ping times out and is retried on a new connection.
 for n in $TRUNCATIONS; do case_ truncated-$n rs:bad+ rs:conns\>=2; done

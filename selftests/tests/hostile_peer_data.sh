@@ -16,6 +16,9 @@
 #   write-chunk-short    a READ reply whose Write chunk is empty while its
 #                        count says 4096 and more: fails or is retried,
 #                        never returns the pages' old contents
+#   write-chunk-roundup  a READ of 4097 bytes whose Write chunk comes back
+#                        as 4100 (RFC 5666 section 3.7: roundup counted,
+#                        not written): the data reads right
 #   write-chunk-pad      a READ of 4097 bytes whose peer writes junk into
 #                        the 3 pad bytes after them: the pad inside the
 #                        reply is zeroed, nothing past it is touched
@@ -165,9 +168,11 @@ check_write-chunk-short() {
 # where the data's XDR pad lies inside the reply's length (RFC 8166
 # section 3.5.3: the pad is never sent). The client zeroes the pad, so no
 # byte the server did not send is passed up, and writes nothing past it.
-check_write-chunk-pad() {
-  local r n sum pad rest
-  r=$(python3 - "$MNT/peer.odd" <<'PY'
+# odd_read: the O_DIRECT read of peer.odd (4097 bytes) into an 8192-byte
+# buffer filled with 0xaa: prints the bytes read, their md5, the bytes up to
+# the next multiple of 4 and the 8 after them (hex).
+odd_read() {
+  python3 - "$MNT/peer.odd" <<'PY'
 import hashlib, mmap, os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
 buf = mmap.mmap(-1, 8192)
@@ -176,7 +181,10 @@ n = os.readv(fd, [buf])
 p = (n + 3) & ~3
 print(n, hashlib.md5(buf[:n]).hexdigest(), buf[n:p].hex() or "-", buf[p:p + 8].hex())
 PY
-  ) || { bad write-chunk-pad "the O_DIRECT read failed: $r"; return; }
+}
+check_write-chunk-pad() {
+  local r n sum pad rest
+  r=$(odd_read) || { bad write-chunk-pad "the O_DIRECT read failed: $r"; return; }
   read -r n sum pad rest <<< "$r"
   diag "  write-chunk-pad: read $n bytes, pad bytes $pad, then $rest"
   [ "$n" = 4097 ] && [ "$sum" = "$want_odd" ] || bad write-chunk-pad "read $n bytes ($sum), want 4097 ($want_odd)"
@@ -185,6 +193,19 @@ PY
   fi
   [ "$rest" = aaaaaaaaaaaaaaaa ] || bad write-chunk-pad "bytes past the pad changed: $rest"
   [ "$(read_file peer.dat)" = "$want" ] || bad write-chunk-pad "READ wrong or failed afterwards"
+}
+# write-chunk-roundup: an RFC 5666 server counts the roundup in the length
+# it returns without writing it. Inside the 8192 bytes offered that is
+# accepted: the READ's count, not the chunk's length, says how much is
+# data, and nothing past the roundup is touched.
+check_write-chunk-roundup() {
+  local r n sum pad rest
+  r=$(odd_read) || { bad write-chunk-roundup "the O_DIRECT read failed: $r"; return; }
+  read -r n sum pad rest <<< "$r"
+  diag "  write-chunk-roundup: read $n bytes, pad bytes $pad, then $rest"
+  [ "$n" = 4097 ] && [ "$sum" = "$want_odd" ] || bad write-chunk-roundup "read $n bytes ($sum), want 4097 ($want_odd)"
+  [ "$rest" = aaaaaaaaaaaaaaaa ] || bad write-chunk-roundup "bytes past the roundup changed: $rest"
+  [ "$(read_file peer.dat)" = "$want" ] || bad write-chunk-roundup "READ wrong or failed afterwards"
 }
 check_reply-chunk-gap() { check_bad_chunk reply-chunk-gap Gap "had a gap"; }
 check_reply-chunk-swapped() { check_bad_chunk reply-chunk-swapped ForeignSegment "was reordered"; }
@@ -283,7 +304,7 @@ set_max_inline_read() {
   else echo "$1" > /proc/sys/sunrpc/rdma_max_inline_read; fi
 }
 
-for s in good write-chunk-foreign write-chunk-long write-chunk-extra write-chunk-short write-chunk-pad \
+for s in good write-chunk-foreign write-chunk-long write-chunk-extra write-chunk-short write-chunk-pad write-chunk-roundup \
   reply-chunk-gap reply-chunk-swapped reply-chunk-repeated reply-chunk-long inv-stale inv-other-rpc extra-sends cm-8k cm-change; do
   # Read when a mount is made: this one only.
   [ "$s" = cm-8k ] && set_max_inline_read 5000

@@ -87,6 +87,7 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("write-chunk-long", "(proxy) first READ reply's Write chunk claims 4 KiB more than offered"),
     ("write-chunk-foreign", "(proxy) first READ reply's Write chunk names a handle never offered (no data written)"),
     ("write-chunk-short", "(proxy) first READ reply's Write chunk returned empty (nothing written), the READ's count unchanged"),
+    ("write-chunk-roundup", "(proxy) first READ reply whose data is not a multiple of 4: the length returned includes the roundup (RFC 5666)"),
     ("write-chunk-pad", "(proxy) first READ reply whose data is not a multiple of 4: 0xee written into the pad bytes past it"),
     ("write-chunk-extra", "(proxy) first READ reply's Write chunk returns one segment more than offered"),
     ("reply-chunk-gap", "(proxy) first Reply chunk of 2+ segments: the first half filled, the rest full (unwritten bytes inside)"),
@@ -769,6 +770,20 @@ impl Peer {
                         r.len += pad as u32;
                         self.log.line(&format!(
                             "xid={xid:#x}: Write chunk of {ddp_len} bytes returned with {pad} bytes 0xee written after them"
+                        ));
+                    }
+                }
+                // RFC 5666 section 3.7: the roundup not written, but
+                // counted in the length returned.
+                "write-chunk-roundup" if ddp_len % 4 != 0 => {
+                    let pad = (proxy::pad4(ddp_len) - ddp_len) as u32;
+                    let seg = &mut returned[0][last_seg];
+                    if writes[0][last_seg].length >= seg.length + pad {
+                        self.done = true;
+                        seg.length += pad;
+                        self.log.line(&format!(
+                            "xid={xid:#x}: Write chunk of {ddp_len} bytes returned as {} (roundup counted, not written)",
+                            proxy::pad4(ddp_len)
                         ));
                     }
                 }
