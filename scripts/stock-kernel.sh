@@ -42,10 +42,18 @@ debs=$CACHE_DIR/debs
 unpacked=$top/unpacked-$rel        # the image and modules packages, unpacked
 mirror=$(debian_mirror)
 
-# The user's packages: the toolchain Debian's trixie kernels are built with,
-# and what README says to install for building the module.
-CHROOT_PKGS=(rustc rust-src rustfmt bindgen libclang-dev gcc-14 gcc make bc flex bison libelf-dev
-  libssl-dev dwarves cpio kmod python3 xz-utils dkms build-essential debhelper dh-dkms dpkg-dev)
+# The user's packages: what the package depends on to build the module
+# (debian/control's Depends: the toolchain Debian's trixie kernels are
+# built with, the kernel's build tools; one list for both, so that a tool
+# the build needs cannot be in the test's machine and missing from the
+# package's), and the tools that build the package.
+control_depends() {
+  sed -n '/^Depends:/,/^Description:/p' "$repo/debian/control" | sed 's/^Depends://; /^Description:/d' |
+    tr ',' '\n' | sed 's/([^)]*)//; s/[[:space:]]//g' | grep -vE '^$|^\$\{|^linux-headers-|^linux-source'
+}
+mapfile -t CHROOT_PKGS < <(control_depends)
+[ ${#CHROOT_PKGS[@]} -ge 10 ] || die "cannot read the build tools from debian/control's Depends"
+CHROOT_PKGS+=(dkms build-essential debhelper dh-dkms dpkg-dev)
 CHROOT_KERNEL_PKGS=("linux-headers-$rel" "linux-source-$ver")
 
 # in_root CMD...: runs CMD in the chroot with /proc and /dev mounted for its
