@@ -156,7 +156,8 @@ impl RdmaXprt {
             };
             let nomsg = matches!(call, plan::CallPlan::LongCall { .. });
             let credits = shared.max_requests.load(Ordering::Relaxed);
-            let one = OneRegionFill { rqst, version, xid, credits, nomsg, call, snd, read: call.read_position() };
+            let read = call.read_position();
+            let one = OneRegionFill { call: CallHead { rqst, version, xid, credits, nomsg, call, snd }, read };
             let sent = if one.read.is_some() {
                 let fill_sg = ExtentSg { buf: rqst.call_buf(), ext: &ext };
                 ep.conn.send_one(lender, index, xid, fill_sg, one).map(|(t, _)| (t, ReplyShape::Inline, 0))
@@ -390,7 +391,7 @@ impl RdmaXprt {
     ) -> core::result::Result<InFlight, SendFailed> {
         let nomsg = matches!(call, plan::CallPlan::LongCall { .. });
         let credits = ep.shared().max_requests.load(Ordering::Relaxed);
-        let fill = CallFill { rqst, version, xid, credits, nomsg, call, snd, lists };
+        let fill = CallFill { call: CallHead { rqst, version, xid, credits, nomsg, call, snd }, lists };
         ep.conn.send(reg, fill)
     }
 
@@ -476,10 +477,10 @@ impl<M> Fill<M> for HeaderFill<'_, '_> {
     }
 }
 
-/// The Send of a call with chunks, as [`RdmaXprt::post`] builds it: a
-/// value, not a closure, so that its fill is inlined into each copy of
-/// the post whatever the optimiser thinks of its size ([`Fill`]).
-struct CallFill<'a, 'r> {
+/// A call as its Send is filled: the request, its header's fields but
+/// the chunk lists, and how its plan sends it.
+#[derive(Clone, Copy)]
+struct CallHead<'a, 'r> {
     rqst: &'a LentRqst<'r>,
     version: Version,
     xid: u32,
@@ -487,13 +488,20 @@ struct CallFill<'a, 'r> {
     nomsg: bool,
     call: plan::CallPlan,
     snd: &'a plan::XdrBufDesc,
+}
+
+/// The Send of a call with chunks, as [`RdmaXprt::post`] builds it: a
+/// value, not a closure, so that its fill is inlined into each copy of
+/// the post whatever the optimiser thinks of its size ([`Fill`]).
+struct CallFill<'a, 'r> {
+    call: CallHead<'a, 'r>,
     lists: CallLists<'a>,
 }
 
 impl Fill<Mapping> for CallFill<'_, '_> {
     #[inline(always)]
     fn fill(self, out: &mut SendWriter<'_, Mapping>) -> Result {
-        let CallFill { rqst, version, xid, credits, nomsg, call, snd, lists } = self;
+        let CallFill { call: CallHead { rqst, version, xid, credits, nomsg, call, snd }, lists } = self;
         // The transport header and what is copied right after it. The
         // offsets are sums of the call's lengths (a `u32`): should one
         // wrap, the copy would refuse the range it names.
@@ -530,20 +538,14 @@ impl Fill<Mapping> for CallFill<'_, '_> {
 /// as a Read chunk at position `read`, or else as a Write chunk. A value,
 /// so that it is inlined ([`FillOne`]).
 struct OneRegionFill<'a, 'r> {
-    rqst: &'a LentRqst<'r>,
-    version: Version,
-    xid: u32,
-    credits: u32,
-    nomsg: bool,
-    call: plan::CallPlan,
-    snd: &'a plan::XdrBufDesc,
+    call: CallHead<'a, 'r>,
     read: Option<u32>,
 }
 
 impl FillOne for OneRegionFill<'_, '_> {
     #[inline(always)]
     fn fill(self, seg: &Registered, out: &mut SendWriter<'_, Mapping>) -> Result {
-        let OneRegionFill { rqst, version, xid, credits, nomsg, call, snd, read } = self;
+        let OneRegionFill { call, read } = self;
         let segment = segment(*seg);
         let read_one;
         let lists = match read {
@@ -553,7 +555,7 @@ impl FillOne for OneRegionFill<'_, '_> {
             }
             None => CallLists::OneWrite(&segment),
         };
-        CallFill { rqst, version, xid, credits, nomsg, call, snd, lists }.fill(out)
+        CallFill { call, lists }.fill(out)
     }
 }
 
