@@ -132,7 +132,7 @@ profile:
 	bash scripts/profile.sh $(if $(STOCK),--stock) $(if $(filter 0,$(PROFILE_PERF)),--no-perf) --rounds $(or $(PROFILE_ROUNDS),2) --iodepth $(or $(PROFILE_IODEPTH),64) $(if $(PROFILE_WORKLOAD),--workload $(PROFILE_WORKLOAD)) $(if $(OLD),--old $(OLD)) $(if $(LINES),--lines)
 
 check-all:
-	RDMARS_OTHER_LINES="6.12 7.3" RDMARS_STOCK_TESTS=all bash scripts/check.sh
+	RDMARS_OTHER_LINES="6.12 7.3" RDMARS_STOCK_TESTS=all RDMARS_KRB5_FULL=1 bash scripts/check.sh
 
 # The whole suite on the debug kernel (KASAN, lockdep, kmemleak, ...).
 debug-check:

@@ -168,7 +168,8 @@ selftests() {
   local budget=3000 per_test=600
   [ "${RDMARS_KERNEL:-regular}" = debug ] && budget=18000 per_test=4200
   bash scripts/testbed.sh --timeout $budget "${opts[@]}" env RDMARS_TEST_TIMEOUT=$per_test \
-    ${RDMARS_PKG_CONF:+RDMARS_PKG_CONF=$RDMARS_PKG_CONF} selftests/run_guest.sh "${names[@]}" 2>&1 |
+    ${RDMARS_PKG_CONF:+RDMARS_PKG_CONF=$RDMARS_PKG_CONF} ${RDMARS_KRB5_FULL:+RDMARS_KRB5_FULL=$RDMARS_KRB5_FULL} \
+    selftests/run_guest.sh "${names[@]}" 2>&1 |
     tee "$logdir/selftests.$tag.tap"
   local rc=${PIPESTATUS[0]} tap="$logdir/selftests.$tag.tap" sp sf ss planned
   ss=$(grep -cE '^ok [0-9]+ .*# SKIP' "$tap")

@@ -438,6 +438,13 @@ server)
           for f in /var/log/krb5-setup.log /var/log/krb5kdc.log /var/log/gssproxy.log; do
             echo "== $f"; tail -25 "$f" 2>&1
           done > "$share/res.$id.tmp" ;;
+        krb5kdc-stop)
+          # The KDC goes away (selftests/tests/nfs_krb5.sh), and comes back.
+          kill "$(cat /run/krb5kdc/krb5kdc.pid 2>/dev/null)" 2> /dev/null
+          for _ in $(seq 1 50); do pgrep -x krb5kdc > /dev/null || break; sleep 0.1; done
+          if pgrep -x krb5kdc > /dev/null; then echo rc=1; else echo rc=0; fi > "$share/res.$id.tmp" ;;
+        krb5kdc-start)
+          krb5kdc -P /run/krb5kdc/krb5kdc.pid; echo "rc=$?" > "$share/res.$id.tmp" ;;
         nfsd-states)
           # What knfsd holds for its clients (callback state, delegations).
           for c in /proc/fs/nfsd/clients/*; do cat "$c/info" "$c/states"; done > "$share/res.$id.tmp" 2>&1 ;;

@@ -11,7 +11,16 @@
 # flavour allows: with krb5 by direct placement (the WRITEs' in Read
 # chunks, the READs' in Write chunks); krb5i and krb5p checksum or encrypt
 # it with the rest of the message, so no direct placement: WRITEs go as
-# Long Calls, READ replies in Reply chunks, never a Write chunk.
+# Long Calls, READ replies in Reply chunks, never a Write chunk. Under each
+# flavour too: a symlink of 4000 bytes (its SYMLINK a Long Call; 3000 under
+# NFSv4.2 krb5p, where knfsd answers that Long Call with NFS4ERR_BADXDR, to
+# the C client too) and a directory of 200 entries (1,000 and fio with
+# verification from 4 KiB to 1 MiB blocks when RDMARS_KRB5_FULL=1, as make
+# check-all sets). Then the failures a Kerberos site meets: a user whose
+# ticket expires, and a KDC that goes away while a user still has a ticket
+# for it alone (no service ticket yet): the application gets an error
+# (EACCES or EKEYEXPIRED) in bounded time, never a hang, and the mount
+# works again for a user with a good ticket.
 #
 # The testbed's Kerberos is set up at boot (scripts/guest/init.sh,
 # krb5_common): an MIT KDC and gssproxy in the server guest, keytabs for
@@ -72,7 +81,9 @@ fi
 # kernel then uses the context on the RDMA transport).
 rpc.gssd -f -v -p $pipefs > $gssd_log 2>&1 &
 gssd=$!
+kdc_down=0
 stop_gssd() {
+  [ $kdc_down = 0 ] || server_cmd krb5kdc-start > /dev/null
   kill $gssd 2> /dev/null; wait $gssd 2> /dev/null
   [ $pipefs_ours = 0 ] || umount $pipefs || diag "cannot unmount $pipefs"
   as_user kdestroy -q -c "$ccache" 2> /dev/null
@@ -96,6 +107,41 @@ if [ $XPRT_MOD = rpcrdma_rs ]; then ev=$T/events/rpcrdma_rs/rpcrdma_rs_marshal; 
 trace_on() { echo > $T/trace; echo 1 > $ev/enable && echo 1 > $T/tracing_on || fail "cannot enable $ev"; }
 trace_off() { echo 0 > $ev/enable; echo 0 > $T/tracing_on; cp $T/trace /tmp/krb5.trace; echo > $T/trace; }
 calls() { grep -cE "$1" /tmp/krb5.trace; }
+full=${RDMARS_KRB5_FULL:-0}
+link_target=$(printf 'k%.0s' $(seq 1 4000))
+# more_shapes WHAT: the symlink, the directory and (full) fio, as the user,
+# on the mount at $MNT.
+more_shapes() {
+  local what=$1 d="$MNT/krb5/dir" n=200 bs got
+  [ "$full" = 1 ] && n=1000
+  local target=$link_target
+  if ! as_user ln -s "$target" "$MNT/krb5/link" 2> /dev/null; then
+    # knfsd answers NFS4ERR_BADXDR to an NFSv4 SYMLINK whose call goes as a
+    # Long Call under krb5p (the in-tree C client gets the same answer to
+    # the same call): a link whose call fits inline then.
+    [ "$what" = "vers=4.2 sec=krb5p" ] || kfail "$what: $KRB5_USER cannot make a symlink of 4000 bytes"
+    diag "$what: knfsd refuses the 4000-byte SYMLINK (a Long Call under krb5p); 3000 bytes instead"
+    target=${link_target:0:3000}
+    as_user ln -s "$target" "$MNT/krb5/link" || kfail "$what: $KRB5_USER cannot make a symlink of 3000 bytes"
+  fi
+  as_user mkdir "$d" || kfail "$what: $KRB5_USER cannot make a directory"
+  as_user sh -c 'cd "$1" && seq 1 "$2" | sed "s/^/entry-with-a-name-long-enough-/" | xargs touch' sh "$d" "$n" ||
+    kfail "$what: $KRB5_USER cannot fill the directory"
+  umount "$MNT" && m || kfail "$what: remount failed"
+  got=$(as_user readlink "$MNT/krb5/link") || kfail "$what: READLINK failed"
+  [ "$got" = "$target" ] || fail "$what: the symlink reads back as ${#got} bytes, not the ${#target} written"
+  got=$(as_user ls -1 "$d" | grep -c '^entry-with-a-name-long-enough-') || true
+  [ "$got" = "$n" ] || fail "$what: the directory lists $got of $n entries"
+  if [ "$full" = 1 ] && command -v fio > /dev/null; then
+    for bs in 4k 64k 1m; do
+      as_user fio --name=v --filename="$MNT/krb5/fio.$bs" --size=4M --bs=$bs --direct=1 --ioengine=psync \
+        --rw=randwrite --verify=crc32c --verify_fatal=1 --randrepeat=1 --output=/tmp/krb5.fio > /dev/null 2>&1 ||
+        { cat /tmp/krb5.fio; fail "$what: fio verify bs=$bs failed"; }
+    done
+  fi
+  as_user rm -rf "$d" "$MNT/krb5/link" "$MNT"/krb5/fio.*
+  diag "$what: symlink of ${#target} bytes, $n directory entries$([ "$full" = 1 ] && echo ", fio 4k-1m verified")"
+}
 
 for v in 3 4.2; do
   for sec in krb5 krb5i krb5p; do
@@ -120,6 +166,7 @@ for v in 3 4.2; do
     wchunks=$(rdma_xprt_field 12) replies=$(rdma_xprt_field 13) bad=$(rdma_xprt_field 20)
     trace_off
     as_user rm -f "$MNT/krb5/file"
+    more_shapes "$what"
     umount "$MNT" || fail "$what: umount failed"
     ddp=$(calls ' read list/|/write list') long=$(calls '\*read list/') rc=$(calls '/reply chunk')
     diag "$what: file of uid $owner; write mount: read chunks $rchunks, long calls $longcalls;" \
@@ -141,6 +188,60 @@ for v in 3 4.2; do
       [ "${replies:-0}" -gt 0 ] || fail "$what: no Reply chunk for the READs"
     fi
   done
+done
+
+# kinit_user [ARGS]: a fresh ticket for the user (the old ones, and the
+# service tickets got with them, gone).
+kinit_user() {
+  as_user kdestroy -q -c "$ccache" 2> /dev/null
+  out=$(as_user kinit "$@" -k -t "$KRB5_USER_KEYTAB" -c "$ccache" "$KRB5_USER@$KRB5_REALM" 2>&1) ||
+    kfail "kinit $* as $KRB5_USER@$KRB5_REALM failed: $out"
+}
+# user_touch: the user makes a new file in the mount (a CREATE, which no
+# cache answers).
+n_touch=0
+user_touch() { n_touch=$((n_touch + 1)); as_user touch "$MNT/krb5/probe.$n_touch"; }
+# denied WHAT: the user's access to the mount must fail, in bounded time.
+denied() {
+  local t0=$SECONDS err rc
+  n_touch=$((n_touch + 1))
+  err=$(timeout 120 setpriv --reuid="$KRB5_UID" --regid="$KRB5_UID" --clear-groups -- \
+    touch "$MNT/krb5/probe.$n_touch" 2>&1); rc=$?
+  diag "$1: a CREATE as $KRB5_USER: rc $rc after $((SECONDS - t0)) s: ${err:-no message}"
+  [ $rc != 124 ] || fail "$1: the user's access hung"
+  [ $rc != 0 ] || fail "$1: the user's access succeeded"
+  printf '%s' "$err" | grep -qiE 'permission denied|key has expired|key was rejected' ||
+    fail "$1: not a credentials error: $err"
+}
+failures=(3)
+[ "$full" = 1 ] && failures=(3 4.2)
+for v in "${failures[@]}"; do
+  opts=vers=$v,proto=rdma,port=20049,retry=0,sec=krb5i path=/
+  [ $v = 3 ] && opts=$opts,nolock path=$RS_EXPORT
+  what="vers=$v sec=krb5i"
+  # A ticket for 20 s: the access right after it works; once it has
+  # expired (the context made with it too), the next is refused.
+  kinit_user -l 20s
+  timeout 120 mount -t nfs -o "$opts" "$KRB5_SERVER:$path" "$MNT" || kfail "$what: mount failed"
+  user_touch || kfail "$what: access with a fresh ticket failed"
+  sleep 25
+  denied "$what, the ticket expired"
+  # The KDC goes away while the user has a ticket for it alone: a new
+  # context needs a service ticket, which nobody can give.
+  kinit_user
+  # (After the kernel's negative cache of the failed upcall, 5 s.)
+  sleep 6
+  kdc_down=1
+  r=$(server_cmd krb5kdc-stop); printf '%s' "$r" | grep -q rc=0 || kfail "cannot stop the KDC: $r"
+  denied "$what, the KDC gone"
+  r=$(server_cmd krb5kdc-start); printf '%s' "$r" | grep -q rc=0 || kfail "cannot start the KDC again: $r"
+  kdc_down=0
+  kinit_user
+  ok=0
+  for _ in $(seq 1 20); do user_touch 2> /dev/null && { ok=1; break; }; sleep 3; done
+  [ $ok = 1 ] || kfail "$what: access failed with a good ticket once the KDC was back"
+  as_user rm -f "$MNT"/krb5/probe.*
+  umount "$MNT" || fail "$what: umount failed"
 done
 
 trap - EXIT
