@@ -162,12 +162,6 @@ check_write-chunk-short() {
   [ "$(read_file peer.dat)" = "$want" ] || bad write-chunk-short "READ wrong or failed after the empty Write chunk"
   diag "  write-chunk-short: the read through the empty Write chunk: $got"
 }
-# write-chunk-pad: an O_DIRECT read of 8192 bytes into a buffer filled
-# with 0xaa gets the file's 4097 bytes in a Write chunk (written into the
-# buffer itself); the peer also writes 0xee into the 3 bytes after them,
-# where the data's XDR pad lies inside the reply's length (RFC 8166
-# section 3.5.3: the pad is never sent). The client zeroes the pad, so no
-# byte the server did not send is passed up, and writes nothing past it.
 # odd_read: the O_DIRECT read of peer.odd (4097 bytes) into an 8192-byte
 # buffer filled with 0xaa: prints the bytes read, their md5, the bytes up to
 # the next multiple of 4 and the 8 after them (hex).
@@ -182,30 +176,39 @@ p = (n + 3) & ~3
 print(n, hashlib.md5(buf[:n]).hexdigest(), buf[n:p].hex() or "-", buf[p:p + 8].hex())
 PY
 }
-check_write-chunk-pad() {
-  local r n sum pad rest
-  r=$(odd_read) || { bad write-chunk-pad "the O_DIRECT read failed: $r"; return; }
+# check_odd_read SCENARIO WHAT: odd_read, and what both scenarios below
+# require of it: the file's 4097 bytes read right, nothing past their WHAT
+# (the pad, the roundup) touched, and the next READ right. Leaves the pad
+# bytes (hex) in $pad.
+check_odd_read() {
+  local r n sum rest
+  r=$(odd_read) || { bad "$1" "the O_DIRECT read failed: $r"; return 1; }
   read -r n sum pad rest <<< "$r"
-  diag "  write-chunk-pad: read $n bytes, pad bytes $pad, then $rest"
-  [ "$n" = 4097 ] && [ "$sum" = "$want_odd" ] || bad write-chunk-pad "read $n bytes ($sum), want 4097 ($want_odd)"
+  diag "  $1: read $n bytes, pad bytes $pad, then $rest"
+  [ "$n" = 4097 ] && [ "$sum" = "$want_odd" ] || bad "$1" "read $n bytes ($sum), want 4097 ($want_odd)"
+  [ "$rest" = aaaaaaaaaaaaaaaa ] || bad "$1" "bytes past the $2 changed: $rest"
+  [ "$(read_file peer.dat)" = "$want" ] || bad "$1" "READ wrong or failed afterwards"
+}
+# write-chunk-pad: an O_DIRECT read of 8192 bytes into a buffer filled
+# with 0xaa gets the file's 4097 bytes in a Write chunk (written into the
+# buffer itself); the peer also writes 0xee into the 3 bytes after them,
+# where the data's XDR pad lies inside the reply's length (RFC 8166
+# section 3.5.3: the pad is never sent). The client zeroes the pad, so no
+# byte the server did not send is passed up, and writes nothing past it.
+check_write-chunk-pad() {
+  local pad
+  check_odd_read write-chunk-pad pad || return
   if [ "$XPRT_MOD" = rpcrdma_rs ]; then
     [ "$pad" = 000000 ] || bad write-chunk-pad "the pad bytes after the data are $pad, not zero"
   fi
-  [ "$rest" = aaaaaaaaaaaaaaaa ] || bad write-chunk-pad "bytes past the pad changed: $rest"
-  [ "$(read_file peer.dat)" = "$want" ] || bad write-chunk-pad "READ wrong or failed afterwards"
 }
 # write-chunk-roundup: an RFC 5666 server counts the roundup in the length
 # it returns without writing it. Inside the 8192 bytes offered that is
 # accepted: the READ's count, not the chunk's length, says how much is
 # data, and nothing past the roundup is touched.
 check_write-chunk-roundup() {
-  local r n sum pad rest
-  r=$(odd_read) || { bad write-chunk-roundup "the O_DIRECT read failed: $r"; return; }
-  read -r n sum pad rest <<< "$r"
-  diag "  write-chunk-roundup: read $n bytes, pad bytes $pad, then $rest"
-  [ "$n" = 4097 ] && [ "$sum" = "$want_odd" ] || bad write-chunk-roundup "read $n bytes ($sum), want 4097 ($want_odd)"
-  [ "$rest" = aaaaaaaaaaaaaaaa ] || bad write-chunk-roundup "bytes past the roundup changed: $rest"
-  [ "$(read_file peer.dat)" = "$want" ] || bad write-chunk-roundup "READ wrong or failed afterwards"
+  local pad
+  check_odd_read write-chunk-roundup roundup
 }
 check_reply-chunk-gap() { check_bad_chunk reply-chunk-gap Gap "had a gap"; }
 check_reply-chunk-swapped() { check_bad_chunk reply-chunk-swapped ForeignSegment "was reordered"; }
