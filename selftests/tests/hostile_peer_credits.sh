@@ -19,10 +19,11 @@
 #                      client must keep its credit counted (one call at a
 #                      time beside it, not two) until the late reply comes,
 #                      and then take it back (RFC 8166 section 3.3.1)
-#   credits-reconnect  as credits-2; the connection is forced down during
-#                      the load, with calls queued; on each connection the
-#                      peer holds the first call, and the first after the
-#                      first reply, for 1.5 s: a new connection must start
+#   credits-reconnect  as credits-2; the peer drops the connection on its
+#                      24th READ, with the other readers' calls queued
+#                      behind the grant; on each connection the peer holds
+#                      the first call, and the first after the first
+#                      reply, for 1.5 s: a new connection must start
 #                      with one credit (a client that kept its old window
 #                      sends its queued calls at once: "credit overrun: 2
 #                      outstanding, grant 1"); run again with --v2, where
@@ -178,17 +179,14 @@ check_credits-abandon() {
   fi
 }
 # credits-reconnect: the connection goes down while the readers have calls
-# queued behind the grant; the peer holds the first calls of each
-# connection, so any call beyond the credit a new connection starts with
-# (or beyond the first grant less Version Two's ROPT_INITXCH) is counted
-# while they wait.
-during_load_credits-reconnect() {
-  sleep 2
-  force_disconnect 20050
-}
+# queued behind the grant (the peer drops it on a READ, so on a machine of
+# any speed); the peer holds the first calls of each connection, so any
+# call beyond the credit a new connection starts with (or beyond the first
+# grant less Version Two's ROPT_INITXCH) is counted while they wait.
 check_credits-reconnect() {
   local holds
   check_queued credits-reconnect
+  printf '%s\n' "$log" | grep -q 'disconnecting on READ' || bad credits-reconnect "the peer did not drop the connection during the load"
   [ "$conns" -ge 2 ] || bad credits-reconnect "no reconnect during the load ($conns connections)"
   holds=$(printf '%s\n' "$log" | grep -c 'holding the first call .* of connection [2-9]')
   [ "$holds" -ge 1 ] || bad credits-reconnect "the peer held no first call of a later connection"

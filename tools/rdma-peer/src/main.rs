@@ -67,7 +67,7 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("credits-0", "every reply grants 0 credits"),
     ("credits-max", "every reply grants 2^32-1 credits"),
     ("credits-2", "every reply grants 2 credits (proxy mode: under a real mount's load)"),
-    ("credits-reconnect", "(proxy) as credits-2; on each connection its first call, and the first after its first reply, answered after 1.5 s"),
+    ("credits-reconnect", "(proxy) as credits-2; on each connection its first call, and the first after its first reply, answered after 1.5 s; the first connection dropped on its 24th READ"),
     ("credits-abandon", "(proxy) as credits-2; the first READLINK answered only after 20 s, its Receive in use meanwhile"),
     ("huge-counts", "first reply's Write list claims 2^32-1 segments"),
     ("write-chunk-unoffered", "first reply carries a Write chunk the client never offered"),
@@ -130,6 +130,9 @@ const BAIT_EVERY: u32 = 16;
 const HOLD_SECS: u64 = 20;
 /// How long credits-reconnect holds each of its calls.
 const RECONNECT_HOLD_MS: u64 = 1500;
+/// credits-reconnect drops its first connection on this READ of it, with
+/// the load's other readers queued behind the grant of 2.
+const RECONNECT_AT_READ: u32 = 24;
 /// The grant of the credits-2 scenarios.
 const CREDITS_2: &[&str] = &["credits-2", "credits-abandon", "credits-reconnect", "grant-done", "grant-unknown-xid", "grant-error", "grant-reverse", "v2-probe-rejected"];
 
@@ -221,6 +224,11 @@ struct Peer {
     /// call, 1 while that call is held, 2 once answered, 3 while the next
     /// call is held, 4 after.
     hold_phase: u8,
+    /// credits-reconnect: NFSv3 READs received on the current connection.
+    conn_reads: u32,
+    /// credits-reconnect: the current connection is being dropped; what
+    /// still arrives on it goes unanswered.
+    dropping: bool,
     /// Proxy mode: calls answered.
     calls: u32,
     /// Speak Version Two to clients that call in it.
@@ -495,6 +503,31 @@ impl Peer {
                 self.held_until = Some((Instant::now() + Duration::from_millis(RECONNECT_HOLD_MS), msg.to_vec()));
                 return Ok(());
             }
+        }
+        // Once both holds are over, the first connection goes down on its
+        // RECONNECT_AT_READ-th READ, left unanswered: the load's other
+        // readers have calls queued behind the grant then, whatever the
+        // speed of the machine, and the client must bring them to the next
+        // connection within its first credit.
+        if s == "credits-reconnect" && !self.done && self.hold_phase == 4 {
+            if let Ok(Some(inc)) = self.parse(msg) {
+                if CallInfo::of(inc.inline).is_some_and(|i| (i.prog, i.vers, i.procedure) == (100003, 3, 6)) {
+                    self.conn_reads += 1;
+                    if self.conn_reads == RECONNECT_AT_READ {
+                        self.done = true;
+                        self.log.line(&format!(
+                            "disconnecting on READ {} xid={:#x} of connection {}, unanswered",
+                            self.conn_reads, inc.xid, self.conns
+                        ));
+                        self.dropping = true;
+                        conn.disconnect();
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        if self.dropping {
+            return Ok(());
         }
         let mut force_inv = None;
         if !self.done && !handles.is_empty() {
@@ -901,6 +934,8 @@ fn main() -> ExitCode {
         held: None,
         held_until: None,
         hold_phase: 0,
+        conn_reads: 0,
+        dropping: false,
         calls: 0,
         v2: args.iter().any(|a| a == "--v2"),
         received: 0,
@@ -935,6 +970,8 @@ fn main() -> ExitCode {
                         peer.held = None;
                         peer.held_until = None;
                         peer.hold_phase = 0;
+                        peer.conn_reads = 0;
+                        peer.dropping = false;
                         peer.sent_initxch = false;
                         peer.client_rbsiz = xchar::DEFAULT_RBSIZ;
                         // One connection at a time: a new one replaces the old.
