@@ -74,7 +74,7 @@ impl EpShared {
                 }
                 r
             }
-            None => match self.decode_other(conn, data) {
+            None => match self.decode_other(conn, data, v2) {
                 Some(r) => r,
                 None => return,
             },
@@ -96,14 +96,15 @@ impl EpShared {
     }
 
     /// Decodes a header that is neither of the two common ones `reply`
-    /// tells first, and acts on those that answer no call of ours (backward calls, Version
-    /// Two's optional messages, what does not decode). Returns what a reply
+    /// tells first, as Version Two's if `v2`, and acts on those that
+    /// answer no call of ours (backward calls, Version Two's optional
+    /// messages, what does not decode). Returns what a reply
     /// returns, its XID, its credit field and its RPC message. Out of
     /// line: inlined, its values would crowd the registers of the common
     /// replies' path.
     #[inline(never)]
-    fn decode_other<'a>(&self, conn: &Live<'_, Self>, data: &'a [u8]) -> Option<(Returned<'a>, u32, u32, &'a [u8])> {
-        let decoded = if self.is_v2() { Incoming::decode_v2(data) } else { Incoming::decode_v1(data) };
+    fn decode_other<'a>(&self, conn: &Live<'_, Self>, data: &'a [u8], v2: bool) -> Option<(Returned<'a>, u32, u32, &'a [u8])> {
+        let decoded = if v2 { Incoming::decode_v2(data) } else { Incoming::decode_v1(data) };
         let Some(inc) = decoded else {
             // Another version's request gets ERR_VERS; anything else that
             // does not parse (short, bad procedure, bad lists) is dropped.

@@ -84,11 +84,12 @@ impl EpShared {
     /// While the Version Two probe is out, its answer settles the
     /// connection's version (draft section 5). Returns `None` if `data`
     /// was consumed here, else whether it is to be read as Version Two's
-    /// ([`EpShared::is_v2`], with the settled version read once).
+    /// ([`EpShared::is_v2`], with the settled version read once; or the
+    /// server's own RDMA2_OPTIONAL ahead of the probe's answer).
     #[inline(always)]
     pub(super) fn settle_version(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<RemoteInv>) -> Option<bool> {
         match self.settled() {
-            None => self.settle_version_now(conn, data, invalidated).then(|| self.is_v2()),
+            None => self.settle_version_now(conn, data, invalidated),
             Some(v) => Some(v == Version::V2),
         }
     }
@@ -97,13 +98,19 @@ impl EpShared {
     /// first replies on a connection only.
     #[cold]
     #[inline(never)]
-    fn settle_version_now(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<RemoteInv>) -> bool {
+    fn settle_version_now(&self, conn: &Live<'_, Self>, data: &[u8], invalidated: Option<RemoteInv>) -> Option<bool> {
         let (decision, settled) = {
             let mut g = self.version.lock();
             let mut d = match &mut *g {
                 ConnVersion::Neg(n @ v2::Negotiation::Probing { .. }) => n.on_reply(data),
-                _ => return true,
+                _ => return Some(self.is_v2()),
             };
+            // A Version Two server's characteristics may come first
+            // (xcharext section 4.1): read as Version Two, the probe's
+            // answer still to come.
+            if d == Decision::OptionalBeforeAnswer {
+                return Some(true);
+            }
             // versions=2: Version Two or nothing.
             if let Decision::FallBackToV1 { low, high } = d {
                 if !self.cfg.settings.versions.v1 {
@@ -118,7 +125,7 @@ impl EpShared {
         // The answer's XID (none if it is too short to have one).
         let xid = v1::peek(data).ok().map(|p| p.xid);
         trace::version(|| self.xprt.get().addr_str(), xid.unwrap_or(0), trace::VersionEvent::Settled as u32, settled);
-        self.apply_decision(conn, xid, invalidated, decision)
+        self.apply_decision(conn, xid, invalidated, decision).then(|| self.is_v2())
     }
 
     /// Acts on what the answer to the probe decided: counts and logs it,
@@ -134,7 +141,7 @@ impl EpShared {
     ) -> bool {
         let addr = self.xprt.get().addr_str();
         match decision {
-            Decision::NotForProbe => true,
+            Decision::NotForProbe | Decision::OptionalBeforeAnswer => true,
             // A refused probe (RejectedV2) still settles Version Two; the
             // error fails the probe's RPC in `reply`, and grants nothing.
             Decision::UseV2 { .. } | Decision::RejectedV2(_) => {

@@ -49,12 +49,23 @@ impl EpShared {
     /// A Version Two RDMA2_OPTIONAL message. The transport characteristics
     /// operations (xcharext) are understood; any other type is answered
     /// with RDMA2_ERROR / ERR_INVAL_OPTION (draft section 3.1).
+    /// Before the probe's answer settles the version (the server may send
+    /// its ROPT_INITXCH first), the probe is the one message of ours the
+    /// server has room for: what would need an answer is dropped instead,
+    /// and counted.
     pub(super) fn optional(&self, conn: &Live<'_, Self>, xid: u32, o: &v2::Optional<'_>) {
+        let early = self.settled().is_none();
         let err = |e: v2::ErrorBody| {
+            if early {
+                return;
+            }
             let h = v2::Header::error(xid, BC_SLOTS as u32, e);
             self.send_answer(conn, "RDMA2_ERROR", |buf| h.encode(buf).map_err(|_| EINVAL));
         };
         if !xchar::is_xchar_opttype(o.opttype) {
+            if early {
+                self.count_bad_reply(xid, c_str!("optional message before the version is settled"));
+            }
             return err(v2::ErrorBody::InvalOption);
         }
         let op = match XchOp::from_optional(o) {
@@ -96,6 +107,9 @@ impl EpShared {
                         after.min(self.cfg.settings.inline_write)
                     );
                 }
+            }
+            XchOp::ReqXch { .. } if early => {
+                self.count_bad_reply(xid, c_str!("characteristics request before the version is settled"));
             }
             XchOp::ReqXch { want } => {
                 // Our characteristics are fixed: a request for the values

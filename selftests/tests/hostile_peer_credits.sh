@@ -188,6 +188,8 @@ check_credits-reconnect() {
   check_queued credits-reconnect
   printf '%s\n' "$log" | grep -q 'disconnecting on READ' || bad credits-reconnect "the peer did not drop the connection during the load"
   [ "$conns" -ge 2 ] || bad credits-reconnect "no reconnect during the load ($conns connections)"
+  [ "$XPRT_MOD" != rpcrdma_rs ] || [ "$(rs_counter bad_replies)" = "$b0" ] ||
+    bad credits-reconnect "a message of the peer's counted as bad"
   holds=$(printf '%s\n' "$log" | grep -c 'holding the first call .* of connection [2-9]')
   [ "$holds" -ge 1 ] || bad credits-reconnect "the peer held no first call of a later connection"
   if [ "$v2" = v2 ] && [ "$XPRT_MOD" = rpcrdma_rs ]; then

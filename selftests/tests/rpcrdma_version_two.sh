@@ -25,6 +25,10 @@
 #                     with ROPT_RESPXCH (rejected: ours are fixed)
 #   xch-resp (v2)     an ROPT_RESPXCH we never asked for: counted, answered
 #                     with RDMA2_ERROR / ERR_INVAL_OPTION
+#   xch-early (v2)    the peer's ROPT_INITXCH (8 KiB) comes ahead of the
+#                     answer to the probe, on each connection: read as
+#                     Version Two, not counted as bad; a 6 KiB WRITE goes
+#                     inline, on the first connection and after a reconnect
 . "$(dirname "$0")/../lib.sh"
 only_ours
 unload_all
@@ -90,6 +94,38 @@ if peer xch-upd v2; then
   new_dmesg | grep -q "server's receive buffer is 8192 bytes" || bad xch-upd "no log line for the new Receive buffer size"
 else
   bad xch-upd "mount failed"; done_ xch-upd
+fi
+MODOPTS=
+[ "$fails" = "$f0" ] || show_log
+
+# A Version Two server may send its characteristics first thing (xcharext
+# section 4.1), before the probe's answer: a client that reads them as
+# Version One drops them as undecodable (bad_replies) and keeps 4 KiB.
+f0=$fails
+MODOPTS="max_inline_write=8192"
+if peer xch-early v2; then
+  head -c 6144 /dev/urandom > /tmp/v2.w
+  r0=$(rdma_xprt_field 11)
+  dd if=/tmp/v2.w of="$MNT/xch.1" bs=6144 count=1 oflag=direct status=none || bad xch-early "first WRITE failed"
+  r1=$(rdma_xprt_field 11)
+  force_disconnect 20050
+  dd if=/tmp/v2.w of="$MNT/xch.2" bs=6144 count=1 oflag=direct status=none || bad xch-early "WRITE after the reconnect failed"
+  r2=$(rdma_xprt_field 11)
+  conns=$(rdma_xprt_field 3)
+  cmp -s /tmp/v2.w "$MNT/xch.1" && cmp -s /tmp/v2.w "$MNT/xch.2" || bad xch-early "data read back differs"
+  rm -f "$MNT/xch.1" "$MNT/xch.2"
+  b=$(rs_counter bad_replies)
+  done_ xch-early
+  diag "xch-early: connections $conns, Read chunks for a 6 KiB WRITE $((r1 - r0)), after the reconnect $((r2 - r1)), bad replies $b"
+  [ "$(printf '%s\n' "$LOG" | grep -c 'ROPT_INITXCH ahead of the first reply')" -ge 2 ] ||
+    bad xch-early "the peer did not send its ROPT_INITXCH first on two connections"
+  [ "$conns" -ge 2 ] || bad xch-early "no reconnect"
+  [ "$b" = 0 ] || bad xch-early "$b of the peer's messages counted as bad"
+  [ "$r1" = "$r0" ] || bad xch-early "the WRITE used a Read chunk: the early ROPT_INITXCH was not taken"
+  [ "$r2" = "$r1" ] || bad xch-early "after the reconnect the WRITE used a Read chunk"
+  new_dmesg | grep -q "server's receive buffer is 8192 bytes" || bad xch-early "no log line for the Receive buffer size"
+else
+  bad xch-early "mount failed"; done_ xch-early
 fi
 MODOPTS=
 [ "$fails" = "$f0" ] || show_log

@@ -587,6 +587,12 @@ pub enum Decision {
     /// Not the answer to the probe (other XID, a CALL, or negotiation not in
     /// progress): handle it by the normal rules, negotiation is unaffected.
     NotForProbe,
+    /// A well-formed Version Two `RDMA2_OPTIONAL` message with its own XID,
+    /// received before the probe's answer: a responder that speaks
+    /// Version Two may send its characteristics (xcharext ROPT_INITXCH)
+    /// as its first message on the connection, ahead of that answer. Read
+    /// it as Version Two; only the probe's answer settles the version.
+    OptionalBeforeAnswer,
     /// A non-error reply in a version other than the one the probe used
     /// (the responder must reply in the requester's version, section 5.3):
     /// a protocol violation; disconnect.
@@ -611,7 +617,9 @@ pub fn probe_reply(probe_xid: u32, reply: &[u8]) -> Decision {
         Err(e) => return Decision::Malformed(e.into()),
     };
     if prefix.xid != probe_xid {
-        return Decision::NotForProbe;
+        let optional = prefix.vers == RPCRDMA_VERSION_2
+            && matches!(Header::decode(reply), Ok((Header { body: Body::Optional(_), .. }, _)));
+        return if optional { Decision::OptionalBeforeAnswer } else { Decision::NotForProbe };
     }
     match v1::decode_error_any_version(reply) {
         Ok((_, v1::ErrorBody::Vers { low, high })) => {
@@ -685,7 +693,7 @@ impl Negotiation {
             Decision::NoCommonVersion { .. } | Decision::UnexpectedVersion(_) | Decision::Malformed(_) => {
                 *self = Negotiation::Failed
             }
-            Decision::NotForProbe => {}
+            Decision::NotForProbe | Decision::OptionalBeforeAnswer => {}
         }
         d
     }
@@ -1141,6 +1149,14 @@ mod tests {
         assert!(matches!(probe_reply(7, &b[..n]), Decision::Malformed(_)));
         // Other XID.
         assert_eq!(probe_reply(8, &ERR_VERS), Decision::NotForProbe);
+        // The responder's own RDMA2_OPTIONAL ahead of the answer (its
+        // ROPT_INITXCH): read as Version Two, nothing settled. Not a
+        // Version One message with the same words, nor one cut short.
+        assert_eq!(probe_reply(7, &OPTIONAL), Decision::OptionalBeforeAnswer);
+        let mut v1_optional = OPTIONAL;
+        v1_optional[7] = 1;
+        assert_eq!(probe_reply(7, &v1_optional), Decision::NotForProbe);
+        assert_eq!(probe_reply(7, &OPTIONAL[..22]), Decision::NotForProbe);
         // A non-error v2 reply.
         assert_eq!(probe_reply(0xdead_beef, &NOMSG_REPLY), Decision::UseV2 { credit: 128 });
         assert_eq!(probe_reply(9, &OPTIONAL), Decision::UseV2 { credit: 1 });
@@ -1187,6 +1203,8 @@ mod tests {
         assert_eq!(n.next_connection_version(), Some(Version::V1), "lost probe => assume v1");
         assert_eq!(n.on_reply(&NOMSG_REPLY), Decision::NotForProbe);
         assert_eq!(n, Negotiation::Probing { xid: 7 });
+        assert_eq!(n.on_reply(&OPTIONAL), Decision::OptionalBeforeAnswer);
+        assert_eq!(n, Negotiation::Probing { xid: 7 }, "only the probe's answer settles");
         assert_eq!(n.on_reply(&ERR_VERS), Decision::FallBackToV1 { low: 1, high: 1 });
         assert_eq!(n.version(), Some(Version::V1));
         assert_eq!(n.inline_threshold(), 1024);

@@ -106,6 +106,7 @@ const CATALOGUE: &[(&str, &str)] = &[
     ("xch-upd", "(proxy, --v2) ROPT_INITXCH says 4 KiB, ROPT_UPDXCH raises it to 8 KiB after 15 calls"),
     ("xch-req", "(proxy, --v2) after the first reply, ROPT_REQXCH asks the client for a 2 KiB Receive buffer"),
     ("xch-resp", "(proxy, --v2) after the first reply, an ROPT_RESPXCH the client never asked for"),
+    ("xch-early", "(proxy, --v2) on each connection, ROPT_INITXCH announcing an 8 KiB Receive buffer ahead of the answer to the first call"),
     ("grant-done", "(proxy) as credits-2; after the first reply and every 16th, an RDMA_DONE with credits 2^32-1"),
     ("grant-unknown-xid", "(proxy) as credits-2; after the first reply and every 16th, a reply to no call with credits 2^32-1"),
     ("grant-error", "(proxy) as credits-2; after the first reply and every 16th, RDMA_ERROR / ERR_CHUNK for no call, credits 2^32-1"),
@@ -229,6 +230,8 @@ struct Peer {
     /// credits-reconnect: the current connection is being dropped; what
     /// still arrives on it goes unanswered.
     dropping: bool,
+    /// Proxy mode: calls answered on the current connection.
+    conn_calls: u32,
     /// Proxy mode: calls answered.
     calls: u32,
     /// Speak Version Two to clients that call in it.
@@ -623,11 +626,24 @@ impl Peer {
         conn.send_chain(&m, None, &[], true)
     }
 
+    /// Version Two: our ROPT_INITXCH, once per connection.
+    fn send_initxch(&mut self, conn: &mut Conn) -> io::Result<()> {
+        self.sent_initxch = true;
+        let mut out = [0u8; 256];
+        let rbsiz = if matches!(self.scenario.as_str(), "xch-big" | "xch-early") { 8192 } else { 4096 };
+        let vals = [Xchar::RecvBufSize(rbsiz), Xchar::ReqRemInv(false), Xchar::BackwardRequest(xchar::BkReqSup::Inline)];
+        let op = XchOp::InitXch { start: XcharSpec::from_slice(&vals), nochg: XcharSubset::empty() };
+        let n = op.encode_message(0x7200_0001, self.grant(), v2::Direction::Reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
+        self.log.line(&format!("send ROPT_INITXCH rbsiz={rbsiz}"));
+        conn.send(&out[..n], None)
+    }
+
     /// Version Two: the transport characteristics messages the peer sends
-    /// (xcharext): its ROPT_INITXCH after the first reply, and what the
-    /// scenario adds.
+    /// (xcharext): its ROPT_INITXCH after the first reply of each
+    /// connection (xch-early: before it, see the receive loop), and what
+    /// the scenario adds.
     fn xch(&mut self, conn: &mut Conn) -> io::Result<()> {
-        if !self.v2 || self.calls == 0 || !self.last_v2 {
+        if !self.v2 || self.conn_calls == 0 || !self.last_v2 {
             return Ok(());
         }
         let mut out = [0u8; 256];
@@ -635,13 +651,7 @@ impl Peer {
         let s = self.scenario.clone();
         let grant = self.grant();
         if !self.sent_initxch {
-            self.sent_initxch = true;
-            let rbsiz = if s == "xch-big" { 8192 } else { 4096 };
-            let vals = [Xchar::RecvBufSize(rbsiz), Xchar::ReqRemInv(false), Xchar::BackwardRequest(xchar::BkReqSup::Inline)];
-            let op = XchOp::InitXch { start: XcharSpec::from_slice(&vals), nochg: XcharSubset::empty() };
-            let n = op.encode_message(0x7200_0001, grant, reply, &mut out).map_err(|e| io::Error::other(format!("{e:?}")))?;
-            self.log.line(&format!("send ROPT_INITXCH rbsiz={rbsiz}"));
-            conn.send(&out[..n], None)?;
+            self.send_initxch(conn)?;
             if s == "xch-resp" {
                 let none = XcharSubset::empty();
                 let op = XchOp::RespXch { done: none, rej: none, pend: none };
@@ -743,6 +753,7 @@ impl Peer {
             return Ok(None);
         };
         self.calls += 1;
+        self.conn_calls += 1;
         let upstream = self.upstream.as_mut().ok_or_else(|| io::Error::other("no upstream"))?;
         let reply = upstream.call(&call)?;
         let writes: Vec<Chunk> = chunks.writes.iter().map(|a| a.iter().collect()).collect();
@@ -936,6 +947,7 @@ fn main() -> ExitCode {
         hold_phase: 0,
         conn_reads: 0,
         dropping: false,
+        conn_calls: 0,
         calls: 0,
         v2: args.iter().any(|a| a == "--v2"),
         received: 0,
@@ -972,6 +984,7 @@ fn main() -> ExitCode {
                         peer.hold_phase = 0;
                         peer.conn_reads = 0;
                         peer.dropping = false;
+                        peer.conn_calls = 0;
                         peer.sent_initxch = false;
                         peer.client_rbsiz = xchar::DEFAULT_RBSIZ;
                         // One connection at a time: a new one replaces the old.
@@ -1078,6 +1091,20 @@ fn main() -> ExitCode {
                         // Repost first: the answer may take a while.
                         if let Err(e) = c.post_recv(slot) {
                             peer.log.line(&format!("repost failed: {e}"));
+                        }
+                        // xch-early: a Version Two server's
+                        // characteristics as its first message, ahead of
+                        // the answer to the client's first call (xcharext
+                        // section 4.1).
+                        if peer.scenario == "xch-early"
+                            && peer.v2
+                            && !peer.sent_initxch
+                            && v1::peek(&msg).map(|p| p.vers) == Ok(2)
+                        {
+                            peer.log.line("ROPT_INITXCH ahead of the first reply");
+                            if let Err(e) = peer.send_initxch(c) {
+                                peer.log.line(&format!("xchar send failed: {e}"));
+                            }
                         }
                         if let Err(e) = peer.proxy(c, &msg) {
                             // An RDMA Write may still be pending from the
