@@ -8,10 +8,13 @@
 # Builds the module at OLD_REV and at NEW_REV (default: the working tree)
 # in git worktrees under the cache, then has the client guest load each in
 # turn with the C client in between (scripts/guest/bench_client.py with
-# the variants old, c and new, 4 KiB workloads only): every round runs
-# 4 KiB random reads at queue depth 1 and 64, 4 KiB O_DIRECT random writes
-# at queue depth 64 (Read chunks) and GETATTRs (stat on a noac mount) over
-# each, rotating the order every round. Prints the medians of the per-round ratios new/old and
+# the variants old, c and new): every round runs 4 KiB random reads at
+# queue depth 1 and 64, 4 KiB O_DIRECT random writes at queue depth 64
+# (Read chunks), GETATTRs (stat on a noac mount), and the larger shapes:
+# 1 MiB sequential O_DIRECT reads and writes (Write and Read chunks of many
+# pages), the listing of a 2000-entry directory (Reply chunks) and Long
+# Calls (an NFSv4.0 SETATTR of a 4.5 KB ACL) over each, rotating the order
+# every round. Prints the medians of the per-round ratios new/old and
 # new/C. A few percent needs eight rounds or more
 # (Documentation/benchmarks.rst).
 #
@@ -54,10 +57,10 @@ fi
 
 raw=$(mktemp /tmp/rpcrdma-rs-ab.XXXX)
 trap 'rm -f "$raw"' EXIT
-log "A/B: $rounds rounds of ${runtime}s jobs (about $(( rounds * 3 * 4 * (runtime + 12) / 60 + 2 )) minutes)"
+log "A/B: $rounds rounds of ${runtime}s jobs (about $(( rounds * 3 * 8 * (runtime + 12) / 60 + 2 )) minutes)"
 set +e
-bash scripts/testbed.sh --count-insns --timeout $(( 600 + rounds * 3 * 4 * (runtime + 40) )) \
-  env BENCH_VARIANTS=old,c,new BENCH_WORKLOADS=4k BENCH_REPEATS="$rounds" BENCH_RUNTIME="$runtime" \
+bash scripts/testbed.sh --count-insns --timeout $(( 600 + rounds * 3 * 8 * (runtime + 40) )) \
+  env BENCH_VARIANTS=old,c,new BENCH_WORKLOADS=ab BENCH_REPEATS="$rounds" BENCH_RUNTIME="$runtime" \
   AB_DIR="$ab" python3 scripts/guest/bench_client.py | tee "$raw" | grep --line-buffered -v '^BENCH '
 rc=${PIPESTATUS[0]}
 set -e
@@ -90,6 +93,19 @@ METRICS = (("randread_4k_qd1", "lat_p50_us", "QD1 p50 latency"),
            ("getattr", "ops_per_s", "GETATTR ops/s"),
            ("getattr", "insns_per_rpc", "GETATTR client insns/RPC"),
            ("getattr", "transport_insns_per_rpc", "GETATTR transport insns/RPC"),
+           # The larger shapes.
+           ("seqread_1m", "mb_s", "1M read MB/s"),
+           ("seqread_1m", "insns_per_rpc", "1M read client insns/RPC"),
+           ("seqread_1m", "transport_insns_per_rpc", "1M read transport insns/RPC"),
+           ("seqwrite_1m", "mb_s", "1M write MB/s"),
+           ("seqwrite_1m", "insns_per_rpc", "1M write client insns/RPC"),
+           ("seqwrite_1m", "transport_insns_per_rpc", "1M write transport insns/RPC"),
+           ("readdir", "listings_per_s", "READDIR listings/s"),
+           ("readdir", "insns_per_rpc", "READDIR client insns/RPC"),
+           ("readdir", "transport_insns_per_rpc", "READDIR transport insns/RPC"),
+           ("longcall", "ops_per_s", "Long Call ops/s"),
+           ("longcall", "insns_per_rpc", "Long Call client insns/RPC"),
+           ("longcall", "transport_insns_per_rpc", "Long Call transport insns/RPC"),
            # The host's side: the QEMU processes' CPU time, translations.
            ("randread_4k_qd1", "host_cpu_us_per_rpc", "QD1 client QEMU CPU/RPC"),
            ("randread_4k_qd64", "host_cpu_us_per_rpc", "QD64 client QEMU CPU/RPC"),
@@ -97,19 +113,19 @@ METRICS = (("randread_4k_qd1", "lat_p50_us", "QD1 p50 latency"),
            ("randread_4k_qd64", "translations_per_rpc", "QD64 client TBs made/RPC"))
 print(f"\nmedians of per-round ratios over {len(rounds)} rounds (min..max)")
 for wl, field, label in METRICS:
-    out = [f"{label:26s}"]
+    out = [f"{label:31s}"]
     for a, b in (("new", "old"), ("new", "c")):
         rs = [runs[(r, a, wl)][field] / runs[(r, b, wl)][field] for r in rounds
               if runs.get((r, a, wl), {}).get(field) and runs.get((r, b, wl), {}).get(field)]
         out.append(f"{a}/{b} {statistics.median(rs):.3f} ({min(rs):.2f}..{max(rs):.2f})" if rs else f"{a}/{b} -")
     print("  ".join(out))
 print("\nmedians over the rounds")
-print(f"{'':26s}" + "".join(f"{v:>12s}" for v in ("old", "new", "c")))
+print(f"{'':31s}" + "".join(f"{v:>12s}" for v in ("old", "new", "c")))
 for wl, field, label in METRICS:
     cells = []
     for v in ("old", "new", "c"):
         xs = [runs[(r, v, wl)][field] for r in rounds if runs.get((r, v, wl), {}).get(field)]
         cells.append(f"{statistics.median(xs):12.0f}" if xs else f"{'-':>12s}")
-    print(f"{label:26s}" + "".join(cells))
+    print(f"{label:31s}" + "".join(cells))
 PY
 exit "$rc"

@@ -27,6 +27,7 @@ import json
 import os
 import random
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -39,8 +40,11 @@ RUNTIME = int(os.environ.get("BENCH_RUNTIME", "10"))
 FILE_MB = int(os.environ.get("BENCH_FILE_MB", "64"))
 SMALL_FILES = int(os.environ.get("BENCH_SMALL_FILES", "200"))
 VARIANTS = os.environ.get("BENCH_VARIANTS", "ours,c,tcp").split(",")
-# "all", or "4k": only the 4 KiB random reads (QD1 and QD64), no perftest.
+# "all"; "4k": only the 4 KiB workloads, no perftest; "ab": the 4 KiB
+# workloads and the larger shapes (see `shapes`), no perftest.
 WORKLOADS = os.environ.get("BENCH_WORKLOADS", "all")
+# Entries of the directory the "ab" READDIR workload lists.
+DIR_ENTRIES = int(os.environ.get("BENCH_DIR_ENTRIES", "2000"))
 AB_DIR = os.environ.get("AB_DIR", "")
 COMMON = "vers=3,nolock,rsize=1048576,wsize=1048576,retry=0"
 RDMA_OPTS = "proto=rdma,port=20049," + COMMON
@@ -541,6 +545,9 @@ def workloads(variant, rep):
     mount(variant)
     if WORKLOADS == "4k":
         return
+    if WORKLOADS == "ab":
+        shapes(variant, base)
+        return
     # 1 MiB sequential reads and writes: throughput.
     # (The 1 MiB jobs are metered over the whole fio process: a new
     # file's layout would fall in a window within the job.)
@@ -574,6 +581,69 @@ def workloads(variant, rep):
         rates["unlink_per_s"] = SMALL_FILES / (time.time() - t)
     os.rmdir(d)
     emit(**base, workload="smallfiles", **rates)
+
+
+def shapes(variant, base):
+    """make ab's shapes beyond 4 KiB, each counted per RPC over RUNTIME
+    seconds in the middle of the work: 1 MiB sequential O_DIRECT reads and
+    writes at queue depth 4 (Write and Read chunks of many pages), the
+    listing of a large directory (READDIRPLUS replies in Reply chunks) and
+    Long Calls (an NFSv4.0 SETATTR of a 4.5 KB ACL, sent as RDMA_NOMSG)."""
+    m = Meter()
+    r = fio("seqread", "read", "1m", 4, "bench.dat", meter=m)
+    emit(**base, workload="seqread_1m", mb_s=r["bw_bytes"] / 1e6, cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs,
+         **m.counted())
+    # The data file rewritten in place: no layout in the window.
+    m = Meter()
+    r = fio("seqwrite", "write", "1m", 4, "bench.dat", meter=m)
+    emit(**base, workload="seqwrite_1m", mb_s=r["bw_bytes"] / 1e6, cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs,
+         **m.counted())
+    # Each listing afresh: touching the directory changes its attributes,
+    # which drops the client's cached listing (a SETATTR, then the
+    # READDIRPLUS calls and their GETATTRs).
+    d = f"{MNT}/bench.dir"
+    n = len(os.listdir(d))
+    if n != DIR_ENTRIES:
+        raise RuntimeError(f"{d} lists {n} entries, not {DIR_ENTRIES}")
+    with Meter() as m:
+        t, listings = time.time(), 0
+        while time.time() - t < RUNTIME:
+            os.utime(d)
+            listings += len(os.listdir(d)) == DIR_ENTRIES
+    emit(**base, workload="readdir", listings_per_s=listings / m.secs, cpu_us_per_rpc=m.cpu_us_per_rpc(),
+         rpcs=m.rpcs, **m.counted())
+    umount()
+    os.makedirs(MNT, exist_ok=True)
+    sh(f"timeout 120 mount -t nfs -o proto=rdma,port=20049,vers=4.0,retry=0 {SERVER}:/ {MNT}")
+    try:
+        target = f"{MNT}/bench.acl"
+        open(target, "w").close()
+        with Meter() as m:
+            t, calls = time.time(), 0
+            while time.time() - t < RUNTIME:
+                try:
+                    os.setxattr(target, "system.nfs4_acl", LONG_ACL)
+                except OSError:
+                    pass  # refused as untranslatable: an NFS answer all the same
+                calls += 1
+        emit(**base, workload="longcall", ops_per_s=calls / m.secs, cpu_us_per_rpc=m.cpu_us_per_rpc(),
+             rpcs=m.rpcs, **m.counted())
+        os.unlink(target)
+    finally:
+        umount()
+        mount(variant)
+
+
+def nfs4_ace(type_, flag, mask, who):
+    w = who.encode()
+    return struct.pack(">IIII", type_, flag, mask, len(w)) + w + b"\0" * (-len(w) % 4)
+
+
+# An NFSv4 ACL of 183 entries, about 4.5 KB: over the inline threshold,
+# and not DDP payload, so its SETATTR goes as a Long Call
+# (selftests/tests/nfs_long_call.sh).
+LONG_ACL = (struct.pack(">I", 183) + b"".join(nfs4_ace(0, 0, 0x1, "%d" % (10000 + i)) for i in range(180))
+            + nfs4_ace(0, 0, 0x1, "OWNER@") + nfs4_ace(0, 0x40, 0x1, "GROUP@") + nfs4_ace(0, 0, 0x1, "EVERYONE@"))
 
 
 # Tool: (arguments on both sides, what it measures). Latency runs count
@@ -634,6 +704,10 @@ def make_data():
     out = server_cmd(f"mkdata bench.dat {FILE_MB}")
     if "rc=0" not in out:
         raise RuntimeError(f"server mkdata: {out}")
+    if WORKLOADS == "ab":
+        out = server_cmd(f"mkentries bench.dir {DIR_ENTRIES}")
+        if "rc=0" not in out:
+            raise RuntimeError(f"server mkentries: {out}")
 
 
 def rotation(variants, rep):

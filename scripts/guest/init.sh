@@ -369,6 +369,13 @@ server)
           # mkdata NAME MB: a file of random data in the export (benchmarks).
           set -- ${cmd#mkdata }
           { dd if=/dev/urandom of="/srv/export/$(basename "$1")" bs=1M count="$2" status=none; echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
+        mkentries\ *)
+          # mkentries NAME N: a directory of N empty files in the export
+          # (benchmarks: READDIR of a large directory).
+          set -- ${cmd#mkentries }
+          d="/srv/export/$(basename "$1")"
+          { rm -rf "$d" && mkdir "$d" && (cd "$d" && seq 1 "$2" | sed 's/^/entry-with-a-name-long-enough-/' | xargs touch)
+            echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
         md5\ *)
           # md5 NAME: the checksum of a file in the export.
           { md5sum < "/srv/export/$(basename "${cmd#md5 }")" | cut -d' ' -f1; echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
