@@ -473,20 +473,24 @@ impl Peer {
 
 impl Peer {
     /// Proxy mode: one message from the client.
+    /// Read once here (`parse` logs what is not a call); what is not a
+    /// call gets no answer.
     fn proxy(&mut self, conn: &mut Conn, msg: &[u8]) -> io::Result<()> {
-        let handles = match self.parse(msg) {
-            Ok(Some(inc)) => reply_handles(&inc.chunks),
-            _ => Vec::new(),
+        let inc = match self.parse(msg) {
+            Ok(Some(inc)) => inc,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                self.log.line(&e);
+                return Ok(());
+            }
         };
+        let handles = reply_handles(&inc.chunks);
         let s = self.scenario.clone();
         if s == "credits-abandon" && !self.done {
             // The first NFSv3 READLINK is answered only after a while, its
             // Receive counted as in use meanwhile: the client's reader is
             // killed in between.
-            let info = match self.parse(msg) {
-                Ok(Some(inc)) if inc.chunks.reads.is_empty() => CallInfo::of(inc.inline).map(|i| (inc.xid, i)),
-                _ => None,
-            };
+            let info = if inc.chunks.reads.is_empty() { CallInfo::of(inc.inline).map(|i| (inc.xid, i)) } else { None };
             if let Some((xid, _)) = info.filter(|(_, i)| (i.prog, i.vers, i.procedure) == (100003, 3, 5)) {
                 self.done = true;
                 self.log.line(&format!("holding the READLINK xid={xid:#x} for {HOLD_SECS} s"));
@@ -499,34 +503,32 @@ impl Peer {
         // sends meanwhile is counted against a grant of 1, then 2 (less
         // Version Two's ROPT_INITXCH, which takes a Receive too).
         if s == "credits-reconnect" && self.held_until.is_none() && matches!(self.hold_phase, 0 | 2) {
-            if let Ok(Some(inc)) = self.parse(msg) {
-                let which = if self.hold_phase == 0 { "first call" } else { "first call after the first reply" };
-                self.log.line(&format!("holding the {which} xid={:#x} of connection {} for {RECONNECT_HOLD_MS} ms", inc.xid, self.conns));
-                self.hold_phase += 1;
-                self.held_until = Some((Instant::now() + Duration::from_millis(RECONNECT_HOLD_MS), msg.to_vec()));
-                return Ok(());
-            }
+            let which = if self.hold_phase == 0 { "first call" } else { "first call after the first reply" };
+            self.log.line(&format!("holding the {which} xid={:#x} of connection {} for {RECONNECT_HOLD_MS} ms", inc.xid, self.conns));
+            self.hold_phase += 1;
+            self.held_until = Some((Instant::now() + Duration::from_millis(RECONNECT_HOLD_MS), msg.to_vec()));
+            return Ok(());
         }
         // Once both holds are over, the first connection goes down on its
         // RECONNECT_AT_READ-th READ, left unanswered: the load's other
         // readers have calls queued behind the grant then, whatever the
         // speed of the machine, and the client must bring them to the next
         // connection within its first credit.
-        if s == "credits-reconnect" && !self.done && self.hold_phase == 4 {
-            if let Ok(Some(inc)) = self.parse(msg) {
-                if CallInfo::of(inc.inline).is_some_and(|i| (i.prog, i.vers, i.procedure) == (100003, 3, 6)) {
-                    self.conn_reads += 1;
-                    if self.conn_reads == RECONNECT_AT_READ {
-                        self.done = true;
-                        self.log.line(&format!(
-                            "disconnecting on READ {} xid={:#x} of connection {}, unanswered",
-                            self.conn_reads, inc.xid, self.conns
-                        ));
-                        self.dropping = true;
-                        conn.disconnect();
-                        return Ok(());
-                    }
-                }
+        if s == "credits-reconnect"
+            && !self.done
+            && self.hold_phase == 4
+            && CallInfo::of(inc.inline).is_some_and(|i| (i.prog, i.vers, i.procedure) == (100003, 3, 6))
+        {
+            self.conn_reads += 1;
+            if self.conn_reads == RECONNECT_AT_READ {
+                self.done = true;
+                self.log.line(&format!(
+                    "disconnecting on READ {} xid={:#x} of connection {}, unanswered",
+                    self.conn_reads, inc.xid, self.conns
+                ));
+                self.dropping = true;
+                conn.disconnect();
+                return Ok(());
             }
         }
         if self.dropping {
