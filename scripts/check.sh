@@ -10,7 +10,8 @@
 #   3. guests: selftests/ on the two-guest soft-RoCE testbed (TAP), over
 #      rpcrdma_rs, then a subset over the in-tree C client (the baseline;
 #      RDMARS_BASELINE=full runs all of them, as make long-check does)
-#   4. make check-all only: the other test kernel line (7.3), every selftest
+#   4. make check-all only: the other test kernel line (7.3), every selftest,
+#      and nfs_krb5 whole over the C client there (and on the stock image)
 #   5. Debian's stock 7.3 kernel: the module built with Debian's toolchain,
 #      by hand and by dkms; the Debian package (make deb) installed, put
 #      through a kernel it must skip, removed and purged with apt; a subset
@@ -171,6 +172,7 @@ selftests() {
   [ "${RDMARS_KERNEL:-regular}" = debug ] && budget=18000 per_test=4200
   bash scripts/testbed.sh --timeout $budget "${opts[@]}" env RDMARS_TEST_TIMEOUT=$per_test \
     ${RDMARS_PKG_CONF:+RDMARS_PKG_CONF=$RDMARS_PKG_CONF} ${RDMARS_KRB5_FULL:+RDMARS_KRB5_FULL=$RDMARS_KRB5_FULL} \
+    ${RDMARS_KRB5_QUICK:+RDMARS_KRB5_QUICK=$RDMARS_KRB5_QUICK} \
     selftests/run_guest.sh "${names[@]}" 2>&1 |
     tee "$logdir/selftests.$tag.tap"
   local rc=${PIPESTATUS[0]} tap="$logdir/selftests.$tag.tap" sp sf ss planned
@@ -195,7 +197,8 @@ selftests rpcrdma_rs --count-insns
 if [ "${RDMARS_KERNEL:-regular}" != debug ] && [ "${RDMARS_BASELINE:-quick}" = full ]; then
   selftests c-baseline --client-module c --count-insns
 elif [ "${RDMARS_KERNEL:-regular}" != debug ]; then
-  selftests c-baseline --client-module c --count-insns -- testbed_c_baseline nfs3_inline_io nfs41_backchannel \
+  # (nfs_krb5 in its quick form here: NFSv4.2 under each flavour.)
+  RDMARS_KRB5_QUICK=1 selftests c-baseline --client-module c --count-insns -- testbed_c_baseline nfs3_inline_io nfs41_backchannel \
     nfs_long_call nfs_large_directory nfs_server_restart insn_counter nfs_nconnect nfs41_trunking nfs_krb5
 fi
 
@@ -228,7 +231,11 @@ for other in ${RDMARS_OTHER_LINES:-}; do
     tail -40 "$logdir/module-$other.log"; result fail "rpcrdma_rs.ko builds for the $other test kernel"
   fi
   make -s module > /dev/null 2>&1
-  [ -f "$other_ko" ] && RDMARS_LINE=$other RDMARS_KO=$other_ko selftests "$other" --count-insns
+  [ -f "$other_ko" ] || continue
+  RDMARS_LINE=$other RDMARS_KO=$other_ko selftests "$other" --count-insns
+  # Kerberos over the C client too on this line, the baseline of ours.
+  [ "${RDMARS_KRB5_FULL:-0}" = 1 ] &&
+    RDMARS_LINE=$other RDMARS_KO=$other_ko selftests "$other-c-baseline" --client-module c -- nfs_krb5
 done
 
 # Debian's stock kernel, unmodified (scripts/stock-kernel.sh): the module is
@@ -295,7 +302,13 @@ if [ "${RDMARS_KERNEL:-regular}" != debug ]; then
     else
       tail -30 "$logdir/stock-deb.log"; result fail "make deb builds the rpcrdma-rs-dkms package (debhelper, dh-dkms)"
     fi
-    RDMARS_KERNEL=stock RDMARS_KO=$stock_run_ko RDMARS_PKG_CONF=$pkg_conf selftests "stock-$stock_rel" -- "${STOCK_TESTS[@]}"
+    # (nfs_krb5 quick here, whole under make check-all.)
+    RDMARS_KERNEL=stock RDMARS_KO=$stock_run_ko RDMARS_PKG_CONF=$pkg_conf RDMARS_KRB5_QUICK=1 \
+      selftests "stock-$stock_rel" -- "${STOCK_TESTS[@]}"
+    # make check-all: Kerberos over the C client there too (without the
+    # package's redirect, which would send proto=rdma to ours).
+    [ "${RDMARS_KRB5_FULL:-0}" = 1 ] &&
+      RDMARS_KERNEL=stock RDMARS_KO=$stock_run_ko selftests "stock-$stock_rel-c-baseline" --client-module c -- nfs_krb5
   else
     tail -30 "$logdir/stock-module.log"; result fail "rpcrdma_rs.ko builds for Debian's stock $stock_rel"
   fi

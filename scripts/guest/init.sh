@@ -89,6 +89,14 @@ rxe_nonzero() (
   return 0
 )
 
+# The hostile peer (tools/rdma-peer) stopped, and gone: its port is free
+# and its log complete once this returns.
+peer_gone() {
+  pkill -x rdma-peer
+  for _ in $(seq 1 100); do pgrep -x rdma-peer > /dev/null || return 0; sleep 0.05; done
+  pkill -KILL -x rdma-peer
+}
+
 # Kerberos, for sec=krb5, krb5i and krb5p (selftests/tests/nfs_krb5.sh),
 # made of Debian's own parts: an MIT KDC in the server guest, with a
 # principal for each guest's NFS service and one for a test user; gssproxy
@@ -409,16 +417,25 @@ server)
           # Documentation/hostile-peer.rst); with "proxy" it serves knfsd's
           # export, passing calls on to knfsd over TCP; with "v2" it also
           # speaks RPC-over-RDMA Version Two.
+          # Answers once the peer listens (its log says so), so that the
+          # client's first connect finds it.
           set -- ${cmd#peer-start }
-          pkill -x rdma-peer; sleep 0.2
+          peer_gone
           proxy=(); [ "${3:-}" = proxy ] && proxy=(--proxy 127.0.0.1:2049)
           [ "${4:-}" = v2 ] && proxy+=(--v2)
+          rm -f /tmp/rdma-peer.log
           (/run/repo/tools/rdma-peer/target/release/rdma-peer --listen "$RDMARS_IP4:20050" \
             --scenario "$1" --seconds "${2:-60}" "${proxy[@]}" > /tmp/rdma-peer.log 2>&1 &)
-          sleep 0.5
-          if pgrep -x rdma-peer > /dev/null; then echo rc=0; else echo "rc=1 $(cat /tmp/rdma-peer.log)"; fi > "$share/res.$id.tmp" ;;
+          rc=1
+          for i in $(seq 1 100); do
+            grep -q 'listening on' /tmp/rdma-peer.log 2> /dev/null && { rc=0; break; }
+            # (Not at once: the background shell takes a moment to exec it.)
+            [ "$i" -lt 10 ] || pgrep -x rdma-peer > /dev/null || break
+            sleep 0.05
+          done
+          if [ $rc = 0 ]; then echo rc=0; else echo "rc=1 $(cat /tmp/rdma-peer.log)"; fi > "$share/res.$id.tmp" ;;
         peer-stop)
-          pkill -x rdma-peer; sleep 0.3
+          peer_gone
           cat /tmp/rdma-peer.log > "$share/res.$id.tmp" 2>&1 ;;
         sysrq-w)
           # The stacks of the server's blocked tasks, to its console.

@@ -38,7 +38,6 @@ case_() {
   local r b0 b1 e0 e1 t0 ms log ok=1 chk
   r=$(server_cmd "peer-start $s $PEER_SECS")
   printf '%s' "$r" | grep -q 'rc=0' || { diag "$s: peer did not start: $r"; fails=$((fails + 1)); return; }
-  sleep 1
   b0=$(rs_counter bad_replies); e0=$(rs_counter backward_chunk_errors)
   dmesg_mark
   t0=$(date +%s%N)

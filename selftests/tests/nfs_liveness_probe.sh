@@ -28,7 +28,6 @@ cleanup() {
 trap cleanup EXIT
 r=$(server_cmd "peer-start drop-first 150 proxy")
 printf '%s' "$r" | grep -q 'rc=0' || fail "peer did not start: $r"
-sleep 1
 p0=$(rs_counter liveness_probes) f0=$(rs_counter liveness_probe_failures)
 timeout 150 mount -t nfs -o "$OPTS" "$SERVER4:/srv/export" "$MNT" 2> /tmp/probe.mount &
 mnt=$!
