@@ -92,9 +92,11 @@ rxe_nonzero() (
 # The hostile peer (tools/rdma-peer) stopped, and gone: its port is free
 # and its log complete once this returns.
 peer_gone() {
-  pkill -x rdma-peer
-  for _ in $(seq 1 100); do pgrep -x rdma-peer > /dev/null || return 0; sleep 0.05; done
-  pkill -KILL -x rdma-peer
+  local sig
+  for sig in TERM KILL; do
+    pkill -"$sig" -x rdma-peer
+    for _ in $(seq 1 100); do pgrep -x rdma-peer > /dev/null || return 0; sleep 0.05; done
+  done
 }
 
 # Kerberos, for sec=krb5, krb5i and krb5p (selftests/tests/nfs_krb5.sh),
