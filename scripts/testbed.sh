@@ -29,6 +29,12 @@
 #                           profile of the whole kernel (insns.ROLE.blocks,
 #                           written on request: scripts/insn_count.c)
 #   --keep                  keep the run directory even on success
+#
+# RDMARS_SERVER_LINE=6.12|7.3 boots the server guest from that line's cached
+# test kernel instead of the client's: a mixed testbed, to tell a client
+# fault from a server one (the server needs nothing of ours).
+# RDMARS_SERVER_KDIR=DIR boots it from the kernel build tree DIR (a vmlinux
+# and a modroot, as scripts/build-kernel.sh leaves them): a patched server.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -81,6 +87,21 @@ else
     die "$ko was built for the $built_for kernel: run 'RDMARS_KERNEL=${RDMARS_KERNEL:-regular} make module' first"
 fi
 [ "$(modinfo -F vermagic "$ko" | cut -d' ' -f1)" = "$kver" ] || die "$ko is not built for $kver: $build_hint"
+server_image=$image server_kver=$kver server_initrd=("${initrd[@]}") server_modroot=
+if [ -n "${RDMARS_SERVER_LINE:-}${RDMARS_SERVER_KDIR:-}" ]; then
+  # The server boots a regular test kernel, whatever the client boots.
+  [ "${RDMARS_KERNEL:-regular}" != debug ] || die "RDMARS_SERVER_LINE and _KDIR are not for the debug kernel"
+  if [ -n "${RDMARS_SERVER_KDIR:-}" ]; then
+    sdir=$RDMARS_SERVER_KDIR
+  else
+    sdir=$(RDMARS_KERNEL=regular RDMARS_LINE=$RDMARS_SERVER_LINE cached_kernel) || true
+    [ -n "$sdir" ] || die "no cached $RDMARS_SERVER_LINE kernel: run 'make KERNEL=$RDMARS_SERVER_LINE kernel' first"
+  fi
+  [ -f "$sdir/vmlinux" ] && [ -d "$sdir/modroot" ] || die "$sdir is not a kernel build tree with a modroot"
+  server_image=$sdir/vmlinux server_kver=$(cat "$sdir/include/config/kernel.release")
+  server_initrd=() server_modroot=$sdir/modroot
+  log "server guest: $server_kver from $sdir"
+fi
 
 mkdir -p "$CACHE_DIR/runs"
 # Keep the ten most recent run directories for post-mortems.
@@ -95,6 +116,10 @@ cp -al "$base_modroot" "$run/modroot"
 mkdir -p "$run/modroot/lib/modules/$kver/extra"
 cp "$ko" "$run/modroot/lib/modules/$kver/extra/rpcrdma_rs.ko"
 depmod -b "$run/modroot" "$kver"
+if [ -n "$server_modroot" ]; then
+  cp -al "$server_modroot" "$run/server-modroot"
+  depmod -b "$run/server-modroot" "$server_kver"
+fi
 
 accel=tcg,thread=multi
 plugin=
@@ -126,13 +151,16 @@ link="$run/link.sock"
 server4=198.18.0.1 client4=198.18.0.2 server6=2001:db8::1 client6=2001:db8::2
 
 boot() { # role ip4 ip6 mac netdev-args
-  local role=$1
+  local role=$1 image=$image kver=$kver modroot=$run/modroot initrd=("${initrd[@]}")
+  if [ "$role" = server ] && [ -n "$server_modroot" ]; then
+    image=$server_image kver=$server_kver modroot=$run/server-modroot initrd=("${server_initrd[@]}")
+  fi
   local append="console=ttyS0 panic=-1 oops=panic loglevel=7 root=hostroot rootfstype=9p"
   append+=" rootflags=trans=virtio,version=9p2000.L,msize=262144,cache=loose ro"
-  append+=" init=$repo/scripts/guest/init.sh RDMARS_ROLE=$role RDMARS_MODROOT=$run/modroot"
+  append+=" init=$repo/scripts/guest/init.sh RDMARS_ROLE=$role RDMARS_MODROOT=$modroot"
   append+=" RDMARS_IP4=$2 RDMARS_IP6=$3 RDMARS_SERVER4=$server4 RDMARS_SERVER6=$server6"
   append+=" RDMARS_CLIENT4=$client4 RDMARS_CLIENT6=$client6 RDMARS_REPO=$repo RDMARS_KVER=$kver"
-  append+=" RDMARS_CLIENT_MODULE=$client_module RDMARS_KERNEL=${RDMARS_KERNEL:-regular}"
+  append+=" RDMARS_CLIENT_MODULE=$client_module RDMARS_KERNEL=${RDMARS_KERNEL:-regular} RDMARS_SERVER_KVER=$server_kver"
   local extra=()
   # Under KVM no translated code runs, so there is nothing to count.
   if [ -n "$plugin" ] && [ "$accel" != kvm ]; then

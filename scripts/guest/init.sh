@@ -496,7 +496,7 @@ CONF
   ( if out=$(krb5_client_setup 2>&1); then touch "$krb5/ready"; else printf '%s\n' "$out" > "$krb5/error"; fi ) &
   for _ in $(seq 1 600); do [ -e "$share/server-ready" ] && break; [ -e "$share/server.setup-error" ] && break; sleep 0.2; done
   [ -e "$share/server-ready" ] || fail "server guest not ready"
-  export RDMARS_SERVER4 RDMARS_SERVER6 RDMARS_CLIENT4 RDMARS_CLIENT6 RDMARS_REPO RDMARS_KVER RDMARS_CLIENT_MODULE RDMARS_KERNEL
+  export RDMARS_SERVER4 RDMARS_SERVER6 RDMARS_CLIENT4 RDMARS_CLIENT6 RDMARS_REPO RDMARS_KVER RDMARS_CLIENT_MODULE RDMARS_KERNEL RDMARS_SERVER_KVER
   cd "$RDMARS_REPO" || fail "repo not visible"
   script=$(cat "$share/script")
   say "running $script"

@@ -16,7 +16,9 @@
 # NFSv4.2 krb5p, where knfsd answers that Long Call with NFS4ERR_BADXDR, to
 # the C client too) and a directory of 200 entries (with
 # RDMARS_KRB5_FULL=1, as make check-all sets: 10,000 under krb5p, 1,000
-# under the others, and fio with verification from 4 KiB to 1 MiB blocks).
+# under the others, and fio with verification from 4 KiB to 1 MiB blocks;
+# against a 7.3 server, NFSv4 krb5i's 1 MiB job meets that server's known
+# fault, which the test names and passes over: server_checksum_fault).
 # Then the failures a Kerberos site meets: a user whose
 # ticket expires, and a KDC that goes away while a user still has a ticket
 # for it alone (no service ticket yet): the application gets an error
@@ -109,6 +111,41 @@ trace_on() { echo > $T/trace; echo 1 > $ev/enable && echo 1 > $T/tracing_on || f
 trace_off() { echo 0 > $ev/enable; echo 0 > $T/tracing_on; cp $T/trace /tmp/krb5.trace; echo > $T/trace; }
 calls() { grep -cE "$1" /tmp/krb5.trace; }
 full=${RDMARS_KRB5_FULL:-0}
+# The client's RPCSEC_GSS checksum verdicts (rpcgss_verify_mic, the same
+# event for both clients: the kernel's auth_rpcgss checks them), traced
+# around each fio job.
+mic_ev=$T/events/rpcgss/rpcgss_verify_mic
+mic_trace() {
+  [ -d $mic_ev ] || return 0
+  if [ "$1" = on ]; then echo > $T/trace; echo 1 > $mic_ev/enable; echo 1 > $T/tracing_on
+  else echo 0 > $mic_ev/enable; echo 0 > $T/tracing_on; cp $T/trace /tmp/krb5.mic; echo > $T/trace; fi
+}
+# server_checksum_fault WHAT BS: whether the fio job that just failed met
+# the 7.3 server's known fault (Documentation/testbed.rst, "Kernel faults
+# the testbed meets: 7.3's knfsd and krb5i"), which the test reports and
+# passes over: 7.3's knfsd
+# writes the krb5i checksum of an NFSv4 READ reply whose payload ends on a
+# page boundary into a page it does not hand to svcrdma, and reuses that
+# page for its next RPC before the Reply chunk's RDMA Write has read it.
+# All of these must hold, or the failure is the test's: the server runs
+# 7.3, the mount is NFSv4 under krb5i, the blocks span several READs in
+# flight, and the client found bad checksums (GSS_S_BAD_SIG) in replies
+# that arrived whole (no bad reply counted by the transport). make
+# check-all runs this test against a 6.12 server too, where the same job
+# must pass.
+server_checksum_fault() {
+  local bad
+  case "${RDMARS_SERVER_KVER:-}" in 7.3.*) ;; *) return 1 ;; esac
+  [ "$v" != 3 ] && [ "$sec" = krb5i ] && [ "$2" = 1m ] || return 1
+  [ "$(rdma_xprt_field 20)" = 0 ] || return 1
+  bad=$(grep -c 'rpcgss_verify_mic:.*GSS_S_BAD_SIG' /tmp/krb5.mic)
+  [ "$bad" -gt 0 ] || return 1
+  diag "$1: KNOWN SERVER FAULT, not the client's: fio bs=$2 got EIO, $bad replies with a bad krb5i checksum" \
+    "from the $RDMARS_SERVER_KVER server (its nfsd reuses the checksum's page too soon; Documentation/testbed.rst)"
+  known_faults=$((known_faults + 1))
+  return 0
+}
+known_faults=0
 link_target=$(printf 'k%.0s' $(seq 1 4000))
 # more_shapes WHAT: the symlink, the directory and (full) fio, as the user,
 # on the mount at $MNT.
@@ -135,15 +172,25 @@ more_shapes() {
   [ "$got" = "$target" ] || fail "$what: the symlink reads back as ${#got} bytes, not the ${#target} written"
   got=$(as_user ls -1 "$d" | grep -c '^entry-with-a-name-long-enough-') || true
   [ "$got" = "$n" ] || fail "$what: the directory lists $got of $n entries"
+  local faults_before=$known_faults
   if [ "$full" = 1 ] && command -v fio > /dev/null; then
     for bs in 4k 64k 1m; do
+      mic_trace on
       as_user fio --name=v --filename="$MNT/krb5/fio.$bs" --size=4M --bs=$bs --direct=1 --ioengine=psync \
-        --rw=randwrite --verify=crc32c --verify_fatal=1 --randrepeat=1 --output=/tmp/krb5.fio > /dev/null 2>&1 ||
+        --rw=randwrite --verify=crc32c --verify_fatal=1 --randrepeat=1 --output=/tmp/krb5.fio > /dev/null 2>&1
+      rc=$?
+      mic_trace off
+      [ $rc = 0 ] || server_checksum_fault "$what" $bs ||
         { cat /tmp/krb5.fio; fail "$what: fio verify bs=$bs failed"; }
     done
   fi
   as_user rm -rf "$d" "$MNT/krb5/link" "$MNT"/krb5/fio.*
-  diag "$what: symlink of ${#target} bytes, $n directory entries$([ "$full" = 1 ] && echo ", fio 4k-1m verified")"
+  local fio_said=
+  if [ "$full" = 1 ]; then
+    fio_said=", fio 4k-1m verified"
+    [ $known_faults = "$faults_before" ] || fio_said=", fio 4k and 64k verified (1m: the server's known fault)"
+  fi
+  diag "$what: symlink of ${#target} bytes, $n directory entries$fio_said"
 }
 
 # RDMARS_KRB5_QUICK=1 (make check's runs over the C client and on the
@@ -263,3 +310,4 @@ umount "$MNT" || fail "umount failed"
 [ $rc = 0 ] || fail "cannot remove $KRB5_USER's directory from the export"
 unload $XPRT_MOD
 dmesg_assert_clean
+[ $known_faults = 0 ] || diag "passed over $known_faults fio jobs failed by the $RDMARS_SERVER_KVER server's known fault (above)"
