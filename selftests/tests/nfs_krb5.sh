@@ -17,8 +17,8 @@
 # the C client too) and a directory of 200 entries (with
 # RDMARS_KRB5_FULL=1, as make check-all sets: 10,000 under krb5p, 1,000
 # under the others, and fio with verification from 4 KiB to 1 MiB blocks;
-# against a 7.3 server, NFSv4 krb5i's 1 MiB job meets that server's known
-# fault, which the test names and passes over: server_checksum_fault).
+# against a 7.3 server, NFSv4 krb5i's 1 MiB job may meet that server's
+# known fault, which the test names and passes over: server_checksum_fault).
 # Then the failures a Kerberos site meets: a user whose
 # ticket expires, and a KDC that goes away while a user still has a ticket
 # for it alone (no service ticket yet): the application gets an error
@@ -123,10 +123,10 @@ mic_trace() {
 # server_checksum_fault WHAT BS: whether the fio job that just failed met
 # the 7.3 server's known fault (Documentation/testbed.rst, "Kernel faults
 # the testbed meets: 7.3's knfsd and krb5i"), which the test reports and
-# passes over: 7.3's knfsd
-# writes the krb5i checksum of an NFSv4 READ reply whose payload ends on a
-# page boundary into a page it does not hand to svcrdma, and reuses that
-# page for its next RPC before the Reply chunk's RDMA Write has read it.
+# passes over: 7.3's knfsd writes the krb5i checksum of an NFSv4 READ
+# reply whose payload ends on a page boundary into a page it does not
+# hand to svcrdma, and reuses that page for its next RPC before the Reply
+# chunk's RDMA Write has read it.
 # All of these must hold, or the failure is the test's: the server runs
 # 7.3, the mount is NFSv4 under krb5i, the blocks span several READs in
 # flight, and the client found bad checksums (GSS_S_BAD_SIG) in replies
