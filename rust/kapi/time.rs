@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The kernel's clock tick (`jiffies`).
+//! The kernel's clock tick (`jiffies`) and its monotonic clock.
 
 use crate::sys;
 
@@ -17,6 +17,16 @@ pub(crate) fn jiffies() -> u64 {
     // SAFETY: `jiffies` is a word the timer interrupt updates and that is
     // always mapped; a volatile read of it is how C code reads it too.
     unsafe { core::ptr::read_volatile(&raw const sys::jiffies) as u64 }
+}
+
+/// Nanoseconds on the monotonic clock (`ktime_get`): since boot, never
+/// going back, and true to the seconds that pass even where timer ticks
+/// are lost. Any context but NMI.
+pub(crate) fn monotonic_ns() -> u64 {
+    // SAFETY: `ktime_get` reads the timekeeper under its sequence count;
+    // callable from any context but NMI, and nothing here runs in NMI.
+    let t = unsafe { sys::ktime_get() };
+    u64::try_from(t).unwrap_or(0)
 }
 
 /// Waits on `cv` (releasing `guard`'s lock meanwhile) for at most `*left`
