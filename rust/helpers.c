@@ -82,13 +82,18 @@ void rpcrdma_rs_qp_to_error(struct ib_qp *qp)
 
 /*
  * A page reference for a mapping that names @page: refused (false) for a
- * slab page, whose count is the slab's, not the page's owner's.
+ * slab page, whose count is the slab's, not the page's owner's, and for a
+ * page whose count is zero (7.x allocates large kmalloc buffers frozen:
+ * kfree() frees them whatever their count, and put_page() ignores them).
+ * The caller borrows @page from an owner who holds it: a count that is
+ * not zero stays so until the reference is taken, which a plain increment
+ * then does (folio_try_get()'s loop would cost four instructions a page).
  */
 bool rpcrdma_rs_try_get_page(struct page *page)
 {
 	struct folio *folio = page_folio(page);
 
-	if (folio_test_slab(folio))
+	if (folio_test_slab(folio) || !folio_ref_count(folio))
 		return false;
 	folio_get(folio);
 	return true;
@@ -97,6 +102,42 @@ bool rpcrdma_rs_try_get_page(struct page *page)
 void rpcrdma_rs_put_page(struct page *page)
 {
 	put_page(page);
+}
+
+/*
+ * rpcrdma_rs_try_get_page() for each of the @n pages of @pages, pointing
+ * the scatterlist entry of the same index at it with sg_set_page(), end
+ * mark cleared: @len bytes in all, the first page's from @offset (below
+ * PAGE_SIZE), every other page's from 0; @offset + @len bytes span the @n
+ * pages. Stops at a null page or one refused a reference; returns the
+ * entries set, each holding a page reference.
+ */
+unsigned int rpcrdma_rs_sg_get_pages(struct scatterlist *sg, struct page *const *pages,
+		unsigned int n, unsigned int offset, unsigned int len)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		struct page *page = pages[i];
+		unsigned int l = min_t(unsigned int, PAGE_SIZE - offset, len);
+
+		if (!page || !rpcrdma_rs_try_get_page(page))
+			break;
+		sg_set_page(&sg[i], page, l, offset);
+		sg_unmark_end(&sg[i]);
+		len -= l;
+		offset = 0;
+	}
+	return i;
+}
+
+/* rpcrdma_rs_put_page() of the page of each of @n scatterlist entries. */
+void rpcrdma_rs_sg_put_pages(struct scatterlist *sg, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		put_page(sg_page(&sg[i]));
 }
 
 int rpcrdma_rs_page_count(struct page *page)

@@ -2,7 +2,9 @@
 /*
  * Out-of-line forwards for the static inline functions and macros of SUNRPC,
  * ib_core and the workqueue API that Rust cannot call directly. Each is a
- * one-line forward to the kernel's own definition; no logic lives here.
+ * one-line forward to the kernel's own definition, or that forward in a loop
+ * over an array (a page list is referenced in one call, not a call a page);
+ * no other logic lives here.
  */
 #ifndef RPCRDMA_RS_HELPERS_H
 #define RPCRDMA_RS_HELPERS_H
@@ -40,6 +42,10 @@ int rpcrdma_rs_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr,
 void rpcrdma_rs_qp_to_error(struct ib_qp *qp);
 bool rpcrdma_rs_try_get_page(struct page *page);
 void rpcrdma_rs_put_page(struct page *page);
+struct scatterlist;
+unsigned int rpcrdma_rs_sg_get_pages(struct scatterlist *sg, struct page *const *pages,
+		unsigned int n, unsigned int offset, unsigned int len);
+void rpcrdma_rs_sg_put_pages(struct scatterlist *sg, unsigned int n);
 int rpcrdma_rs_page_count(struct page *page);
 void *rpcrdma_rs_page_address(struct page *page);
 u64 rpcrdma_rs_dma_map_to_device(struct ib_device *device, void *addr, size_t len);

@@ -47,6 +47,14 @@ fn s1_call_page_writable<T: ConnHandler>(conn: &Connection<T>, reg: &mut Registr
     conn.register::<Inbound>(reg, 0, |sg: &mut SgWriter<'_, Inbound>| sg.push(page, 4096, 0)).map(|_| ())
 }
 
+// S1: a call's pages, in a run, registered for the peer to write.
+// misuse: s1_call_run_writable E0308 found `PageRun<'_, Outbound>`
+#[cfg(misuse = "s1_call_run_writable")]
+fn s1_call_run_writable<T: ConnHandler>(conn: &Connection<T>, reg: &mut Registration, rqst: &LentRqst<'_>) -> Result {
+    let run = rqst.call_buf().page_run(0, 1).ok_or(EINVAL)?;
+    conn.register::<Inbound>(reg, 0, |sg: &mut SgWriter<'_, Inbound>| sg.push_run(run, 0, 4096)).map(|_| ())
+}
+
 // S1: a reply's page (the peer writes it) mapped into a Send.
 // misuse: s1_reply_page_sent E0308 found `PageRef<'_, Inbound>`
 #[cfg(misuse = "s1_reply_page_sent")]
@@ -68,6 +76,13 @@ fn s1_map_without_token<T: ConnHandler>(conn: &Connection<T>, page: &OwnedPage) 
 #[cfg(misuse = "s1_forge_page")]
 fn s1_forge_page(p: core::ptr::NonNull<crate::sys::page>) -> crate::kapi::page::PageRef<'static, Inbound> {
     crate::kapi::page::PageRef { ptr: p, owner: 0, _life: core::marker::PhantomData }
+}
+
+// S1: a run of pages made up from a raw array.
+// misuse: s1_forge_run E0451
+#[cfg(misuse = "s1_forge_run")]
+fn s1_forge_run(p: *const *mut crate::sys::page) -> crate::kapi::page::PageRun<'static, Inbound> {
+    crate::kapi::page::PageRun { pages: p, n: 1, owner: 0, _life: core::marker::PhantomData }
 }
 
 // S2: a proof made out of nothing.

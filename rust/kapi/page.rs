@@ -108,6 +108,87 @@ impl<'a, D: Dir> PageRef<'a, D> {
     }
 }
 
+/// Pages in a row of someone else's page array, borrowed for `'a`, that
+/// the device may touch in direction `D`: the pages of a piece of an RPC's
+/// page list ([`XdrBuf::page_run`](super::rpc::XdrBuf::page_run)), handed
+/// to a registration in one call rather than a page at a time.
+///
+/// # Invariants
+///
+/// `pages` points at `n` entries of a page array that stay readable for
+/// `'a` and, whenever read, are each null or a `struct page` that stays
+/// allocated for at least `'a`, lent by `owner` for the device to move
+/// data through in direction `D`.
+pub(crate) struct PageRun<'a, D: Dir> {
+    pages: *const *mut sys::page,
+    n: u32,
+    owner: u64,
+    _life: PhantomData<(&'a sys::page, D)>,
+}
+
+impl<'a, D: Dir> PageRun<'a, D> {
+    /// The `n` pages at `pages`, of the memory `owner` lends.
+    ///
+    /// # Safety
+    ///
+    /// `pages` points at `n` entries that stay readable for `'a` and,
+    /// whenever read, are each null or a `struct page` that stays allocated
+    /// for `'a`, through which the device may move data in direction `D`
+    /// for whoever holds it for `owner`.
+    #[inline]
+    pub(in crate::kapi) unsafe fn new(pages: *const *mut sys::page, n: u32, owner: u64) -> Self {
+        // INVARIANT: per the contract.
+        PageRun { pages, n, owner, _life: PhantomData }
+    }
+
+    /// The lender whose memory the pages are.
+    #[inline]
+    pub(in crate::kapi) fn owner(&self) -> u64 {
+        self.owner
+    }
+
+    /// How many pages.
+    #[inline]
+    pub(in crate::kapi) fn len(&self) -> u32 {
+        self.n
+    }
+
+    /// Points the first [`PageRun::len`] entries of `sg` at the pages,
+    /// `len` bytes in all from `offset` in the first page, each taking a
+    /// reference of its page as [`PageRef::get`] does; returns the
+    /// entries set (fewer than all at a null or slab page), which hold
+    /// the references until [`put_sg`] drops them.
+    ///
+    /// # Safety
+    ///
+    /// `sg` has room for [`PageRun::len`] entries (a reference an entry
+    /// held before is overwritten: leaked, never dropped); `offset` is
+    /// below `PAGE_SIZE` and `offset + len` bytes span exactly the run's
+    /// pages, so that every entry stays inside its page.
+    #[inline]
+    pub(in crate::kapi) unsafe fn get_into(&self, sg: *mut sys::scatterlist, offset: u32, len: u32) -> u32 {
+        // SAFETY: the entries are readable and their pages live for `'a`
+        // (type invariant); `sg` has room for them and the bytes lie in
+        // the pages (the contract). At most `n` entries are set.
+        let done = unsafe { sys::rpcrdma_rs_sg_get_pages(sg, self.pages, self.n, offset, len) };
+        done.min(self.n)
+    }
+}
+
+/// Drops the page references held by the first `n` entries of `sg`.
+///
+/// # Safety
+///
+/// `sg` points at `n` initialised entries, each of which holds a reference taken by [`PageRef::get`] or
+/// [`PageRun::get_into`] that the caller owns and gives up here, once; the
+/// device no longer touches the pages through the mapping the references
+/// were taken for.
+#[inline]
+pub(in crate::kapi) unsafe fn put_sg(sg: *mut sys::scatterlist, n: u32) {
+    // SAFETY: per the contract.
+    unsafe { sys::rpcrdma_rs_sg_put_pages(sg, n) };
+}
+
 /// Drops a page reference [`PageRef::get`] took.
 ///
 /// # Safety
@@ -172,5 +253,48 @@ impl OwnedPage {
     pub(crate) fn ref_count(&self) -> i32 {
         // SAFETY: the page is live (owned); the helper only reads it.
         unsafe { sys::rpcrdma_rs_page_count(self.ptr.as_ptr()) }
+    }
+}
+
+/// Pages the module allocated itself, with the page array a [`PageRun`]
+/// names (a self-test's buffer of several pages). Dropping it drops the
+/// module's references, as [`OwnedPage`] does.
+///
+/// # Invariants
+///
+/// `ptrs` has one entry per page of `pages`, in order, each that page's
+/// `struct page`; neither vector changes after `new`.
+pub(crate) struct OwnedPages {
+    pages: kernel::alloc::KVec<OwnedPage>,
+    ptrs: kernel::alloc::KVec<*mut sys::page>,
+}
+
+impl OwnedPages {
+    /// Allocates `n` zeroed pages. Sleeps.
+    pub(crate) fn new(n: usize) -> kernel::error::Result<Self> {
+        let flags = kernel::alloc::flags::GFP_KERNEL;
+        let mut pages = kernel::alloc::KVec::with_capacity(n, flags)?;
+        let mut ptrs = kernel::alloc::KVec::with_capacity(n, flags)?;
+        for _ in 0..n {
+            let p = OwnedPage::new()?;
+            ptrs.push(p.ptr.as_ptr(), flags)?;
+            pages.push(p, flags)?;
+        }
+        // INVARIANT: one entry per page, in order, each its page's.
+        Ok(OwnedPages { pages, ptrs })
+    }
+
+    /// Page `i`.
+    pub(crate) fn page(&self, i: usize) -> Option<&OwnedPage> {
+        self.pages.get(i)
+    }
+
+    /// All the pages, as a run, lent for `'_` in either direction: they
+    /// are the module's own.
+    pub(crate) fn run<D: Dir>(&self) -> PageRun<'_, D> {
+        // SAFETY: `ptrs` has `len` entries, each a page `self` holds, which
+        // stays allocated (and the array readable: it never changes) for
+        // as long as `self` is borrowed (type invariant).
+        unsafe { PageRun::new(self.ptrs.as_ptr(), self.ptrs.len() as u32, ANY_OWNER) }
     }
 }

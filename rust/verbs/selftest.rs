@@ -53,7 +53,7 @@ use super::{
 use crate::kapi::{
     errno,
     net::{Net, SockAddrBuf},
-    page::{Dir, Inbound, OwnedPage, Outbound},
+    page::{Dir, Inbound, OwnedPage, OwnedPages, Outbound},
     time,
 };
 
@@ -78,6 +78,12 @@ const HELLO: &[u8] = b"rpcrdma_rs verbs self-test";
 
 /// Bytes moved by each RDMA operation.
 const LEN: usize = 64;
+
+/// Pages a region covers.
+const MR_PAGES: u32 = 4;
+
+/// Pages of the run [`run_refs`] registers.
+const RUN_PAGES: usize = 3;
 
 /// What one side has seen.
 #[derive(Default)]
@@ -286,7 +292,7 @@ fn config(recv_bufs: usize) -> QpConfig {
         recv_buf_size: 256,
         mrs: 1,
         max_mrs: 4,
-        mr_pages: 1,
+        mr_pages: MR_PAGES,
         send_wrs: 32,
         max_send_regs: 4,
         rdma_ctxs: 4,
@@ -400,6 +406,39 @@ fn register_all(cli: &Connection<Side>, reg: &mut Registration, pages: &[OwnedPa
     Ok([a, b, c, d])
 }
 
+/// Pages in a row registered in one call ([`SgWriter::push_run`]): each
+/// holds a reference of the region's while registered, given back with
+/// it; a run the region has no room for takes none.
+fn run_refs(cli: &Connection<Side>, lender: &Lender) -> Result {
+    let run = OwnedPages::new(RUN_PAGES)?;
+    let counts = || -> [i32; RUN_PAGES] { core::array::from_fn(|i| run.page(i).map_or(0, |p| p.ref_count())) };
+    let before = counts();
+    // From byte 100 of the first page to byte 99 of the third.
+    let len = 2 * crate::kapi::PAGE_SIZE;
+    let mut reg = cli.begin(lender)?;
+    let pushed = cli.register::<Inbound>(&mut reg, 1, |sg: &mut SgWriter<'_, Inbound>| sg.push_run(run.run(), 100, len));
+    let registered = counts();
+    let released = cli.release_unposted(lender, reg);
+    let after = counts();
+    let held = registered.iter().zip(before).all(|(r, b)| *r == b + 1);
+    if pushed.map(|seg| seg.length) != Ok(len) || !matches!(released, Ok((_, 1))) || !held || after != before {
+        pr_err!("verbs self-test: a run's page references {:?} registered, {:?} released (from {:?})\n", registered, after, before);
+        return Err(EIO);
+    }
+    // Four pages and a byte: one page more than a region takes.
+    let big = OwnedPages::new(MR_PAGES as usize + 1)?;
+    let before = big.page(0).map_or(0, |p| p.ref_count());
+    let mut reg = cli.begin(lender)?;
+    let long = MR_PAGES * crate::kapi::PAGE_SIZE + 1;
+    let pushed = cli.register::<Inbound>(&mut reg, 1, |sg: &mut SgWriter<'_, Inbound>| sg.push_run(big.run(), 0, long));
+    let released = cli.release_unposted(lender, reg);
+    if pushed.is_ok() || !matches!(released, Ok((_, 0))) || big.page(0).map_or(0, |p| p.ref_count()) != before {
+        pr_err!("verbs self-test: a run longer than a region was taken\n");
+        return Err(EIO);
+    }
+    Ok(())
+}
+
 /// Steps 2 to 5 of the test (see the module's documentation).
 fn exchange(
     cli: &mut Connection<Side>,
@@ -429,6 +468,7 @@ fn exchange(
         pr_err!("verbs self-test: page references {} registered, {} released (from {})\n", registered_refs, pages[0].ref_count(), refs);
         return Err(EIO);
     }
+    run_refs(cli, &lender)?;
     // One token of a lender at a time.
     let reg = cli.begin(&lender)?;
     if cli.begin(&lender).is_ok() {

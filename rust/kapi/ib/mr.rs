@@ -33,7 +33,7 @@ use crate::{
     kapi::{
         cell::LeaseCell,
         compat,
-        page::{self, in_page, Dir, PageRef, ANY_OWNER},
+        page::{self, in_page, Dir, PageRef, PageRun, ANY_OWNER},
     },
     sys,
 };
@@ -121,8 +121,8 @@ impl MrState {
             // mapped in this direction.
             unsafe { sys::rpcrdma_rs_dma_unmap_sg(device, self.sg.as_mut_ptr(), n as i32, !self.inbound) };
         }
-        // SAFETY: the entries hold the references `SgWriter::push` took
-        // (type invariant of `FrMr`), given up once here.
+        // SAFETY: the entries hold the references `SgWriter::push` or
+        // `push_run` took (type invariant of `FrMr`), given up once here.
         unsafe { self.put_pages() };
     }
 
@@ -136,30 +136,30 @@ impl MrState {
     unsafe fn put_pages(&mut self) {
         let n = core::mem::replace(&mut self.refs, 0);
         // Most regions hold one page (a 4 KiB read or write): its
-        // reference is dropped in place, the rest by a loop out of line.
+        // reference is dropped in place, the rest in one call.
         match (n, self.sg.first()) {
             (0, _) => {}
-            // SAFETY: the entry holds the reference `push` took (type
-            // invariant of `FrMr`); `refs` is 0 from now on.
+            // SAFETY: the entry holds the reference `push` or `push_run`
+            // took (type invariant of `FrMr`); `refs` is 0 from now on.
             (1, Some(sg)) => unsafe { page::put(super::sg::page(sg)) },
             // SAFETY: as above, for the first `n` entries.
             _ => unsafe { self.put_many(n) },
         }
     }
 
-    /// [`MrState::put_pages`] of `n` entries, `refs` already zeroed.
+    /// [`MrState::put_pages`] of `n` entries, `refs` already zeroed: one
+    /// call for them all.
     ///
     /// # Safety
     ///
     /// As for [`MrState::put_pages`]; the first `n` entries hold a
     /// reference each, which no one else will drop.
-    #[inline(never)]
-    unsafe fn put_many(&self, n: u32) {
-        for sg in self.sg.iter().take(n as usize) {
-            // SAFETY: the entry holds the reference `push` took (the
-            // function's contract).
-            unsafe { page::put(super::sg::page(sg)) };
-        }
+    #[inline]
+    unsafe fn put_many(&mut self, n: u32) {
+        let n = n.min(self.sg.len() as u32);
+        // SAFETY: the first `n` entries (all inside the table) hold the
+        // references `push` or `push_run` took (the function's contract).
+        unsafe { page::put_sg(self.sg.as_mut_ptr(), n) };
     }
 }
 
@@ -282,13 +282,14 @@ impl FrMr {
         tag: u32,
         fill: impl FillSg<D>,
     ) -> Result<(Registered, usize)> {
-        // The table was initialised when the region was made; `push` sets
-        // only the entries this registration uses, each with a page
-        // reference.
+        // The table was initialised when the region was made; `push` and
+        // `push_run` set only the entries this registration uses, each
+        // with a page reference.
         let mut w = SgWriter { sg: m.sg.as_mut_slice(), n: 0, owner, _dir: PhantomData };
         let filled = fill.fill(&mut w);
         let n = w.n;
-        // INVARIANT: the first `n` entries hold the references `push` took.
+        // INVARIANT: the first `n` entries hold the references `push` or
+        // `push_run` took.
         m.refs = n as u32;
         if let Err(e) = filled {
             // SAFETY: nothing is mapped; the device never saw the pages.
@@ -406,6 +407,36 @@ impl<D: Dir> SgWriter<'_, D> {
         // Below the table's length: the entry exists. INVARIANT: the entry
         // holds the reference just taken.
         self.n = self.n.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Appends the pages of `run`, `len` bytes in all from `offset` in its
+    /// first page: the registration's lender's or the module's own, each
+    /// of them touched (`offset + len` bytes take exactly its pages). As
+    /// [`push`] for each page, in one call.
+    ///
+    /// [`push`]: SgWriter::push
+    #[inline]
+    pub(crate) fn push_run(&mut self, run: PageRun<'_, D>, offset: u32, len: u32) -> Result {
+        let n = run.len();
+        let touched = u64::from(offset).saturating_add(u64::from(len)).div_ceil(u64::from(crate::kapi::PAGE_SIZE));
+        if offset >= crate::kapi::PAGE_SIZE || len == 0 || touched != u64::from(n) {
+            return Err(EINVAL);
+        }
+        if run.owner() != self.owner && run.owner() != ANY_OWNER {
+            return Err(EINVAL);
+        }
+        let sg = self.sg.get_mut(self.n..).filter(|rest| rest.len() >= n as usize).ok_or(EINVAL)?;
+        // SAFETY: `sg` has room for `n` entries; `offset` is below
+        // `PAGE_SIZE` and `offset + len` bytes span exactly the `n` pages
+        // (both checked above).
+        let done = unsafe { run.get_into(sg.as_mut_ptr(), offset, len) };
+        // At most `n`, which fit. INVARIANT: the entries set hold the
+        // references just taken.
+        self.n = self.n.wrapping_add(done as usize);
+        if done != n {
+            return Err(EINVAL);
+        }
         Ok(())
     }
 }

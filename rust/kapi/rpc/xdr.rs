@@ -14,7 +14,7 @@ use core::{marker::PhantomData, ptr};
 use kernel::ffi::{c_int, c_void};
 
 use crate::kapi::{
-    page::{Dir, PageRef},
+    page::{Dir, PageRef, PageRun},
     PAGE_SIZE,
 };
 use crate::sys;
@@ -186,6 +186,26 @@ impl<'a, D: Dir> XdrBuf<'a, D> {
         // pages stay while the request's buffer is borrowed, lent in
         // direction `D` (type invariant).
         unsafe { PageRef::new(*pages.add(i as usize), self.owner) }
+    }
+
+    /// Pages `first` to `first + n - 1` of the page list, which holds
+    /// `page_base + page_len` bytes; `None` unless all of them are in it.
+    #[inline]
+    pub(crate) fn page_run(&self, first: u32, n: u32) -> Option<PageRun<'a, D>> {
+        let (page_base, page_len) = self.pages();
+        // The last page asked for starts before the end, as in `page`; in
+        // `u64` nothing wraps.
+        let end = u64::from(first) + u64::from(n);
+        if n == 0 || (end - 1) * u64::from(PAGE_SIZE) >= u64::from(page_base) + u64::from(page_len) {
+            return None;
+        }
+        // SAFETY (of the read): as in `head`.
+        let pages = read_once!((*self.raw).pages);
+        // SAFETY: the page list has an entry for every page its `page_base
+        // + page_len` bytes touch, and pages `first..first + n` are some
+        // of them (each null or a page that stays while the request's
+        // buffer is borrowed, lent in direction `D`: type invariant).
+        Some(unsafe { PageRun::new(pages.add(first as usize), n, self.owner) })
     }
 
     /// Page `i` of the head (counting from the one it starts in); `None`
