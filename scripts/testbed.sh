@@ -17,6 +17,10 @@
 # Options:
 #   --client-module ours|c  autoload target of proto=rdma in the client:
 #                           rpcrdma_rs (default) or the in-tree C rpcrdma
+#   --server-module ours|c  what serves NFS over RDMA in the server guest:
+#                           the in-tree C svcrdma (default) or rpcrdma_rs
+#                           loaded with server=1 (its server side; the
+#                           server guest then boots the client's kernel)
 #   --timeout SECONDS       kill everything after this long (default 900)
 #   --smp N                 vCPUs per guest (default 1)
 #   --count-insns           count each guest's instructions (QEMU plugin
@@ -40,10 +44,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/lib.sh"
 
-client_module=ours timeout=900 smp=1 keep=0 count_insns=0 kernel_blocks=0
+client_module=ours server_module=c timeout=900 smp=1 keep=0 count_insns=0 kernel_blocks=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --client-module) client_module=$2; shift 2 ;;
+    --server-module) server_module=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
     --smp) smp=$2; shift 2 ;;
     --keep) keep=1; shift ;;
@@ -56,6 +61,10 @@ while [ $# -gt 0 ]; do
 done
 [ $# -ge 1 ] || die "usage: $0 [options] SCRIPT [ARGS...]"
 case "$client_module" in ours|c) ;; *) die "--client-module takes ours or c" ;; esac
+case "$server_module" in ours|c) ;; *) die "--server-module takes ours or c" ;; esac
+if [ "$server_module" = ours ] && [ -n "${RDMARS_SERVER_LINE:-}${RDMARS_SERVER_KDIR:-}" ]; then
+  die "--server-module ours runs the module built for the client's kernel: no RDMARS_SERVER_LINE or RDMARS_SERVER_KDIR"
+fi
 script=$(printf '%q ' "$@")
 
 # RDMARS_KO: the module to test (default: the working tree's build).
@@ -160,7 +169,7 @@ boot() { # role ip4 ip6 mac netdev-args
   append+=" init=$repo/scripts/guest/init.sh RDMARS_ROLE=$role RDMARS_MODROOT=$modroot"
   append+=" RDMARS_IP4=$2 RDMARS_IP6=$3 RDMARS_SERVER4=$server4 RDMARS_SERVER6=$server6"
   append+=" RDMARS_CLIENT4=$client4 RDMARS_CLIENT6=$client6 RDMARS_REPO=$repo RDMARS_KVER=$kver"
-  append+=" RDMARS_CLIENT_MODULE=$client_module RDMARS_KERNEL=${RDMARS_KERNEL:-regular} RDMARS_SERVER_KVER=$server_kver"
+  append+=" RDMARS_CLIENT_MODULE=$client_module RDMARS_SERVER_MODULE=$server_module RDMARS_KERNEL=${RDMARS_KERNEL:-regular} RDMARS_SERVER_KVER=$server_kver"
   local extra=()
   # Under KVM no translated code runs, so there is nothing to count.
   if [ -n "$plugin" ] && [ "$accel" != kvm ]; then

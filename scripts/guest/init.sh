@@ -78,7 +78,12 @@ start_server() {
   rpc.mountd || return 1
   # Short lease and grace periods: tests should not wait 90 s for NFSv4 OPEN.
   rpc.nfsd --lease-time 15 --grace-time 10 8 || return 1
-  modprobe rpcrdma || return 1
+  # The in-tree svcrdma, or ours (testbed.sh --server-module).
+  if [ "${RDMARS_SERVER_MODULE:-c}" = ours ]; then
+    modprobe rpcrdma_rs server=1 || return 1
+  else
+    modprobe rpcrdma || return 1
+  fi
   echo "rdma 20049" > /proc/fs/nfsd/portlist || return 1
 }
 
@@ -277,6 +282,11 @@ server)
       mv "$share/krb5/error.tmp" "$share/krb5/error"
       say "Kerberos setup failed: $(cat "$share/krb5/error")"
     fi ) &
+  # On a kernel with kmemleak (the debug kernel), what leaked while booting
+  # is cleared, and the scans every ten minutes are stopped (each walks all
+  # of memory under KASAN): the kmemleak command scans when asked.
+  k=/sys/kernel/debug/kmemleak
+  if [ -w $k ]; then echo scan > $k; echo clear > $k; echo scan=off > $k; fi
   touch "$share/server-ready"
   # Serve until the host stops this guest, running the few commands a
   # client test may drop into the share (see selftests/lib.sh server_cmd).
@@ -289,6 +299,19 @@ server)
       case "$cmd" in
         restart-nfsd)
           { rpc.nfsd 0 && sleep 2 && rpc.nfsd --lease-time 15 --grace-time 10 8 &&
+            echo "rdma 20049" > /proc/fs/nfsd/portlist; } > "$share/res.$id.tmp" 2>&1
+          echo "rc=$?" >> "$share/res.$id.tmp" ;;
+        reload-server-module)
+          # knfsd stopped, the module that serves RDMA unloaded (refused
+          # while any transport of its class is left) and loaded again,
+          # knfsd started as before.
+          { rpc.nfsd 0 && sleep 1 &&
+            if [ "${RDMARS_SERVER_MODULE:-c}" = ours ]; then
+              rmmod rpcrdma_rs && modprobe rpcrdma_rs server=1
+            else
+              rmmod rpcrdma && modprobe rpcrdma
+            fi &&
+            rpc.nfsd --lease-time 15 --grace-time 10 8 &&
             echo "rdma 20049" > /proc/fs/nfsd/portlist; } > "$share/res.$id.tmp" 2>&1
           echo "rc=$?" >> "$share/res.$id.tmp" ;;
         append-export\ *)
@@ -361,6 +384,24 @@ server)
         trace-stop)
           t=/sys/kernel/tracing
           { echo 0 > $t/tracing_on; echo > $t/set_event; echo > $t/trace; echo rc=0; } > "$share/res.$id.tmp" 2>&1 ;;
+        server-module)
+          # What serves NFS over RDMA here: "ours" if rpcrdma_rs has its
+          # server class registered, "c" if the in-tree svcrdma is loaded.
+          { if [ "$(cat /sys/module/rpcrdma_rs/parameters/server 2>/dev/null)" = Y ]; then echo ours
+            elif [ -d /sys/module/rpcrdma ]; then echo c; else echo none; fi
+            echo "rc=0"; } > "$share/res.$id.tmp" 2>&1 ;;
+        dmesg-problems)
+          # The server's kernel messages that mean trouble (warnings,
+          # oopses, lockdep, KASAN, leaks, our own errors), if any.
+          { dmesg | grep -E 'WARNING:|BUG:|Oops|Call Trace|general protection|refcount_t:|UBSAN|KASAN:|suspected memory leak|blocked for more than|rpcrdma_rs.*(error|failed)' | head -40
+            echo "rc=0"; } > "$share/res.$id.tmp" 2>&1 ;;
+        kmemleak)
+          # What leaked here since the server was ready, on a kernel with
+          # kmemleak ("none" without it): an object is reported once it is
+          # older than 5 s and unreferenced in two scans in a row.
+          { k=/sys/kernel/debug/kmemleak
+            if [ -w $k ]; then sleep 6; echo scan > $k; sleep 6; echo scan > $k; cat $k; else echo none; fi
+            echo "rc=0"; } > "$share/res.$id.tmp" 2>&1 ;;
         cb-state)
           # The callback channel state knfsd keeps for each client.
           { grep -h 'callback state' /proc/fs/nfsd/clients/*/info | awk '{ print $3 }' | tr '\n' ' '; echo; } > "$share/res.$id.tmp" 2>&1 ;;
@@ -496,7 +537,7 @@ CONF
   ( if out=$(krb5_client_setup 2>&1); then touch "$krb5/ready"; else printf '%s\n' "$out" > "$krb5/error"; fi ) &
   for _ in $(seq 1 600); do [ -e "$share/server-ready" ] && break; [ -e "$share/server.setup-error" ] && break; sleep 0.2; done
   [ -e "$share/server-ready" ] || fail "server guest not ready"
-  export RDMARS_SERVER4 RDMARS_SERVER6 RDMARS_CLIENT4 RDMARS_CLIENT6 RDMARS_REPO RDMARS_KVER RDMARS_CLIENT_MODULE RDMARS_KERNEL RDMARS_SERVER_KVER
+  export RDMARS_SERVER4 RDMARS_SERVER6 RDMARS_CLIENT4 RDMARS_CLIENT6 RDMARS_REPO RDMARS_KVER RDMARS_CLIENT_MODULE RDMARS_SERVER_MODULE RDMARS_KERNEL RDMARS_SERVER_KVER
   cd "$RDMARS_REPO" || fail "repo not visible"
   script=$(cat "$share/script")
   say "running $script"
