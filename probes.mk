@@ -77,6 +77,15 @@ rpcrdma_cfgs += rpcrdma_asm_goto
 endif
 endif
 
+# The server's call and reply pages are two arrays (7.x: rq_pages_nfree
+# counts the call pages a transport took); 6.12 has one, rq_respages
+# pointing into it. C only (helpers.c: the layout of a call recvfrom
+# gives a thread).
+ifeq ($(call rpcrdma_has,include/linux/sunrpc/svc.h,'rq_pages_nfree'),y)
+ccflags-y += -DRPCRDMA_RS_SVC_SPLIT_PAGES
+rpcrdma_cfgs += rpcrdma_svc_split_pages
+endif
+
 rustflags-y += $(foreach c,$(rpcrdma_cfgs),--cfg=$(c))
 
 # What the probes found, for `make module V=1` and for the record in the

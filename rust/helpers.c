@@ -13,6 +13,7 @@
 #include <linux/sunrpc/svc.h>
 #include <linux/sunrpc/bc_xprt.h>
 #include <linux/sunrpc/auth.h>
+#include <linux/sunrpc/addr.h>
 #include "helpers.h"
 
 struct rdma_cm_id *rpcrdma_rs_create_id(struct net *net,
@@ -471,4 +472,135 @@ void rpcrdma_rs_rqst_task_ids(const struct rpc_rqst *rqst, u32 *task_id,
 #endif
 	if (task->tk_client)
 		*client_id = task->tk_client->cl_clid;
+}
+
+/*
+ * The server side. The xpt_flags bits kapi::svc::XptFlag names, the same
+ * on every supported kernel line.
+ */
+static_assert(XPT_CONN == 1 && XPT_CLOSE == 2 && XPT_DATA == 3 && XPT_DEAD == 5);
+
+static size_t rpcrdma_rs_sockaddr_len(const struct sockaddr *sa)
+{
+	switch (sa->sa_family) {
+	case AF_INET:
+		return sizeof(struct sockaddr_in);
+	case AF_INET6:
+		return sizeof(struct sockaddr_in6);
+	}
+	return 0;
+}
+
+/*
+ * svc_xprt_init() of @xprt, a transport of class @xcl, with its local
+ * address and, for a connection, its peer's (stored with port 0, as
+ * svcrdma does, so that the duplicate reply cache survives reconnects); a
+ * transport without a peer is a listener. Every transport takes part in
+ * congestion control (NFSv4 needs it). The transport keeps a reference of
+ * @net of its own beside the core's (svc_xprt_enqueue()'s trace event
+ * reads the namespace, which may race with the core's last put): see
+ * rpcrdma_rs_svc_xprt_uninit(). The caller checked that both addresses are
+ * IPv4 or IPv6.
+ */
+void rpcrdma_rs_svc_xprt_init(struct net *net, struct svc_xprt_class *xcl,
+		struct svc_xprt *xprt, struct svc_serv *serv,
+		const struct sockaddr *local, const struct sockaddr *remote)
+{
+	size_t llen = rpcrdma_rs_sockaddr_len(local);
+	size_t rlen = remote ? rpcrdma_rs_sockaddr_len(remote) : 0;
+
+	svc_xprt_init(net, xcl, xprt, serv);
+	get_net(net);
+	set_bit(XPT_CONG_CTRL, &xprt->xpt_flags);
+	if (llen)
+		svc_xprt_set_local(xprt, (struct sockaddr *)local, llen);
+	if (rlen) {
+		svc_xprt_set_remote(xprt, (struct sockaddr *)remote, rlen);
+		rpc_set_port((struct sockaddr *)&xprt->xpt_remote, 0);
+	} else if (!remote) {
+		set_bit(XPT_LISTENER, &xprt->xpt_flags);
+		strcpy(xprt->xpt_remotebuf, "listener");
+	}
+}
+
+/*
+ * Gives back the transport's own namespace reference and, if @core (the
+ * core never took the transport, so its svc_xprt_free() did not run), the
+ * one svc_xprt_init() took for the core.
+ */
+void rpcrdma_rs_svc_xprt_uninit(struct svc_xprt *xprt, bool core)
+{
+	struct net *net = xprt->xpt_net;
+
+	if (core)
+		put_net_track(net, &xprt->ns_tracker);
+	put_net(net);
+}
+
+void rpcrdma_rs_svc_xprt_set_flag(struct svc_xprt *xprt, unsigned int bit)
+{
+	set_bit(bit, &xprt->xpt_flags);
+}
+
+void rpcrdma_rs_svc_xprt_clear_flag(struct svc_xprt *xprt, unsigned int bit)
+{
+	clear_bit(bit, &xprt->xpt_flags);
+}
+
+/*
+ * @rqstp as xpo_recvfrom() starts: on a kernel whose reply pages share
+ * the call's array (6.12), an empty reply page range, for a call that
+ * brings nothing; no context of the last request.
+ */
+void rpcrdma_rs_svc_recv_begin(struct svc_rqst *rqstp)
+{
+#ifndef RPCRDMA_RS_SVC_SPLIT_PAGES
+	rqstp->rq_respages = rqstp->rq_pages;
+	rqstp->rq_next_page = rqstp->rq_respages;
+#endif
+	rqstp->rq_xprt_ctxt = NULL;
+}
+
+/*
+ * Gives @rqstp the call @buf of @len bytes, laid out as the socket
+ * transports do: its first page's worth in the head (rq_pages[0]), the
+ * rest from offset 0 of the following pages, nothing in the tail; the
+ * reply's pages after the call's on a kernel whose arrays are shared
+ * (6.12: a separate array on 7.x is left alone). The transport's
+ * addresses, IPPROTO_MAX as svcrdma, RQ_SECURE set and RQ_LOCAL cleared
+ * (the thread's last request may have been another transport's).
+ * -EMSGSIZE, and nothing copied, if the call does not fit.
+ */
+int rpcrdma_rs_svc_recv_call(struct svc_rqst *rqstp, const u8 *buf, u32 len)
+{
+	struct xdr_buf *arg = &rqstp->rq_arg;
+	u32 head = min_t(u32, len, PAGE_SIZE);
+	u32 rest = len - head;
+	u32 npages = DIV_ROUND_UP(rest, PAGE_SIZE);
+	u32 i;
+
+	/* svc_alloc_arg() gave rq_arg all the thread's call pages. */
+	if (arg->head[0].iov_len < head || rest > arg->page_len || arg->page_base)
+		return -EMSGSIZE;
+	memcpy(arg->head[0].iov_base, buf, head);
+	for (i = 0; i < npages; i++) {
+		u32 l = min_t(u32, rest - i * PAGE_SIZE, PAGE_SIZE);
+
+		memcpy(page_address(arg->pages[i]), buf + head + i * PAGE_SIZE, l);
+	}
+	arg->head[0].iov_len = head;
+	arg->page_len = rest;
+	arg->tail[0].iov_base = NULL;
+	arg->tail[0].iov_len = 0;
+	arg->len = len;
+	arg->buflen = (1 + npages) * PAGE_SIZE;
+#ifndef RPCRDMA_RS_SVC_SPLIT_PAGES
+	rqstp->rq_respages = &rqstp->rq_pages[1 + npages];
+	rqstp->rq_next_page = rqstp->rq_respages + 1;
+#endif
+	rqstp->rq_prot = IPPROTO_MAX;
+	svc_xprt_copy_addrs(rqstp, rqstp->rq_xprt);
+	set_bit(RQ_SECURE, &rqstp->rq_flags);
+	clear_bit(RQ_LOCAL, &rqstp->rq_flags);
+	return 0;
 }

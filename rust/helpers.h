@@ -131,8 +131,24 @@ unsigned int rpcrdma_rs_param_slot_table_entries(void);
 unsigned int rpcrdma_rs_param_max_inline_read(void);
 unsigned int rpcrdma_rs_param_max_inline_write(void);
 unsigned int rpcrdma_rs_param_probe_interval(void);
+bool rpcrdma_rs_param_server(void);
 
 void rpcrdma_rs_rqst_task_ids(const struct rpc_rqst *rqst, u32 *task_id,
 			      u32 *client_id);
+
+/* the server side (kapi::svc) */
+struct svc_xprt;
+struct svc_xprt_class;
+struct svc_serv;
+struct svc_rqst;
+struct sockaddr;
+void rpcrdma_rs_svc_xprt_init(struct net *net, struct svc_xprt_class *xcl,
+		struct svc_xprt *xprt, struct svc_serv *serv,
+		const struct sockaddr *local, const struct sockaddr *remote);
+void rpcrdma_rs_svc_xprt_uninit(struct svc_xprt *xprt, bool core);
+void rpcrdma_rs_svc_xprt_set_flag(struct svc_xprt *xprt, unsigned int bit);
+void rpcrdma_rs_svc_xprt_clear_flag(struct svc_xprt *xprt, unsigned int bit);
+void rpcrdma_rs_svc_recv_begin(struct svc_rqst *rqstp);
+int rpcrdma_rs_svc_recv_call(struct svc_rqst *rqstp, const u8 *buf, u32 len);
 
 #endif /* RPCRDMA_RS_HELPERS_H */

@@ -25,6 +25,11 @@ module_param(max_inline_write, uint, 0644);
 MODULE_PARM_DESC(max_inline_write,
 		 "Largest call sent inline, in bytes (1024..65536, default 4096)");
 
+static bool server;
+module_param(server, bool, 0444);
+MODULE_PARM_DESC(server,
+		 "Register the 'rdma' server transport class, so that knfsd serves NFS over rpcrdma_rs (experimental: inline calls and replies only; default off)");
+
 static unsigned int probe_interval = 5;
 module_param(probe_interval, uint, 0644);
 MODULE_PARM_DESC(probe_interval,
@@ -137,3 +142,8 @@ static const struct kernel_param_ops verbs_selftest_ops = {
 module_param_cb(verbs_selftest, &verbs_selftest_ops, NULL, 0600);
 MODULE_PARM_DESC(verbs_selftest,
 		 "Write a local RDMA device's IPv4 address to run the verbs layer's loopback self-test (a test hook)");
+
+bool rpcrdma_rs_param_server(void)
+{
+	return READ_ONCE(server);
+}

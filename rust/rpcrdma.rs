@@ -18,6 +18,7 @@ pub mod proto;
 
 mod client;
 mod kapi;
+mod server;
 mod sys;
 mod verbs;
 
@@ -76,7 +77,8 @@ module! {
 }
 
 struct RpcRdma {
-    // Dropped in declaration order: the class goes before the device client.
+    // Dropped in declaration order: the classes go before the device client.
+    _server: Option<kapi::svc::SvcClassRegistration<server::xprt::ServerXprt>>,
     _class: kapi::rpc::ClassRegistration<client::class::RdmaTransport>,
     _devices: kapi::ib::ClientRegistration<client::device::Devices>,
     _debugfs: kapi::debugfs::Counters,
@@ -94,9 +96,21 @@ impl kernel::Module for RpcRdma {
             );
         })?;
         pr_info!("RPC-over-RDMA transport {} registered for netids rdma, rdma6\n", VERSION);
+        let server = if kapi::params::server() {
+            let r = kapi::svc::SvcClassRegistration::new(module).inspect_err(|e| {
+                pr_err!(
+                    "cannot register the 'rdma' server transport class: error {} (is the in-tree rpcrdma module loaded?)\n",
+                    e.to_errno()
+                );
+            })?;
+            pr_info!("RPC-over-RDMA server transport {} registered (experimental: inline only)\n", VERSION);
+            Some(r)
+        } else {
+            None
+        };
         let c = &client::stats::COUNTERS;
         let debugfs = kapi::debugfs::Counters::new(&c.debugfs_files(), &c.debugfs_knobs());
-        Ok(RpcRdma { _class: class, _devices: devices, _debugfs: debugfs })
+        Ok(RpcRdma { _server: server, _class: class, _devices: devices, _debugfs: debugfs })
     }
 }
 

@@ -214,6 +214,13 @@ elif [ "${RDMARS_KERNEL:-regular}" != debug ]; then
     nfs_long_call nfs_large_directory nfs_server_restart insn_counter nfs_nconnect nfs41_trunking nfs_krb5
 fi
 
+# rpcrdma_rs as the server too (issue 57, step 1: inline calls and
+# replies), under our client and under C's.
+selftests server-ours --server-module ours -- server_inline
+if [ "${RDMARS_KERNEL:-regular}" != debug ]; then
+  selftests server-ours-c-client --server-module ours --client-module c -- server_inline
+fi
+
 # The other test kernel line (make check-all, RDMARS_OTHER_LINES): its
 # kernel (cached after the first build), the module built against it with no
 # warning, and every selftest over it. The working tree's own build is put
@@ -245,6 +252,8 @@ for other in ${RDMARS_OTHER_LINES:-}; do
   make -s module > /dev/null 2>&1
   [ -f "$other_ko" ] || continue
   RDMARS_LINE=$other RDMARS_KO=$other_ko selftests "$other" --count-insns
+  # Our server on this line (both guests boot it), under our client.
+  RDMARS_LINE=$other RDMARS_KO=$other_ko selftests "$other-server-ours" --server-module ours -- server_inline
   # Kerberos over the C client too on this line, the baseline of ours.
   # Against a 7.3 server nfs_krb5 passes over that server's known fault
   # (NFSv4 krb5i 1 MiB reads; Documentation/testbed.rst): so both clients

@@ -21,7 +21,7 @@ impl Net {
     /// # Safety
     ///
     /// `ptr` must be a live network namespace for `'a`.
-    pub(super) unsafe fn from_raw<'a>(ptr: *mut sys::net) -> &'a Net {
+    pub(in crate::kapi) unsafe fn from_raw<'a>(ptr: *mut sys::net) -> &'a Net {
         // SAFETY: `Net` is a transparent wrapper of `Opaque<net>`, which
         // has the layout of a `net`; live for `'a` per the contract.
         unsafe { &*ptr.cast::<Net>() }
@@ -48,14 +48,22 @@ impl SockAddr {
     ///
     /// `ptr` must be a `sockaddr_storage` holding a socket address, valid
     /// for `'a`.
-    pub(super) unsafe fn from_raw<'a>(ptr: *const sys::__kernel_sockaddr_storage) -> &'a SockAddr {
+    pub(in crate::kapi) unsafe fn from_raw<'a>(ptr: *const sys::__kernel_sockaddr_storage) -> &'a SockAddr {
         // SAFETY: transparent wrapper; valid for `'a` per the contract.
         unsafe { &*ptr.cast::<SockAddr>() }
     }
 
     /// The address, for C functions that take a `struct sockaddr *`.
-    pub(super) fn as_ptr(&self) -> *const sys::sockaddr {
+    pub(in crate::kapi) fn as_ptr(&self) -> *const sys::sockaddr {
         self.0.get().cast_const().cast()
+    }
+
+    /// True if it is an IPv4 or IPv6 address.
+    pub(crate) fn is_inet(&self) -> bool {
+        // SAFETY: the storage holds a socket address (type invariant),
+        // whose family is its first field; one field read.
+        let family = u32::from(unsafe { (*self.as_ptr()).sa_family });
+        family == sys::AF_INET || family == sys::AF_INET6
     }
 }
 

@@ -35,3 +35,10 @@ pub(crate) fn read() -> RawParams {
         }
     }
 }
+
+/// `server`: register the server transport class (read once, at load).
+pub(crate) fn server() -> bool {
+    // SAFETY: reads one `bool` module parameter of params.c (read-only
+    // after load) with READ_ONCE; touches nothing else.
+    unsafe { sys::rpcrdma_rs_param_server() }
+}

@@ -158,6 +158,10 @@ impl CmId {
     /// Binds to `addr` and listens for connection requests, which arrive
     /// as `RDMA_CM_EVENT_CONNECT_REQUEST` with a new id.
     pub(crate) fn listen(&self, addr: &SockAddr, backlog: u32) -> Result {
+        // One address family per id, as svcrdma's listeners: an IPv6 id on
+        // the port of an IPv4 one must not claim IPv4 too (nfsd makes both).
+        // SAFETY: the id is live and not bound yet.
+        to_result(unsafe { sys::rdma_set_afonly(self.id.as_ptr(), 1) })?;
         // SAFETY: the id is live; rdma_cm copies the address.
         to_result(unsafe { sys::rdma_bind_addr(self.id.as_ptr(), addr.as_ptr().cast_mut()) })?;
         // SAFETY: the id is live and bound.

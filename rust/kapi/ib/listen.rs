@@ -55,6 +55,9 @@ struct Pending {
     handler_task: AtomicPtr<c_void>,
     private_data: [u8; MAX_PRIVATE_DATA],
     private_len: usize,
+    /// The request's addresses: ours (where it arrived) and the peer's.
+    local: sys::__kernel_sockaddr_storage,
+    remote: sys::__kernel_sockaddr_storage,
 }
 
 /// A connection request: its rdma_cm id, owned by whoever has this value
@@ -81,6 +84,17 @@ unsafe impl Send for ConnRequest {}
 unsafe impl Sync for ConnRequest {}
 
 impl ConnRequest {
+    /// Where the request arrived (our address), and where it came from
+    /// (the peer's).
+    pub(crate) fn addrs(&self) -> (&SockAddr, &SockAddr) {
+        // SAFETY: `pending` is live (type invariant); these fields are
+        // written once, before the request is handed out, and each holds
+        // the socket address rdma_cm gave the request.
+        let p = unsafe { self.pending.as_ref() };
+        // SAFETY: as above: live for the borrow of `self`.
+        unsafe { (SockAddr::from_raw(&p.local), SockAddr::from_raw(&p.remote)) }
+    }
+
     /// The peer's private data.
     pub(crate) fn private_data(&self) -> &[u8] {
         // SAFETY: `pending` is live (type invariant); these fields are
@@ -278,6 +292,11 @@ unsafe extern "C" fn listen_handler<A: Acceptor>(id: *mut sys::rdma_cm_id, event
         handler_task: AtomicPtr::new(unsafe { sys::rpcrdma_rs_current_task() }),
         private_data: [0; MAX_PRIVATE_DATA],
         private_len: pdata.len().min(MAX_PRIVATE_DATA),
+        // SAFETY: the request's id is live for the handler; rdma_cm set
+        // its route's addresses before the CONNECT_REQUEST event.
+        local: unsafe { (*id.as_ptr()).route.addr.src_addr },
+        // SAFETY: as above.
+        remote: unsafe { (*id.as_ptr()).route.addr.dst_addr },
     };
     if let Some(d) = pending.private_data.get_mut(..pending.private_len) {
         d.copy_from_slice(pdata.get(..d.len()).unwrap_or(&[]));

@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Server transport classes (`struct svc_xprt_class`) and the operations
+//! the core calls on their transports (`struct svc_xprt_ops`).
+//!
+//! A [`SvcClassRegistration`] makes an [`SvcTransport`] known to the core
+//! under its name, so that `echo "rdma 20049" > /proc/fs/nfsd/portlist`
+//! reaches [`SvcTransport::create`]; dropping it unregisters the class.
+//! A class of the same name registered first (the in-tree `rpcrdma`'s) is
+//! an error, never silently shadowed.
+
+use core::{
+    any::TypeId,
+    cell::UnsafeCell,
+    marker::PhantomData,
+    ptr,
+    sync::atomic::{AtomicU8, Ordering},
+};
+
+use kernel::{
+    error::{to_result, Result},
+    ffi::{c_int, c_uint, c_void},
+    prelude::*,
+    str::CStr,
+    sync::Arc,
+    types::Opaque,
+    ThisModule,
+};
+
+use super::{
+    rqst::{RecvRqst, SendRqst},
+    xprt::{hand_over, owner_of, take_back, NewXprt, SvcXprtOwner},
+};
+use crate::{
+    kapi::net::{Net, SockAddr},
+    sys,
+};
+
+/// A server-side RPC transport implementation: one type for the class's
+/// listeners and its connections (the core calls the same operations on
+/// both).
+pub(crate) trait SvcTransport: SvcXprtOwner {
+    /// The class's name (what `portlist` takes).
+    const NAME: &'static CStr;
+    /// The `XPRT_TRANSPORT_*` identifier (the backchannel's class is found
+    /// by it).
+    const IDENT: u32;
+    /// Most bytes of an RPC's payload the class carries.
+    const MAX_PAYLOAD: u32;
+    /// Where the registered class is kept (see [`SvcClassSlot`]).
+    const SLOT: SvcClassSlotRef;
+
+    /// A listener on `addr` in `net` (`xpo_create`). Process context; may
+    /// sleep.
+    fn create(new: NewXprt<'_, Self>, net: &Net, addr: &SockAddr) -> Result<Arc<Self>>;
+
+    /// One connection waiting on this listener, or `None`
+    /// (`xpo_accept`): on a server thread, the listener busy meanwhile.
+    fn accept(&self, new: NewXprt<'_, Self>) -> Option<Arc<Self>>;
+
+    /// True if a reply could be sent now (`xpo_has_wspace`). Must not
+    /// block: the core asks from completion handlers too.
+    fn has_wspace(&self) -> bool;
+
+    /// Gives the thread `rq` one call, if there is one
+    /// ([`RecvRqst::set_call`]; `xpo_recvfrom`). On a server thread, the
+    /// transport busy meanwhile.
+    fn recvfrom(&self, rq: &mut RecvRqst<'_>);
+
+    /// Sends the reply of `rq` (`xpo_sendto`); may sleep, and runs on
+    /// several threads at once. The reply's memory is the thread's again
+    /// when this returns.
+    fn sendto(&self, rq: &SendRqst<'_>) -> Result<u32>;
+
+    /// The core took the transport down (`xpo_detach`): stop taking work.
+    fn detach(&self);
+
+    /// The core let go of the transport (`xpo_free`), after which its
+    /// reference goes. May sleep. Nothing calls the other operations
+    /// again.
+    fn free(&self);
+}
+
+/// Where a class is kept, in module memory: the `svc_xprt_class` the core
+/// registers, which its transports point at (`xpt_class`). The class's
+/// implementation owns one, as a `static` ([`SvcTransport::SLOT`]). Written
+/// once, by the first registration, and kept as long as the module (a
+/// transport of the class holds a module reference).
+///
+/// # Invariants
+///
+/// `state` is [`UNMADE`], [`MAKING`] (one thread writes `storage` and
+/// `class`), [`MADE`] (`storage` holds the class of the type `class`
+/// names, written once and never again by Rust; not registered) or
+/// [`REGISTERED`] (and registered with the core, which alone writes its
+/// list head).
+pub(crate) struct SvcClassSlot {
+    state: AtomicU8,
+    class: UnsafeCell<Option<TypeId>>,
+    storage: Opaque<sys::svc_xprt_class>,
+}
+
+const UNMADE: u8 = 0;
+const MAKING: u8 = 1;
+const MADE: u8 = 2;
+const REGISTERED: u8 = 3;
+
+// SAFETY: `class` and `storage` are written by one thread at a time (the
+// one that moved `state` from UNMADE to MAKING), before anyone reads them
+// (readers first see MADE or REGISTERED); after that only the core writes
+// the list head, under its own lock.
+unsafe impl Sync for SvcClassSlot {}
+
+impl SvcClassSlot {
+    /// A class not made yet.
+    pub(crate) const fn new() -> Self {
+        SvcClassSlot { state: AtomicU8::new(UNMADE), class: UnsafeCell::new(None), storage: Opaque::uninit() }
+    }
+
+    pub(super) fn raw(&self) -> *mut sys::svc_xprt_class {
+        self.storage.get()
+    }
+}
+
+/// A `&'static` [`SvcClassSlot`], in a form a constant may hold.
+///
+/// # Invariants
+///
+/// `0` was made from a `&'static SvcClassSlot`.
+#[derive(Clone, Copy)]
+pub(crate) struct SvcClassSlotRef(*const SvcClassSlot);
+
+impl SvcClassSlotRef {
+    /// Names `slot`.
+    pub(crate) const fn new(slot: &'static SvcClassSlot) -> Self {
+        SvcClassSlotRef(slot)
+    }
+
+    pub(super) fn get(self) -> &'static SvcClassSlot {
+        // SAFETY: made from a `&'static SvcClassSlot` (type invariant).
+        unsafe { &*self.0 }
+    }
+}
+
+/// A registered server transport class; unregistered on drop.
+///
+/// # Invariants
+///
+/// `T::SLOT` is [`REGISTERED`] (by `new`) until `drop` unregisters it.
+pub(crate) struct SvcClassRegistration<T: SvcTransport> {
+    _class: PhantomData<T>,
+}
+
+impl<T: SvcTransport> SvcClassRegistration<T> {
+    /// Registers `T` with the core; `module` (this module) is held by the
+    /// core for each of the class's transports. Fails with `EEXIST` if a
+    /// class of the same name is registered (the in-tree `rpcrdma`'s), and
+    /// with `EBUSY` if `T` is, or its slot holds another class.
+    pub(crate) fn new(module: &'static ThisModule) -> Result<Self> {
+        let slot = T::SLOT.get();
+        match slot.state.compare_exchange(UNMADE, MAKING, Ordering::Acquire, Ordering::Acquire) {
+            Ok(_) => {
+                // SAFETY: MAKING is this thread's alone (type invariant of
+                // `SvcClassSlot`): nothing reads the slot until MADE.
+                unsafe { Self::make(slot, module) };
+                slot.state.store(MADE, Ordering::Release);
+            }
+            Err(MAKING) => return Err(EBUSY),
+            Err(_) => {}
+        }
+        // SAFETY: MADE or REGISTERED: written once, read only now.
+        if unsafe { *slot.class.get() } != Some(TypeId::of::<T>()) {
+            return Err(EBUSY);
+        }
+        if slot.state.compare_exchange(MADE, REGISTERED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return Err(EBUSY);
+        }
+        // SAFETY: the class is made (its name is `'static`, its ops a
+        // promoted constant) and lives as long as the module; registered
+        // once (REGISTERED is ours). The core refuses a name it has.
+        if let Err(e) = to_result(unsafe { sys::svc_reg_xprt_class(slot.raw()) }) {
+            slot.state.store(MADE, Ordering::Release);
+            return Err(e);
+        }
+        // INVARIANT: registered above.
+        Ok(Self { _class: PhantomData })
+    }
+
+    /// Writes `T`'s class into `slot`.
+    ///
+    /// # Safety
+    ///
+    /// The caller moved `slot` from UNMADE to MAKING.
+    unsafe fn make(slot: &SvcClassSlot, module: &'static ThisModule) {
+        // SAFETY: `svc_xprt_class` is plain C data (a list head, integers
+        // and pointers); all zeroes is a valid value.
+        let mut class: sys::svc_xprt_class = unsafe { core::mem::zeroed() };
+        class.xcl_name = crate::kapi::compat::cstr_ptr(T::NAME);
+        class.xcl_owner = module.as_ptr().cast();
+        class.xcl_ops = Ops::<T>::table();
+        class.xcl_max_payload = T::MAX_PAYLOAD;
+        class.xcl_ident = T::IDENT as c_int;
+        // SAFETY: per the contract, nobody else reads or writes the slot;
+        // `svc_reg_xprt_class` initialises the list head.
+        unsafe {
+            slot.storage.get().write(class);
+            *slot.class.get() = Some(TypeId::of::<T>());
+        }
+    }
+}
+
+impl<T: SvcTransport> Drop for SvcClassRegistration<T> {
+    fn drop(&mut self) {
+        let slot = T::SLOT.get();
+        // SAFETY: registered by `new` (type invariant); the core takes it
+        // off its list under its lock. Transports of the class keep
+        // pointing at module memory that stays.
+        unsafe { sys::svc_unreg_xprt_class(slot.raw()) };
+        slot.state.store(MADE, Ordering::Release);
+    }
+}
+
+/// The operations table of `T`'s class: a constant, promoted to a static
+/// the class points at.
+struct Ops<T>(PhantomData<T>);
+
+impl<T: SvcTransport> Ops<T> {
+    const TABLE: sys::svc_xprt_ops = sys::svc_xprt_ops {
+        xpo_create: Some(create::<T>),
+        xpo_accept: Some(accept::<T>),
+        xpo_has_wspace: Some(has_wspace::<T>),
+        xpo_recvfrom: Some(recvfrom::<T>),
+        xpo_sendto: Some(sendto::<T>),
+        xpo_result_payload: Some(result_payload),
+        xpo_release_ctxt: Some(release_ctxt),
+        xpo_detach: Some(detach::<T>),
+        xpo_free: Some(free::<T>),
+        xpo_kill_temp_xprt: Some(kill_temp_xprt),
+        xpo_handshake: None,
+    };
+
+    /// The table, as the `'static` its constant is promoted to (a compile
+    /// error, never a temporary's address, if it stops being promotable).
+    const fn table() -> &'static sys::svc_xprt_ops {
+        &Self::TABLE
+    }
+}
+
+/// Gives `t`, a new transport, to the core: its `svc_xprt`, or null (and
+/// `t` torn down) if it cannot be handed over.
+fn give<T: SvcTransport>(t: Arc<T>) -> *mut sys::svc_xprt {
+    match hand_over(t, class_of::<T>()) {
+        Ok(p) => p.as_ptr(),
+        Err(t) => {
+            pr_err!("server transport not handed over: its svc_xprt is not its own\n");
+            t.free();
+            ptr::null_mut()
+        }
+    }
+}
+
+/// The class of `T`, once registered.
+fn class_of<T: SvcTransport>() -> *mut sys::svc_xprt_class {
+    T::SLOT.get().raw()
+}
+
+/// # Safety
+///
+/// Called by the core for a class of `T` (`_svc_xprt_create`): `serv` and
+/// `net` are live for the call, `sa` a socket address of `salen` bytes.
+unsafe extern "C" fn create<T: SvcTransport>(
+    serv: *mut sys::svc_serv,
+    net: *mut sys::net,
+    sa: *mut sys::sockaddr,
+    salen: c_int,
+    _flags: c_int,
+) -> *mut sys::svc_xprt {
+    let min = core::mem::size_of::<sys::sockaddr_in>() as c_int;
+    if sa.is_null() || salen < min || salen as usize > core::mem::size_of::<sys::__kernel_sockaddr_storage>() {
+        return EINVAL.to_ptr();
+    }
+    // A copy of the address in storage of its own: the core's may be
+    // shorter than a `sockaddr_storage`.
+    let mut buf = sys::__kernel_sockaddr_storage::default();
+    // SAFETY: `sa` is readable for `salen` bytes (the contract), which fit
+    // in `buf` (checked above).
+    unsafe { ptr::copy_nonoverlapping(sa.cast::<u8>(), ptr::addr_of_mut!(buf).cast::<u8>(), salen as usize) };
+    // SAFETY: `buf` holds a socket address and outlives the call; `net` is
+    // live for it (the contract).
+    let (addr, net_ref) = unsafe { (SockAddr::from_raw(&buf), Net::from_raw(net)) };
+    // INVARIANT: the class is `T`'s, registered; `serv` and `net` live for
+    // the call.
+    let new = NewXprt { class: class_of::<T>(), serv, net, _life: PhantomData };
+    match T::create(new, net_ref, addr).map(give) {
+        Ok(p) if !p.is_null() => p,
+        Ok(_) => EINVAL.to_ptr(),
+        Err(e) => e.to_ptr(),
+    }
+}
+
+/// # Safety
+///
+/// Called by the core with a listener of `T`'s class, which it holds for
+/// the call.
+unsafe extern "C" fn accept<T: SvcTransport>(xprt: *mut sys::svc_xprt) -> *mut sys::svc_xprt {
+    // SAFETY: per the contract.
+    let Some(t) = (unsafe { owner_of::<T>(xprt) }) else { return ptr::null_mut() };
+    // SAFETY: the listener is live for the call (the contract); its server
+    // and namespace outlive it.
+    let (serv, net) = unsafe { ((*xprt).xpt_server, (*xprt).xpt_net) };
+    // INVARIANT: as in `create`.
+    let new = NewXprt { class: class_of::<T>(), serv, net, _life: PhantomData };
+    t.accept(new).map_or(ptr::null_mut(), give)
+}
+
+/// # Safety
+///
+/// Called by the core with a transport of `T`'s class it holds.
+unsafe extern "C" fn has_wspace<T: SvcTransport>(xprt: *mut sys::svc_xprt) -> c_int {
+    // SAFETY: per the contract.
+    unsafe { owner_of::<T>(xprt) }.is_some_and(|t| t.has_wspace()) as c_int
+}
+
+/// # Safety
+///
+/// Called by the core on a server thread with `rqstp`, whose transport
+/// (`rq_xprt`, of `T`'s class) it holds.
+unsafe extern "C" fn recvfrom<T: SvcTransport>(rqstp: *mut sys::svc_rqst) -> c_int {
+    // SAFETY: the thread's request, for this call (the contract). Made
+    // first: whatever happens, `finish` lets the transport go.
+    let mut rq = unsafe { RecvRqst::begin(rqstp) };
+    // SAFETY: per the contract.
+    let xprt = unsafe { (*rqstp).rq_xprt };
+    // SAFETY: as above.
+    if let Some(t) = unsafe { owner_of::<T>(xprt) } {
+        t.recvfrom(&mut rq);
+    }
+    rq.finish()
+}
+
+/// # Safety
+///
+/// As for [`recvfrom`], from `svc_send`.
+unsafe extern "C" fn sendto<T: SvcTransport>(rqstp: *mut sys::svc_rqst) -> c_int {
+    // SAFETY: per the contract.
+    let xprt = unsafe { (*rqstp).rq_xprt };
+    // SAFETY: as above.
+    let Some(t) = (unsafe { owner_of::<T>(xprt) }) else { return -(sys::ENOTCONN as c_int) };
+    // SAFETY: the thread's request, for this call (the contract).
+    let rq = unsafe { SendRqst::new(rqstp) };
+    match t.sendto(&rq) {
+        Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// `xpo_result_payload`: the core calls it for every reply with a payload
+/// (a READ's); replies are sent inline, copied whole, so nothing is to be
+/// noted.
+///
+/// # Safety
+///
+/// None beyond the core's call: nothing is dereferenced.
+unsafe extern "C" fn result_payload(_rqstp: *mut sys::svc_rqst, _offset: c_uint, _length: c_uint) -> c_int {
+    0
+}
+
+/// `xpo_release_ctxt`: no request carries a context of ours
+/// (`rq_xprt_ctxt` stays NULL).
+///
+/// # Safety
+///
+/// None beyond the core's call: nothing is dereferenced.
+unsafe extern "C" fn release_ctxt(_xprt: *mut sys::svc_xprt, _ctxt: *mut c_void) {}
+
+/// # Safety
+///
+/// Called by the core with a transport of `T`'s class it holds.
+unsafe extern "C" fn detach<T: SvcTransport>(xprt: *mut sys::svc_xprt) {
+    // SAFETY: per the contract.
+    if let Some(t) = unsafe { owner_of::<T>(xprt) } {
+        t.detach();
+    }
+}
+
+/// # Safety
+///
+/// Called by the core once, last, with a transport of `T`'s class whose
+/// last reference it dropped.
+unsafe extern "C" fn free<T: SvcTransport>(xprt: *mut sys::svc_xprt) {
+    // SAFETY: per the contract: the core's reference comes back here.
+    if let Some(t) = unsafe { take_back::<T>(xprt) } {
+        t.free();
+        drop(t);
+    }
+}
+
+/// `xpo_kill_temp_xprt`: must exist; nothing to do (the core closes the
+/// transport itself).
+///
+/// # Safety
+///
+/// None beyond the core's call: nothing is dereferenced.
+unsafe extern "C" fn kill_temp_xprt(_xprt: *mut sys::svc_xprt) {}

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The request a server thread brings to its transport (`struct
+//! svc_rqst`): as `recvfrom` fills it with a call ([`RecvRqst`]) and as
+//! `sendto` finds it with the reply ([`SendRqst`]).
+//!
+//! The thread owns its request; the core does not touch it while the
+//! transport's operation runs. Which fields a transport sets, and how the
+//! call's and the reply's pages are laid out, differs between kernel lines
+//! (Documentation/server.rst, "The first step"): those rules live in one C
+//! helper each, built for the kernel at hand.
+
+use core::marker::PhantomData;
+
+use kernel::{
+    error::{code::EBUSY, Result},
+    ffi::c_int,
+};
+
+use crate::{kapi::errno, sys};
+
+/// A thread's request in `recvfrom`, for the call it is to get.
+///
+/// # Invariants
+///
+/// `raw` is the calling thread's request, exclusively the transport's for
+/// `'a` (the `xpo_recvfrom` call), its transport held by the core;
+/// `received` is true once `svc_xprt_received` was called for it; `len`
+/// is the length of the call `set_call` gave it (0: none).
+pub(crate) struct RecvRqst<'a> {
+    raw: *mut sys::svc_rqst,
+    received: bool,
+    len: u32,
+    _life: PhantomData<&'a mut sys::svc_rqst>,
+}
+
+impl RecvRqst<'_> {
+    /// The request `raw`, readied for a call: its reply pages an empty
+    /// range where the kernel line wants one set, and nothing of the last
+    /// request's context left.
+    ///
+    /// # Safety
+    ///
+    /// `raw` is the request the core passed to `xpo_recvfrom`, valid and
+    /// the transport's alone for `'a`.
+    pub(super) unsafe fn begin(raw: *mut sys::svc_rqst) -> Self {
+        // SAFETY: per the contract.
+        unsafe { sys::rpcrdma_rs_svc_recv_begin(raw) };
+        // INVARIANT: per the contract; not received yet, no call.
+        RecvRqst { raw, received: false, len: 0, _life: PhantomData }
+    }
+
+    /// Lets other threads look at the transport again
+    /// (`svc_xprt_received`): once the work this thread takes is off the
+    /// transport's queue. Done after `recvfrom` returns if not before.
+    pub(crate) fn release_xprt(&mut self) {
+        if core::mem::replace(&mut self.received, true) {
+            return;
+        }
+        // SAFETY: the request is the thread's and its transport held by
+        // the core (type invariant); once per call (the flag).
+        unsafe { sys::svc_xprt_received((*self.raw).rq_xprt) };
+    }
+
+    /// Gives the thread `msg`, one RPC call (once): copied into the
+    /// thread's own pages as the kernel's socket transports lay it out,
+    /// with the transport's addresses, `RQ_SECURE` set and `RQ_LOCAL`
+    /// cleared. Fails with `EMSGSIZE` if the call does not fit the
+    /// thread's pages (or is empty), `EBUSY` if the thread has its call.
+    pub(crate) fn set_call(&mut self, msg: &[u8]) -> Result {
+        let len = u32::try_from(msg.len()).ok().filter(|&l| l > 0 && l <= c_int::MAX as u32);
+        let len = len.ok_or_else(errno::EMSGSIZE)?;
+        if self.len != 0 {
+            return Err(EBUSY);
+        }
+        // SAFETY: the request is the thread's (type invariant); `msg` is
+        // readable for its length, and the helper copies at most that into
+        // the thread's pages, checking their room.
+        kernel::error::to_result(unsafe { sys::rpcrdma_rs_svc_recv_call(self.raw, msg.as_ptr(), len) })?;
+        self.len = len;
+        Ok(())
+    }
+
+    /// Ends the call: the transport released, and the length of the call
+    /// the thread got (0: none) as the core wants it.
+    pub(super) fn finish(mut self) -> c_int {
+        self.release_xprt();
+        // At most `c_int::MAX` (`set_call`).
+        self.len as c_int
+    }
+}
+
+/// A thread's request in `sendto`, with its reply encoded.
+///
+/// # Invariants
+///
+/// `raw` is the calling thread's request, exclusively the transport's for
+/// `'a` (the `xpo_sendto` call); `rq_res` describes the encoded reply.
+pub(crate) struct SendRqst<'a> {
+    raw: *mut sys::svc_rqst,
+    _life: PhantomData<&'a sys::svc_rqst>,
+}
+
+impl SendRqst<'_> {
+    /// # Safety
+    ///
+    /// `raw` is the request the core passed to `xpo_sendto`, valid and the
+    /// transport's alone for `'a`.
+    pub(super) unsafe fn new(raw: *mut sys::svc_rqst) -> Self {
+        // INVARIANT: per the contract.
+        SendRqst { raw, _life: PhantomData }
+    }
+
+    /// The call's XID, as it came on the wire (`rq_xid`, set by the core
+    /// from the call).
+    pub(crate) fn xid(&self) -> u32 {
+        // SAFETY: the request is the thread's (type invariant); one field.
+        u32::from_be(unsafe { (*self.raw).rq_xid })
+    }
+
+    /// Bytes of the encoded reply (`rq_res.len`).
+    pub(crate) fn reply_len(&self) -> u32 {
+        // SAFETY: as in `xid`.
+        unsafe { (*self.raw).rq_res.len }
+    }
+
+    /// Copies the reply into the start of `dst`; returns its length.
+    /// Fails with `EMSGSIZE` if it does not fit.
+    pub(crate) fn copy_reply(&self, dst: &mut [u8]) -> Result<usize> {
+        let len = self.reply_len();
+        if len as usize > dst.len() {
+            return Err(errno::EMSGSIZE());
+        }
+        // SAFETY: the request is the thread's and `rq_res` its reply (type
+        // invariant); `dst` is writable for `len` bytes (checked), and the
+        // function bounds the copy by the buffer's parts.
+        let rc = unsafe {
+            sys::read_bytes_from_xdr_buf(core::ptr::addr_of_mut!((*self.raw).rq_res), 0, dst.as_mut_ptr().cast(), len)
+        };
+        kernel::error::to_result(rc)?;
+        Ok(len as usize)
+    }
+}

@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A server transport (`struct svc_xprt`) embedded in the Rust object that
+//! implements it ([`SvcXprt`]), and the arguments for making one
+//! ([`NewXprt`]).
+//!
+//! The core reaches a transport only through its `svc_xprt`, from the
+//! moment it is handed over (`xpo_create` or `xpo_accept` returns it) until
+//! its reference count drops to zero and `xpo_free` runs. The owner lives
+//! in an `Arc`, one reference of which the core holds over that time: the
+//! `svc_xprt`'s memory outlasts every use the core makes of it, and the
+//! owner's own references (a connection's completion handlers, say) keep
+//! it after.
+
+use core::{
+    marker::PhantomData,
+    ptr::{self, NonNull},
+    sync::atomic::{AtomicBool, AtomicPtr, Ordering},
+};
+
+use kernel::{prelude::*, sync::Arc, types::Opaque};
+
+use crate::{kapi::net::SockAddr, sys};
+
+/// What a server transport is, for the core: an object that embeds an
+/// [`SvcXprt`] and says where it is.
+pub(crate) trait SvcXprtOwner: Send + Sync + Sized + 'static {
+    /// The embedded transport, a field of `self` (one elsewhere is
+    /// refused when the transport is handed over).
+    fn svc_xprt(&self) -> &SvcXprt<Self>;
+}
+
+/// The `xpt_flags` bits a transport signals work with. Their numbers are
+/// the same on every supported kernel line (`enum` in
+/// `<linux/sunrpc/svc_xprt.h>`; helpers.c checks them at build time). The
+/// bits the core owns (`XPT_BUSY`, `XPT_DEAD`, ...) are not among them:
+/// setting one at the wrong time derails the core's own teardown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum XptFlag {
+    /// A connection waits to be accepted (on a listener).
+    Conn = 1,
+    /// Data waits to be received.
+    Data = 3,
+}
+
+/// `XPT_CLOSE`: the transport is to be closed (set, never cleared, by the
+/// transport or the core).
+const XPT_CLOSE: u32 = 2;
+
+/// A `struct svc_xprt` embedded in its owner `T`.
+///
+/// # Invariants
+///
+/// `raw` is the first field (`repr(C)`) and was initialised by
+/// `svc_xprt_init` with the class of `T` (which takes a reference of the
+/// network namespace for the core), and holds a reference of that
+/// namespace of its own until it is dropped. `owner` is null until the transport is handed to
+/// the core ([`hand_over`]); from then on it is the `T` the `SvcXprt` lies
+/// in, one reference of whose `Arc` the core owns until `xpo_free` gives
+/// it back ([`take_back`]), which sets `released`.
+#[pin_data(PinnedDrop)]
+#[repr(C)]
+pub(crate) struct SvcXprt<T> {
+    #[pin]
+    raw: Opaque<sys::svc_xprt>,
+    owner: AtomicPtr<T>,
+    released: AtomicBool,
+    _owner: PhantomData<T>,
+}
+
+// SAFETY: the core serialises what it does to the `svc_xprt` under its own
+// rules (atomic flag bits, its locks, its reference count); the owner is
+// `Send + Sync`, and no method hands out the C data.
+unsafe impl<T: Send + Sync> Send for SvcXprt<T> {}
+// SAFETY: see `Send`.
+unsafe impl<T: Send + Sync> Sync for SvcXprt<T> {}
+
+/// What a [`NewXprt`] borrows (the core's call) and makes (a `T`).
+type NewXprtLife<'a, T> = (&'a sys::svc_serv, fn() -> T);
+
+/// What the core gives for a new transport: its class, its server and its
+/// network namespace (a listener's for a connection it accepts).
+///
+/// # Invariants
+///
+/// `class` is the registered class of `T`, `serv` and `net` are live for
+/// `'a` (the `xpo_create` or `xpo_accept` call).
+pub(crate) struct NewXprt<'a, T> {
+    pub(super) class: *mut sys::svc_xprt_class,
+    pub(super) serv: *mut sys::svc_serv,
+    pub(super) net: *mut sys::net,
+    pub(super) _life: PhantomData<NewXprtLife<'a, T>>,
+}
+
+impl<'a, T: SvcXprtOwner> NewXprt<'a, T> {
+    /// The transport, initialised where it is placed (while the core's
+    /// call lasts): a listener bound to `local`, or a connection between
+    /// `local` and `remote`. Fails with `EAFNOSUPPORT` for an address that
+    /// is not IPv4 or IPv6.
+    pub(crate) fn xprt<'b>(
+        &'b self,
+        local: &'b SockAddr,
+        remote: Option<&'b SockAddr>,
+    ) -> Result<impl PinInit<SvcXprt<T>> + 'b> {
+        if !local.is_inet() || remote.is_some_and(|r| !r.is_inet()) {
+            return Err(crate::kapi::errno::EAFNOSUPPORT());
+        }
+        let (class, serv, net) = (self.class, self.serv, self.net);
+        // The initialiser borrows `self`: it cannot outlive the call whose
+        // server and namespace it names.
+        let life: PhantomData<&'b Self> = PhantomData;
+        Ok(pin_init!(SvcXprt {
+            // SAFETY: `slot` is valid for writes and pinned; `net`, `class`
+            // and `serv` are live while `self` is borrowed (type invariant
+            // of `NewXprt`, and `life`), and the addresses IPv4 or IPv6
+            // (checked above). The helper runs `svc_xprt_init` (which
+            // takes a reference of `net` for the core), takes one of its
+            // own, and writes the addresses into the new transport, which
+            // nobody else reaches yet; a listener (no `remote`) is marked
+            // so. `Drop` gives back what the core did not.
+            raw <- Opaque::ffi_init(move |slot| unsafe {
+                let _ = life;
+                sys::rpcrdma_rs_svc_xprt_init(
+                    net,
+                    class,
+                    slot,
+                    serv,
+                    local.as_ptr(),
+                    remote.map_or(ptr::null(), |r| r.as_ptr()),
+                )
+            }),
+            owner: AtomicPtr::new(ptr::null_mut()),
+            released: AtomicBool::new(false),
+            _owner: PhantomData,
+        }))
+    }
+}
+
+impl<T: SvcXprtOwner> SvcXprt<T> {
+    fn as_ptr(&self) -> *mut sys::svc_xprt {
+        self.raw.get()
+    }
+
+    /// Sets `flag`.
+    pub(crate) fn set_flag(&self, flag: XptFlag) {
+        // SAFETY: the transport is initialised (type invariant); the bit
+        // is one a transport sets, atomically, as the core does.
+        unsafe { sys::rpcrdma_rs_svc_xprt_set_flag(self.as_ptr(), flag as u32) };
+    }
+
+    /// Clears `flag`.
+    pub(crate) fn clear_flag(&self, flag: XptFlag) {
+        // SAFETY: as in `set_flag`.
+        unsafe { sys::rpcrdma_rs_svc_xprt_clear_flag(self.as_ptr(), flag as u32) };
+    }
+
+    /// True while the core holds the transport: handed over, and
+    /// `xpo_free` has not given it back.
+    fn core_holds(&self) -> bool {
+        !self.owner.load(Ordering::Acquire).is_null() && !self.released.load(Ordering::Acquire)
+    }
+
+    /// Sets `flag` and has a thread look at the transport (the only way
+    /// work reaches a thread: set the flag, then enqueue). See
+    /// [`SvcXprt::enqueue`].
+    pub(crate) fn signal(&self, flag: XptFlag) {
+        self.set_flag(flag);
+        self.enqueue();
+    }
+
+    /// Asks the core to close the transport, from any context: a thread
+    /// takes it down. Asked before the transport is handed over, the core
+    /// closes it once it takes it.
+    pub(crate) fn close_later(&self) {
+        // SAFETY: initialised (type invariant); `XPT_CLOSE` is set, never
+        // cleared, by transports and the core alike.
+        unsafe { sys::rpcrdma_rs_svc_xprt_set_flag(self.as_ptr(), XPT_CLOSE) };
+        self.enqueue();
+    }
+
+    /// Has a thread look at the transport's flags: nothing before the
+    /// transport is handed over (the core looks at them when it takes it)
+    /// nor once `xpo_free` gave it back. In between the core may be
+    /// freeing its part concurrently: the memory stays (`self` is
+    /// borrowed) and so does the namespace the core's trace event reads
+    /// (the transport's own reference); a transport the core took down
+    /// stays busy for ever, so the core never queues it again.
+    fn enqueue(&self) {
+        if !self.core_holds() {
+            return;
+        }
+        // SAFETY: see above: initialised, known to the core, its memory
+        // and namespace live.
+        unsafe { sys::svc_xprt_enqueue(self.as_ptr()) };
+    }
+}
+
+/// Hands `this` over to the core: returns the `svc_xprt` to give it, the
+/// core owning one reference of the `Arc` from now on. `this` back if its
+/// transport does not lie in it, is of another class, or was handed over
+/// already (the caller tears it down).
+pub(super) fn hand_over<T: SvcXprtOwner>(
+    this: Arc<T>,
+    class: *mut sys::svc_xprt_class,
+) -> core::result::Result<NonNull<sys::svc_xprt>, Arc<T>> {
+    // The accessor is asked once: the field checked is the one recorded.
+    let x = this.svc_xprt();
+    let (base, at) = (ptr::from_ref(&*this) as usize, ptr::from_ref(x) as usize);
+    let inside = base.checked_add(core::mem::size_of::<T>()).is_some_and(|end| {
+        at >= base && at.checked_add(core::mem::size_of::<SvcXprt<T>>()).is_some_and(|x_end| x_end <= end)
+    });
+    let raw = x.as_ptr();
+    // SAFETY: initialised (type invariant); one field read.
+    if !inside || unsafe { (*raw).xpt_class } != class {
+        return Err(this);
+    }
+    let offset = at - base;
+    let owner = Arc::into_raw(this).cast_mut();
+    // SAFETY: `owner` came from `Arc::into_raw` just above (the same
+    // object: `x` lies `offset` bytes into it), and holds a `SvcXprt<T>`
+    // there.
+    let x = unsafe { &*owner.cast::<u8>().add(offset).cast::<SvcXprt<T>>() };
+    if x.owner.compare_exchange(ptr::null_mut(), owner, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        // SAFETY: the reference leaked above, taken back once: the
+        // transport stays its earlier owner's.
+        return Err(unsafe { Arc::from_raw(owner) });
+    }
+    // INVARIANT: the core owns the reference leaked above until `xpo_free`.
+    NonNull::new(raw).ok_or_else(|| {
+        // Never: a field's address. SAFETY: the reference leaked above.
+        unsafe { Arc::from_raw(owner) }
+    })
+}
+
+/// The owner of the transport `raw`, borrowed for the core's call.
+///
+/// # Safety
+///
+/// `raw` is the `svc_xprt` of a handed-over [`SvcXprt<T>`] whose core
+/// reference is not given back before `'a` ends (the core holds the
+/// transport for the call).
+pub(super) unsafe fn owner_of<'a, T: SvcXprtOwner>(raw: *mut sys::svc_xprt) -> Option<&'a T> {
+    // SAFETY: per the contract, `raw` is the first field of a `repr(C)`
+    // `SvcXprt<T>`, which is therefore at the same address.
+    let x = unsafe { &*raw.cast::<SvcXprt<T>>() };
+    let owner = x.owner.load(Ordering::Acquire);
+    if owner.is_null() || x.released.load(Ordering::Acquire) {
+        return None;
+    }
+    // SAFETY: handed over and not given back: the owner is live while the
+    // core holds its reference (type invariant of `SvcXprt`).
+    Some(unsafe { &*owner })
+}
+
+/// Gives the core's reference of the owner of `raw` back (`xpo_free`).
+///
+/// # Safety
+///
+/// As for [`owner_of`]; the core calls this once, last.
+pub(super) unsafe fn take_back<T: SvcXprtOwner>(raw: *mut sys::svc_xprt) -> Option<Arc<T>> {
+    // SAFETY: per the contract.
+    let x = unsafe { &*raw.cast::<SvcXprt<T>>() };
+    let owner = x.owner.load(Ordering::Acquire);
+    if owner.is_null() || x.released.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    // SAFETY: the core's reference (type invariant), given back once (the
+    // flag just set).
+    Some(unsafe { Arc::from_raw(owner) })
+}
+
+#[pinned_drop]
+impl<T> PinnedDrop for SvcXprt<T> {
+    fn drop(self: Pin<&mut Self>) {
+        // Handed over, the core gave its namespace reference back in
+        // `svc_xprt_free`, before `xpo_free` let go of the owner.
+        let core_done = !self.owner.load(Ordering::Acquire).is_null();
+        // SAFETY: initialised (type invariant) and reached by nobody now;
+        // the transport's own namespace reference goes back once, and the
+        // core's too if the core never took the transport.
+        unsafe { sys::rpcrdma_rs_svc_xprt_uninit(self.raw.get(), !core_done) };
+    }
+}

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The server side of RPC-over-RDMA (svcrdma's role): the `rdma` server
+//! transport class knfsd serves over, on the same [`verbs`](crate::verbs)
+//! layer as the client. Documentation/server.rst is its design; this is
+//! its first step: listeners, connections accepted from a server thread
+//! with RFC 8797 private data, and calls and replies carried inline,
+//! copied between the Receive and Send buffers and the thread's pages.
+//!
+//! - [`xprt`]: the transport object (a listener or a connection) and the
+//!   class the core calls.
+//! - [`listen`]: listeners and the queue of connection requests.
+//! - [`accept`]: accepting a connection: private data, queues, credits.
+//! - [`recv`]: Receives held until a thread takes their call.
+//! - [`reply`]: replies, and RDMA_ERROR for what cannot be carried yet.
+//! - [`ring`]: the fixed-room queues those use.
+
+#![deny(unsafe_code)]
+
+mod accept;
+mod listen;
+mod recv;
+mod reply;
+mod ring;
+pub(crate) mod xprt;
+
+use crate::verbs::VerbsCounters;
+
+/// What the server's connections count.
+pub(crate) static COUNTERS: VerbsCounters = VerbsCounters::new();
+
+// `make misuse`: unsafe code in the server does not compile.
+// misuse: server_unsafe unsafe_code
+#[cfg(misuse = "server_unsafe")]
+fn misuse_unsafe() -> u8 {
+    let x = 0u8;
+    // SAFETY: none: refused by the lint.
+    unsafe { core::ptr::read(&x) }
+}

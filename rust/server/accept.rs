@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Accepting a connection (RFC 8166 section 3.3, RFC 8797): from a server
+//! thread, the client's private data read, ours sent back, queues sized
+//! for the credits granted.
+
+use kernel::{prelude::*, sync::Arc};
+
+use super::{
+    listen::ListenState,
+    recv::ConnState,
+    xprt::{Role, ServerXprt},
+};
+use crate::{
+    kapi::svc::NewXprt,
+    proto::cm::{self, PrivateData},
+    verbs::{Connection, QpConfig},
+};
+
+/// Credits granted to each client: the Receives a connection has.
+const CREDITS: u32 = 32;
+
+/// Bytes of a Receive buffer: the largest call taken inline.
+const INLINE_RECV: u32 = 4096;
+
+/// Bytes of a Send buffer: the largest reply sent inline.
+const INLINE_SEND: u32 = 4096;
+
+/// Queues for a connection: one Receive per credit, as many Send buffers
+/// (a reply per call in flight), no memory regions (this step registers
+/// nothing) and no RDMA Read or Write yet.
+fn config() -> QpConfig {
+    QpConfig {
+        send_bufs: CREDITS as usize,
+        send_buf_size: INLINE_SEND as usize,
+        send_sges: 1,
+        recv_bufs: CREDITS as usize,
+        recv_batch: 1,
+        recv_buf_size: INLINE_RECV as usize,
+        mrs: 0,
+        max_mrs: 0,
+        mr_pages: 1,
+        send_wrs: CREDITS as usize,
+        max_send_regs: 0,
+        rdma_ctxs: 0,
+        signal_interval: 1,
+    }
+}
+
+/// Accepts the oldest request waiting on the listener `l` (of `x`), for
+/// the core's `xpo_accept`: the new connection's transport, or `None`
+/// (nothing waits, or this one failed: it was refused).
+pub(super) fn accept(x: &ServerXprt, l: &ListenState, new: NewXprt<'_, ServerXprt>) -> Option<Arc<ServerXprt>> {
+    let req = l.next_request(x)?;
+    let peer = PrivateData::find(req.private_data());
+    let ours = cm::negotiate(INLINE_SEND, INLINE_RECV, false, peer.as_ref());
+    let (local, remote) = req.addrs();
+    let made = ConnState::new(CREDITS, ours.send_threshold)
+        .and_then(|state| ServerXprt::new(new.xprt(local, Some(remote))?, Role::Conn(state)));
+    let conn_x = match made {
+        Ok(c) => c,
+        Err(e) => {
+            pr_warn!("rdma server: cannot accept a connection: error {}\n", e.to_errno());
+            return None;
+        }
+    };
+    // Our buffers' sizes (RFC 8797: each side's own; the client takes the
+    // smaller of its own and ours).
+    let pdata = PrivateData::new(INLINE_SEND, INLINE_RECV, false).to_bytes();
+    match Connection::accept(req, conn_x.clone(), config(), &pdata, 0) {
+        Ok(c) => {
+            let c = Arc::new(c, GFP_KERNEL).ok()?;
+            if let Role::Conn(s) = &conn_x.role {
+                s.set_connection(c);
+            }
+            Some(conn_x)
+        }
+        Err((e, req)) => {
+            pr_warn!("rdma server: cannot accept a connection: error {}\n", e.to_errno());
+            // Refused, out of any lock.
+            drop(req);
+            None
+        }
+    }
+}

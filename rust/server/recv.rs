@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A connection's calls (RFC 8166 section 4): each Receive is held until a
+//! server thread takes its call ([`ConnState::recvfrom`]), then reposted,
+//! which is the credit coming back. Calls are taken in the order they came.
+
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use kernel::{
+    new_condvar, new_spinlock,
+    prelude::*,
+    sync::{Arc, CondVar, SpinLock},
+};
+
+use super::{reply, ring::Ring, xprt::ServerXprt};
+use crate::{
+    kapi::svc::{RecvRqst, XptFlag},
+    proto::v1,
+    verbs::{Completion, Connection, HeldRecv, Live, Received},
+};
+
+/// A connection's state.
+#[pin_data]
+pub(crate) struct ConnState {
+    /// The connection, until the transport is freed. Its handler is the
+    /// transport, which holds it here: taking it out breaks that cycle.
+    #[pin]
+    conn: SpinLock<Option<Arc<Connection<ServerXprt>>>>,
+    /// Receives whose call no thread has taken yet, oldest first.
+    #[pin]
+    calls: SpinLock<Ring<HeldRecv>>,
+    /// Bumped when a Send buffer may have come back; replies waiting for
+    /// one wait on `send_wait`.
+    #[pin]
+    sends_back: SpinLock<u64>,
+    #[pin]
+    send_wait: CondVar,
+    /// The core took the transport down: Receives are no longer held.
+    detached: AtomicBool,
+    /// Credits granted: the Receives the connection has.
+    pub(super) credits: u32,
+    /// Most bytes a reply may take in one Send: the smaller of our Send
+    /// buffers and the client's Receives (RFC 8797).
+    pub(super) send_max: u32,
+}
+
+/// What became of a Receive's message.
+enum Taken {
+    /// The thread has the call.
+    Call,
+    /// Nothing to do (not a call).
+    Nothing,
+    /// RDMA_ERROR ERR_CHUNK is owed for the call with this XID (its
+    /// chunks, or its size, cannot be carried yet).
+    ErrChunk(u32),
+    /// RDMA_ERROR ERR_VERS is owed for the message with this XID.
+    ErrVers(u32),
+}
+
+impl ConnState {
+    /// The state of a connection granting `credits` (its Receives), whose
+    /// replies take at most `send_max` bytes inline.
+    pub(super) fn new(credits: u32, send_max: u32) -> Result<Pin<KBox<Self>>> {
+        let calls = Ring::new(credits as usize)?;
+        KBox::pin_init(
+            pin_init!(ConnState {
+                conn <- new_spinlock!(None, "rpcrdma_rs:svc_conn"),
+                calls <- new_spinlock!(calls, "rpcrdma_rs:svc_calls"),
+                sends_back <- new_spinlock!(0, "rpcrdma_rs:svc_sends_back"),
+                send_wait <- new_condvar!("rpcrdma_rs:svc_send_wait"),
+                detached: AtomicBool::new(false),
+                credits,
+                send_max,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Keeps `c`, the accepted connection.
+    pub(super) fn set_connection(&self, c: Arc<Connection<ServerXprt>>) {
+        let old = self.conn.lock().replace(c);
+        // Never: accepted once.
+        drop(old);
+    }
+
+    /// The connection, while the transport has one.
+    pub(super) fn connection(&self) -> Option<Arc<Connection<ServerXprt>>> {
+        self.conn.lock().clone()
+    }
+
+    /// A Receive completed: its call is held for a thread, and the
+    /// transport signalled. (The queue has room for every Receive: a
+    /// client that sends more calls than it has credits finds no Receive
+    /// posted, and its connection fails.)
+    pub(super) fn received(&self, x: &ServerXprt, _conn: Live<'_, ServerXprt>, msg: Received<'_>) {
+        if self.detached.load(Ordering::Acquire) {
+            // Reposted: nobody takes calls any more.
+            return;
+        }
+        if let Err(h) = self.calls.lock().push(msg.hold()) {
+            // Never: one slot per Receive. The Receive stays out of use,
+            // and the connection goes.
+            drop(h);
+            x.svc().close_later();
+            return;
+        }
+        x.svc().signal(XptFlag::Data);
+    }
+
+    /// One call for the thread `rq`, if one waits and is a call this
+    /// server takes; what it cannot carry is answered with RDMA_ERROR,
+    /// once its Receive is posted again.
+    pub(super) fn recvfrom(&self, x: &ServerXprt, rq: &mut RecvRqst<'_>) {
+        // Before a Receive is taken: one taken is given back through it.
+        let Some(conn) = self.connection() else { return };
+        let h = {
+            let mut q = self.calls.lock();
+            let h = q.pop();
+            // Cleared under the lock: a Receive that completes after sets
+            // it again once it is queued.
+            if q.is_empty() {
+                x.svc().clear_flag(XptFlag::Data);
+            }
+            h
+        };
+        // Other threads may take the next call meanwhile.
+        rq.release_xprt();
+        let Some(h) = h else { return };
+        let taken = conn.with_held(&h, |msg| Self::take_call(rq, msg)).unwrap_or(Taken::Nothing);
+        // Reposted: the credit comes back, before any RDMA_ERROR the
+        // client may answer with its next call.
+        if conn.release_held(h).is_err() {
+            x.svc().close_later();
+        }
+        let sent = match taken {
+            Taken::Call | Taken::Nothing => Ok(()),
+            Taken::ErrChunk(xid) => reply::send_error_chunk(&conn, xid, self.credits),
+            Taken::ErrVers(xid) => reply::send_error_vers(&conn, xid, self.credits),
+        };
+        if sent.is_err() {
+            x.svc().close_later();
+        }
+    }
+
+    /// The call in `msg` (a transport header, then the RPC message) for
+    /// `rq`; see [`ConnState::recvfrom`].
+    fn take_call(rq: &mut RecvRqst<'_>, msg: &[u8]) -> Taken {
+        let limits = v1::Limits::DEFAULT;
+        match v1::Header::decode_split(msg, &limits) {
+            Ok((h, call)) => match h.body {
+                // A Reply chunk only says where a reply too long to
+                // send inline would go (RFC 5666 section 5.2): one that
+                // fits is sent inline all the same, and one that does not
+                // is refused when it is known ([`ConnState::sendto`]).
+                v1::Body::Msg(chunks) if chunks.reads.is_empty() && chunks.writes.is_empty() => {
+                    match rq.set_call(call) {
+                        Ok(()) => Taken::Call,
+                        // Empty, or larger than a thread takes.
+                        Err(_) => Taken::ErrChunk(h.xid),
+                    }
+                }
+                // Read and Write chunks: not carried yet
+                // (Documentation/server.rst, step 2).
+                v1::Body::Msg(_) | v1::Body::NoMsg(_) | v1::Body::Msgp { .. } => Taken::ErrChunk(h.xid),
+                // Not calls.
+                v1::Body::Done | v1::Body::Error(_) => Taken::Nothing,
+            },
+            Err(v1::V1Error::VersionMismatch(p)) => Taken::ErrVers(p.xid),
+            // A header that does not decode, whose XID can be read:
+            // ERR_CHUNK, as svcrdma answers; none at all: dropped.
+            Err(_) => v1::peek(msg).map_or(Taken::Nothing, |p| Taken::ErrChunk(p.xid)),
+        }
+    }
+
+    /// A Send completed: a reply waiting for a buffer may try again.
+    pub(super) fn send_done(&self, _how: Completion) {
+        self.sends_freed();
+    }
+
+    /// Send buffers came back.
+    pub(super) fn sends_freed(&self) {
+        let mut g = self.sends_back.lock();
+        *g = g.wrapping_add(1);
+        drop(g);
+        self.send_wait.notify_all();
+    }
+
+    /// Waits until a Send buffer may have come back since `seen` (as
+    /// [`ConnState::sends_seen`] read it), for at most `ms`.
+    pub(super) fn wait_sends(&self, seen: u64, ms: u32) -> Result {
+        let mut left = crate::kapi::time::ms_to_jiffies(ms);
+        let mut g = self.sends_back.lock();
+        while *g == seen && left > 0 && !self.detached.load(Ordering::Acquire) {
+            crate::kapi::time::wait_timeout(&self.send_wait, &mut g, &mut left)?;
+        }
+        if *g == seen {
+            return Err(crate::kapi::errno::ETIMEDOUT());
+        }
+        Ok(())
+    }
+
+    /// How many times Send buffers came back so far.
+    pub(super) fn sends_seen(&self) -> u64 {
+        *self.sends_back.lock()
+    }
+
+    /// The core took the transport down: no more calls are held, and the
+    /// connection is asked to go.
+    pub(super) fn detach(&self) {
+        self.detached.store(true, Ordering::Release);
+        self.send_wait.notify_all();
+        if let Some(c) = self.connection() {
+            c.disconnect();
+        }
+    }
+
+    /// The core let go of the transport: the held Receives go back, and
+    /// the connection goes (its teardown sleeps).
+    pub(super) fn free(&self) {
+        self.detach();
+        let conn = self.conn.lock().take();
+        loop {
+            let h = self.calls.lock().pop();
+            let Some(h) = h else { break };
+            if let Some(c) = &conn {
+                // Of this connection: never refused.
+                let _ = c.release_held(h);
+            }
+        }
+        drop(conn);
+    }
+}

@@ -1,0 +1,111 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rpcrdma_rs as the server (testbed.sh --server-module ours; skipped over
+# the in-tree svcrdma): knfsd serves NFSv3 and NFSv4.2 over our server
+# side, every call and reply inline (1 KiB I/O; 6.12 caps the directory
+# reads at rsize too; NFSv4 calls whose replies might exceed 4 KiB, such
+# as EXCHANGE_ID's, offer a Reply chunk, and their replies, which fit,
+# come back inline). A 64 KiB file and 20 small files written, the mount
+# recycled so reads come from the server, everything read back identical
+# and listed; no bad reply on either mount. (NFSv4.2 runs without a
+# backchannel: this step has no server backchannel class, so knfsd
+# reports the callback path down and the client works without
+# delegations.) Then a READ the client sends with a Write chunk (4 KiB
+# rsize), which this step cannot carry: it must fail at once with EIO, the
+# client's trace showing the RDMA_ERROR ERR_CHUNK it got (rpcrdma_rs_err,
+# or the C client's xprtrdma_err_chunk), not hang, and the mount must
+# still work after it. Then knfsd restarted under a live mount, over
+# IPv6 (knfsd listens on both families): the core takes the connection
+# down, the client connects again and reads its file back; and knfsd
+# stopped and the module unloaded and loaded again on the server: nothing
+# of its class keeps it. The server guest must run our server, and its
+# kernel log must stay clean.
+. "$(dirname "$0")/../lib.sh"
+[ "${RDMARS_SERVER_MODULE:-c}" = ours ] || skip "the server guest runs the in-tree svcrdma (testbed.sh --server-module ours)"
+who=$(server_cmd server-module | head -1)
+[ "$who" = ours ] || fail "the server guest serves with '$who', not rpcrdma_rs"
+unload_all
+dmesg_mark
+src=/tmp/srv.src; mkdir -p $src
+head -c $((64 << 10)) /dev/urandom > $src/big
+for i in $(seq 1 20); do head -c $((RANDOM % 900 + 1)) /dev/urandom > $src/small.$i; done
+want=$(cd $src && sha256sum big small.* | sha256sum | cut -c1-64)
+for v in 3 4.2; do
+  RS_OPTS=vers=$v,proto=rdma,port=20049,rsize=1024,wsize=1024,retry=0
+  path=/
+  [ $v = 3 ] && RS_OPTS=$RS_OPTS,nolock && path=$RS_EXPORT
+  m() { timeout 120 mount -t nfs -o "$RS_OPTS" "$SERVER4:$path" "$MNT"; }
+  m || fail "vers=$v: mount over our server failed"
+  mkdir -p "$MNT/srv" && cp $src/* "$MNT/srv/" && sync || { umount "$MNT"; fail "vers=$v: write failed"; }
+  wbad=$(rdma_xprt_field 20)
+  umount "$MNT" || fail "vers=$v: umount failed"
+  m || fail "vers=$v: remount failed"
+  got=$(cd "$MNT/srv" && sha256sum big small.* | sha256sum | cut -c1-64)
+  n=$(ls "$MNT/srv" | wc -l)
+  rbad=$(rdma_xprt_field 20)
+  rm -rf "$MNT/srv" || fail "vers=$v: remove failed"
+  umount "$MNT" || fail "vers=$v: umount failed"
+  diag "vers=$v: read back $n files over our server; checksums $want / $got; bad replies $wbad (write mount), $rbad (read mount)"
+  [ "$n" = 21 ] || fail "vers=$v: expected 21 files, found $n"
+  [ "$want" = "$got" ] || fail "vers=$v: data mismatch"
+  [ "${wbad:-0}" = 0 ] && [ "${rbad:-0}" = 0 ] || fail "vers=$v: bad replies"
+done
+# Our client probes Version Two on its first connection: it logs the
+# server's answer, RDMA_ERROR ERR_VERS for versions 1 to 1. And the
+# thresholds it logs come from the server's private data (RFC 8797): 4 KiB
+# each way, where a server that sent none would mean 1 KiB.
+if [ "$XPRT_MOD" = rpcrdma_rs ]; then
+  dmesg_since_mark | grep -q 'server speaks RPC-over-RDMA versions 1\.\.1, not Two' ||
+    fail "no ERR_VERS (1..1) answer to our client's Version Two probe"
+  dmesg_since_mark | grep -q 'port 20049 via .*: inline thresholds 4096 (calls) and 4096 (replies)' ||
+    fail "the connection's thresholds are not the 4096 of the server's private data"
+fi
+# Through a knfsd restart, over IPv6.
+RS_OPTS=vers=3,proto=rdma,port=20049,rsize=1024,wsize=1024,nolock,retry=0
+mount_rs "$SERVER6" || fail "mount over IPv6 failed"
+cp $src/big "$MNT/big6" && sync || fail "write over IPv6 failed"
+out=$(server_cmd restart-nfsd)
+printf '%s' "$out" | grep -q 'rc=0' || fail "knfsd restart failed: $out"
+got=$(dd if="$MNT/big6" bs=64k iflag=direct status=none | sha256sum | cut -c1-64)
+connects=$(rdma_xprt_field 3)
+rm -f "$MNT/big6"
+umount "$MNT" || fail "umount failed"
+diag "knfsd restarted under an IPv6 mount: $connects connects, data $( [ "$got" = "$(sha256sum < $src/big | cut -c1-64)" ] && echo right || echo WRONG)"
+[ "$got" = "$(sha256sum < $src/big | cut -c1-64)" ] || fail "the file read back wrong after knfsd restarted"
+[ "${connects:-0}" -gt 1 ] || fail "the transport did not connect again after knfsd restarted"
+# A READ with a Write chunk: refused with ERR_CHUNK, quickly.
+RS_OPTS=vers=3,proto=rdma,port=20049,rsize=4096,wsize=1024,nolock,retry=0
+mount_rs || fail "mount for the chunked READ failed"
+head -c 8192 /dev/urandom > "$MNT/chunked" && sync || fail "the file for the chunked READ was not written"
+umount "$MNT" && mount_rs || fail "remount for the chunked READ failed"
+ev=rpcrdma_rs/rpcrdma_rs_err; [ "$XPRT_MOD" = rpcrdma_rs ] || ev=rpcrdma/xprtrdma_err_chunk
+tracefs_ready && echo 1 > /sys/kernel/tracing/events/$ev/enable && echo > /sys/kernel/tracing/trace ||
+  fail "cannot trace $ev"
+s=$(date +%s)
+if timeout 60 dd if="$MNT/chunked" of=/dev/null bs=4096 iflag=direct status=none 2> /tmp/srv.err; then
+  fail "a READ with a Write chunk succeeded over a server that cannot carry chunks"
+fi
+secs=$(( $(date +%s) - s ))
+errs=$(grep -c -e 'rpcrdma_rs_err: .*ERR_CHUNK' -e 'xprtrdma_err_chunk:' /sys/kernel/tracing/trace)
+echo 0 > /sys/kernel/tracing/events/$ev/enable
+# A new file: the mount still works (no cached attribute answers this).
+echo after > "$MNT/after" && rm "$MNT/after" || fail "the mount does not work after the refused READ"
+rm -f "$MNT/chunked"
+umount "$MNT" || fail "umount failed"
+unload $XPRT_MOD
+diag "chunked READ refused in ${secs}s ($errs ERR_CHUNK replies traced): $(head -1 /tmp/srv.err)"
+grep -q "Input/output error" /tmp/srv.err || fail "the chunked READ failed otherwise than with EIO"
+[ "$secs" -lt 30 ] || fail "the chunked READ took ${secs}s to fail"
+[ "$errs" -ge 1 ] || fail "no RDMA_ERROR ERR_CHUNK reply was traced for the chunked READ"
+out=$(server_cmd reload-server-module)
+printf '%s' "$out" | grep -q 'rc=0' || fail "the server's module did not unload and load again: $out"
+problems=$(server_cmd dmesg-problems | grep -v '^rc=')
+[ -z "$problems" ] || fail "the server's kernel log: $problems"
+# The module is gone from the server: on the debug kernel, nothing it
+# allocated may be left behind.
+leaks=$(server_cmd kmemleak 600 | grep -v '^rc=')
+if [ "$leaks" != none ]; then
+  diag "server kmemleak: $(printf '%s\n' "$leaks" | grep -c '^unreferenced object') objects"
+  [ -z "$leaks" ] || fail "the server leaked: $(printf '%s\n' "$leaks" | head -30)"
+fi
+dmesg_assert_clean
