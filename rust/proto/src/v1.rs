@@ -619,6 +619,39 @@ fn check_returned_chunk_loop(offered: &[Segment], returned: &SegmentArray<'_>) -
     Ok(total)
 }
 
+/// Why a responder cannot place a result in a chunk ([`fill_chunk`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FillError {
+    /// The chunk's segments hold fewer bytes than the result.
+    TooSmall,
+    /// The buffer for the returned chunk has room for fewer segments than
+    /// the chunk has.
+    NoRoom,
+}
+
+/// How a responder fills a Write chunk or Reply chunk the requester
+/// offered (`offered`) with a result of `len` bytes: in the order offered,
+/// each segment full before the next one is used, which is what
+/// [`check_returned_chunk`] holds a responder to. Writes the chunk to
+/// return into the front of `out`: every offered segment with its handle
+/// and offset, and the bytes written into it as its length (0 for those
+/// the result did not reach). Returns how many segments that is; the
+/// result's bytes go to the segments in that order, each taking its
+/// returned length.
+pub fn fill_chunk(offered: &[Segment], len: u32, out: &mut [Segment]) -> Result<usize, FillError> {
+    let out = out.get_mut(..offered.len()).ok_or(FillError::NoRoom)?;
+    let mut left = len;
+    for (o, s) in out.iter_mut().zip(offered) {
+        let n = left.min(s.length);
+        *o = Segment { handle: s.handle, length: n, offset: s.offset };
+        left -= n;
+    }
+    if left > 0 {
+        return Err(FillError::TooSmall);
+    }
+    Ok(offered.len())
+}
+
 /// Iterator over the segments of a [`SegmentArray`].
 #[derive(Debug, Clone)]
 pub struct SegmentIter<'a> {
@@ -2402,6 +2435,42 @@ mod tests {
         let n = encode(&mut m, 7, 1, &Body::NoMsg(lists)).unwrap();
         m.truncate(n);
         m
+    }
+
+    /// A chunk filled as a responder fills it is one the requester's
+    /// check accepts, for exactly the bytes placed; a result larger than
+    /// the chunk, or a buffer too short for the returned chunk, is refused.
+    #[test]
+    fn filled_chunks_pass_the_requesters_check() {
+        let seg = |handle, length, offset| Segment { handle, length, offset };
+        let offered = [seg(0x11, 100, 0x1000), seg(0x22, 200, 0x2000), seg(0x33, 300, 0x3000)];
+        let mut out = [Segment::default(); 4];
+        assert_eq!(fill_chunk(&offered, 250, &mut out), Ok(3));
+        assert_eq!(&out[..3], &[seg(0x11, 100, 0x1000), seg(0x22, 150, 0x2000), seg(0x33, 0, 0x3000)]);
+        assert_eq!(fill_chunk(&offered, 601, &mut out), Err(FillError::TooSmall));
+        assert_eq!(fill_chunk(&offered, 600, &mut out[..2]), Err(FillError::NoRoom));
+        let mut rng = crate::testutil::Rng(0xf111_c4a2);
+        for _ in 0..5_000 {
+            let n = 1 + rng.below(5) as usize;
+            let offered: Vec<Segment> =
+                (0..n).map(|i| seg(0x100 + i as u32, rng.below(5000) as u32, 0x10000 * (i as u64 + 1))).collect();
+            let room: u64 = offered.iter().map(|s| u64::from(s.length)).sum();
+            let len = rng.below(room + 2) as u32;
+            let mut out = vec![Segment::default(); n];
+            match fill_chunk(&offered, len, &mut out) {
+                Ok(k) => {
+                    assert!(u64::from(len) <= room);
+                    let m = returned(&out[..k]);
+                    let h = Header::decode(&m, &Limits::DEFAULT).unwrap();
+                    let reply = h.body.chunks().and_then(|c| c.reply).unwrap();
+                    assert_eq!(check_returned_chunk(&offered, &reply), Ok(u64::from(len)));
+                }
+                Err(e) => {
+                    assert_eq!(e, FillError::TooSmall);
+                    assert!(u64::from(len) > room);
+                }
+            }
+        }
     }
 
     #[test]
