@@ -27,8 +27,9 @@ const INLINE_RECV: u32 = 4096;
 const INLINE_SEND: u32 = 4096;
 
 /// Queues for a connection: one Receive per credit, as many Send buffers
-/// (a reply per call in flight), no memory regions (this step registers
-/// nothing) and no RDMA Read or Write yet.
+/// (a reply per call in flight) and R/W operations (a reply's RDMA Writes
+/// each), no memory regions (the server registers nothing: the R/W API
+/// maps its pages).
 fn config() -> QpConfig {
     QpConfig {
         send_bufs: CREDITS as usize,
@@ -42,7 +43,7 @@ fn config() -> QpConfig {
         mr_pages: 1,
         send_wrs: CREDITS as usize,
         max_send_regs: 0,
-        rdma_ctxs: 0,
+        rdma_ctxs: CREDITS,
         signal_interval: 1,
     }
 }

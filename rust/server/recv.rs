@@ -44,6 +44,17 @@ pub(crate) struct ConnState {
     pub(super) send_max: u32,
 }
 
+/// Most segments of a Reply chunk this server takes; a call that offers
+/// more is answered with ERR_CHUNK.
+const MAX_REPLY_SEGMENTS: usize = 16;
+
+/// What a call's `sendto` needs of its transport header: the segments of
+/// the Reply chunk it offered, in order (a reply too long to send inline
+/// is written there).
+pub(crate) struct CallChunks {
+    pub(super) reply: KVec<v1::Segment>,
+}
+
 /// What became of a Receive's message.
 enum Taken {
     /// The thread has the call.
@@ -110,7 +121,7 @@ impl ConnState {
     /// One call for the thread `rq`, if one waits and is a call this
     /// server takes; what it cannot carry is answered with RDMA_ERROR,
     /// once its Receive is posted again.
-    pub(super) fn recvfrom(&self, x: &ServerXprt, rq: &mut RecvRqst<'_>) {
+    pub(super) fn recvfrom(&self, x: &ServerXprt, rq: &mut RecvRqst<'_, CallChunks>) {
         // Before a Receive is taken: one taken is given back through it.
         let Some(conn) = self.connection() else { return };
         let h = {
@@ -144,17 +155,27 @@ impl ConnState {
 
     /// The call in `msg` (a transport header, then the RPC message) for
     /// `rq`; see [`ConnState::recvfrom`].
-    fn take_call(rq: &mut RecvRqst<'_>, msg: &[u8]) -> Taken {
+    fn take_call(rq: &mut RecvRqst<'_, CallChunks>, msg: &[u8]) -> Taken {
         let limits = v1::Limits::DEFAULT;
         match v1::Header::decode_split(msg, &limits) {
             Ok((h, call)) => match h.body {
-                // A Reply chunk only says where a reply too long to
-                // send inline would go (RFC 5666 section 5.2): one that
-                // fits is sent inline all the same, and one that does not
-                // is refused when it is known ([`ConnState::sendto`]).
+                // A Reply chunk says where a reply too long to send
+                // inline goes (RFC 5666 section 5.2): kept for `sendto`,
+                // which sends one that fits inline all the same.
                 v1::Body::Msg(chunks) if chunks.reads.is_empty() && chunks.writes.is_empty() => {
+                    let reply = match chunks.reply.map(|r| Self::reply_chunk(&r)) {
+                        None => None,
+                        Some(Some(r)) => Some(r),
+                        // Too many segments, or no memory to keep them.
+                        Some(None) => return Taken::ErrChunk(h.xid),
+                    };
                     match rq.set_call(call) {
-                        Ok(()) => Taken::Call,
+                        Ok(()) => {
+                            if let Some(r) = reply {
+                                rq.set_ctxt(r);
+                            }
+                            Taken::Call
+                        }
                         // Empty, or larger than a thread takes.
                         Err(_) => Taken::ErrChunk(h.xid),
                     }
@@ -170,6 +191,19 @@ impl ConnState {
             // ERR_CHUNK, as svcrdma answers; none at all: dropped.
             Err(_) => v1::peek(msg).map_or(Taken::Nothing, |p| Taken::ErrChunk(p.xid)),
         }
+    }
+
+    /// The segments of the Reply chunk `r`, kept for the call's reply;
+    /// `None` if it has more than this server takes, or no memory.
+    fn reply_chunk(r: &v1::SegmentArray<'_>) -> Option<KBox<CallChunks>> {
+        if r.len() > MAX_REPLY_SEGMENTS {
+            return None;
+        }
+        let mut reply = KVec::with_capacity(r.len(), GFP_KERNEL).ok()?;
+        for seg in r.iter() {
+            reply.push(seg, GFP_KERNEL).ok()?;
+        }
+        KBox::new(CallChunks { reply }, GFP_KERNEL).ok()
     }
 
     /// A Send completed: a reply waiting for a buffer may try again.

@@ -5,7 +5,11 @@
 
 use kernel::{c_str, prelude::*, str::CStr, sync::Arc};
 
-use super::{accept, listen::ListenState, recv::ConnState};
+use super::{
+    accept,
+    listen::ListenState,
+    recv::{CallChunks, ConnState},
+};
 use crate::{
     kapi::{
         net::{Net, SockAddr},
@@ -63,6 +67,7 @@ impl SvcTransport for ServerXprt {
     const IDENT: u32 = XPRT_TRANSPORT_RDMA;
     const MAX_PAYLOAD: u32 = MAX_PAYLOAD;
     const SLOT: SvcClassSlotRef = SvcClassSlotRef::new(&SLOT);
+    type CallCtxt = CallChunks;
 
     fn create(new: NewXprt<'_, Self>, net: &Net, addr: &SockAddr) -> Result<Arc<Self>> {
         ListenState::create(new, net, addr)
@@ -79,13 +84,13 @@ impl SvcTransport for ServerXprt {
         true
     }
 
-    fn recvfrom(&self, rq: &mut RecvRqst<'_>) {
+    fn recvfrom(&self, rq: &mut RecvRqst<'_, CallChunks>) {
         if let Role::Conn(c) = &self.role {
             c.recvfrom(self, rq);
         }
     }
 
-    fn sendto(&self, rq: &SendRqst<'_>) -> Result<u32> {
+    fn sendto(&self, rq: &SendRqst<'_, CallChunks>) -> Result<u32> {
         match &self.role {
             Role::Conn(c) => c.sendto(self, rq),
             Role::Listener(_) => Err(EINVAL),

@@ -2,24 +2,27 @@
 # SPDX-License-Identifier: GPL-2.0
 # rpcrdma_rs as the server (testbed.sh --server-module ours; skipped over
 # the in-tree svcrdma): knfsd serves NFSv3 and NFSv4.2 over our server
-# side, every call and reply inline (1 KiB I/O; 6.12 caps the directory
-# reads at rsize too; NFSv4 calls whose replies might exceed 4 KiB, such
-# as EXCHANGE_ID's, offer a Reply chunk, and their replies, which fit,
-# come back inline). A 64 KiB file and 20 small files written, the mount
-# recycled so reads come from the server, everything read back identical
-# and listed; no bad reply on either mount. (NFSv4.2 runs without a
-# backchannel: this step has no server backchannel class, so knfsd
-# reports the callback path down and the client works without
-# delegations.) Then a READ the client sends with a Write chunk (4 KiB
-# rsize), which this step cannot carry: it must fail at once with EIO, the
-# client's trace showing the RDMA_ERROR ERR_CHUNK it got (rpcrdma_rs_err,
-# or the C client's xprtrdma_err_chunk), not hang, and the mount must
-# still work after it. Then knfsd restarted under a live mount, over
-# IPv6 (knfsd listens on both families): the core takes the connection
-# down, the client connects again and reads its file back; and knfsd
-# stopped and the module unloaded and loaded again on the server: nothing
-# of its class keeps it. The server guest must run our server, and its
-# kernel log must stay clean.
+# side, calls inline at 1 KiB I/O (6.12 caps the directory reads at rsize
+# too). NFSv4 calls whose replies might exceed 4 KiB, such as
+# EXCHANGE_ID's, offer a Reply chunk; their replies, which fit, come back
+# inline. A 64 KiB file and 20 small files written, the mount recycled so
+# reads come from the server, everything read back identical and listed;
+# no bad reply on either mount; our client's thresholds are the 4 KiB of
+# the server's private data, and its Version Two probe is answered
+# ERR_VERS 1..1. (NFSv4.2 runs without a backchannel: the
+# server has no backchannel class yet, so knfsd reports the callback path
+# down and the client works without delegations.) A READLINK reply of
+# 4.1 KB comes back in the Reply chunk the client offered, by RDMA Write.
+# A READ the client sends with a Write chunk (4 KiB rsize), which the
+# server cannot carry yet, fails at once with EIO, the client's trace
+# showing the RDMA_ERROR ERR_CHUNK it got (rpcrdma_rs_err, or the C
+# client's xprtrdma_err_chunk), and the mount still works after it. Then
+# knfsd restarted under a live mount, over IPv6 (knfsd listens on both
+# families): the core takes the connection down, the client connects
+# again and reads its file back; and knfsd stopped and the module
+# unloaded and loaded again on the server: nothing of its class keeps it.
+# The server guest must run our server, and its kernel log must stay
+# clean.
 . "$(dirname "$0")/../lib.sh"
 [ "${RDMARS_SERVER_MODULE:-c}" = ours ] || skip "the server guest runs the in-tree svcrdma (testbed.sh --server-module ours)"
 who=$(server_cmd server-module | head -1)
@@ -60,6 +63,25 @@ if [ "$XPRT_MOD" = rpcrdma_rs ]; then
   dmesg_since_mark | grep -q 'port 20049 via .*: inline thresholds 4096 (calls) and 4096 (replies)' ||
     fail "the connection's thresholds are not the 4096 of the server's private data"
 fi
+# A reply too long for the client's Receives: READLINK of a 4000-byte
+# target (a reply of about 4.1 KB, over the 4096 inline) comes back in the
+# Reply chunk the call offered, written there by RDMA Write. (The link is
+# made over TCP: its SYMLINK call, as long, would need a Read chunk.)
+target=$(printf 'y%.0s' $(seq 1 4000))
+timeout 120 mount -t nfs -o vers=3,proto=tcp,nolock "$SERVER4:$RS_EXPORT" "$MNT" || fail "mount over TCP failed"
+ln -sfn "$target" "$MNT/long.link"; rc=$?
+umount "$MNT"
+[ $rc = 0 ] || fail "cannot make the long symlink over TCP"
+RS_OPTS=vers=3,proto=rdma,port=20049,rsize=1024,wsize=1024,nolock,retry=0
+mount_rs || fail "mount for the long READLINK failed"
+rdma0=$(rdma_xprt_field 15)
+got=$(readlink "$MNT/long.link")
+rdma1=$(rdma_xprt_field 15)
+rm -f "$MNT/long.link"
+umount "$MNT" || fail "umount failed"
+diag "long READLINK: ${#got} bytes back, $((rdma1 - rdma0)) bytes in Reply chunks"
+[ "$got" = "$target" ] || fail "the long READLINK returned ${#got} bytes, not the 4000 of the link"
+[ $((rdma1 - rdma0)) -gt 4000 ] || fail "the long READLINK reply did not come in a Reply chunk"
 # Through a knfsd restart, over IPv6.
 RS_OPTS=vers=3,proto=rdma,port=20049,rsize=1024,wsize=1024,nolock,retry=0
 mount_rs "$SERVER6" || fail "mount over IPv6 failed"

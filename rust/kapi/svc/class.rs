@@ -50,6 +50,11 @@ pub(crate) trait SvcTransport: SvcXprtOwner {
     /// Where the registered class is kept (see [`SvcClassSlot`]).
     const SLOT: SvcClassSlotRef;
 
+    /// What `recvfrom` keeps of a call for its `sendto`
+    /// ([`RecvRqst::set_ctxt`], [`SendRqst::ctxt`]); freed by the core's
+    /// `xpo_release_ctxt` once the thread is done with the call.
+    type CallCtxt: Send + 'static;
+
     /// A listener on `addr` in `net` (`xpo_create`). Process context; may
     /// sleep.
     fn create(new: NewXprt<'_, Self>, net: &Net, addr: &SockAddr) -> Result<Arc<Self>>;
@@ -65,12 +70,12 @@ pub(crate) trait SvcTransport: SvcXprtOwner {
     /// Gives the thread `rq` one call, if there is one
     /// ([`RecvRqst::set_call`]; `xpo_recvfrom`). On a server thread, the
     /// transport busy meanwhile.
-    fn recvfrom(&self, rq: &mut RecvRqst<'_>);
+    fn recvfrom(&self, rq: &mut RecvRqst<'_, Self::CallCtxt>);
 
     /// Sends the reply of `rq` (`xpo_sendto`); may sleep, and runs on
     /// several threads at once. The reply's memory is the thread's again
     /// when this returns.
-    fn sendto(&self, rq: &SendRqst<'_>) -> Result<u32>;
+    fn sendto(&self, rq: &SendRqst<'_, Self::CallCtxt>) -> Result<u32>;
 
     /// The core took the transport down (`xpo_detach`): stop taking work.
     fn detach(&self);
@@ -232,7 +237,7 @@ impl<T: SvcTransport> Ops<T> {
         xpo_recvfrom: Some(recvfrom::<T>),
         xpo_sendto: Some(sendto::<T>),
         xpo_result_payload: Some(result_payload),
-        xpo_release_ctxt: Some(release_ctxt),
+        xpo_release_ctxt: Some(release_ctxt::<T>),
         xpo_detach: Some(detach::<T>),
         xpo_free: Some(free::<T>),
         xpo_kill_temp_xprt: Some(kill_temp_xprt),
@@ -326,9 +331,11 @@ unsafe extern "C" fn has_wspace<T: SvcTransport>(xprt: *mut sys::svc_xprt) -> c_
 /// Called by the core on a server thread with `rqstp`, whose transport
 /// (`rq_xprt`, of `T`'s class) it holds.
 unsafe extern "C" fn recvfrom<T: SvcTransport>(rqstp: *mut sys::svc_rqst) -> c_int {
-    // SAFETY: the thread's request, for this call (the contract). Made
-    // first: whatever happens, `finish` lets the transport go.
-    let mut rq = unsafe { RecvRqst::begin(rqstp) };
+    // SAFETY: the thread's request, for this call (the contract), whose
+    // context only this class's `recvfrom` sets and only its
+    // `release_ctxt` frees. Made first: whatever happens, `finish` lets the
+    // transport go.
+    let mut rq = unsafe { RecvRqst::<T::CallCtxt>::begin(rqstp) };
     // SAFETY: per the contract.
     let xprt = unsafe { (*rqstp).rq_xprt };
     // SAFETY: as above.
@@ -346,8 +353,9 @@ unsafe extern "C" fn sendto<T: SvcTransport>(rqstp: *mut sys::svc_rqst) -> c_int
     let xprt = unsafe { (*rqstp).rq_xprt };
     // SAFETY: as above.
     let Some(t) = (unsafe { owner_of::<T>(xprt) }) else { return -(sys::ENOTCONN as c_int) };
-    // SAFETY: the thread's request, for this call (the contract).
-    let rq = unsafe { SendRqst::new(rqstp) };
+    // SAFETY: the thread's request, for this call (the contract); its
+    // context, if any, is the one this class's `recvfrom` set for the call.
+    let rq = unsafe { SendRqst::<T::CallCtxt>::new(rqstp) };
     match t.sendto(&rq) {
         Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
         Err(e) => e.to_errno(),
@@ -365,13 +373,19 @@ unsafe extern "C" fn result_payload(_rqstp: *mut sys::svc_rqst, _offset: c_uint,
     0
 }
 
-/// `xpo_release_ctxt`: no request carries a context of ours
-/// (`rq_xprt_ctxt` stays NULL).
+/// `xpo_release_ctxt`: frees a call's context, which the core hands back
+/// once the thread is done with the call (or drops a deferred one).
 ///
 /// # Safety
 ///
-/// None beyond the core's call: nothing is dereferenced.
-unsafe extern "C" fn release_ctxt(_xprt: *mut sys::svc_xprt, _ctxt: *mut c_void) {}
+/// Called by the core with a transport of `T`'s class and the
+/// `rq_xprt_ctxt` of one of its requests (or of a request deferred from
+/// one), which is null or what [`RecvRqst::set_ctxt`] stored there for
+/// this class; once for each.
+unsafe extern "C" fn release_ctxt<T: SvcTransport>(_xprt: *mut sys::svc_xprt, ctxt: *mut c_void) {
+    // SAFETY: per the contract.
+    unsafe { super::rqst::free_ctxt::<T::CallCtxt>(ctxt) };
+}
 
 /// # Safety
 ///

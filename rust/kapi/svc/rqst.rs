@@ -13,28 +13,32 @@
 use core::marker::PhantomData;
 
 use kernel::{
+    alloc::KBox,
     error::{code::EBUSY, Result},
-    ffi::c_int,
+    ffi::{c_int, c_void},
 };
 
 use crate::{kapi::errno, sys};
 
-/// A thread's request in `recvfrom`, for the call it is to get.
+/// A thread's request in `recvfrom`, for the call it is to get, with a
+/// context of type `C` for the call's `sendto`.
 ///
 /// # Invariants
 ///
 /// `raw` is the calling thread's request, exclusively the transport's for
 /// `'a` (the `xpo_recvfrom` call), its transport held by the core;
 /// `received` is true once `svc_xprt_received` was called for it; `len`
-/// is the length of the call `set_call` gave it (0: none).
-pub(crate) struct RecvRqst<'a> {
+/// is the length of the call `set_call` gave it (0: none). Its
+/// `rq_xprt_ctxt` is null or a `KBox<C>` that `set_ctxt` stored (the
+/// class's `xpo_release_ctxt` frees it as one).
+pub(crate) struct RecvRqst<'a, C> {
     raw: *mut sys::svc_rqst,
     received: bool,
     len: u32,
-    _life: PhantomData<&'a mut sys::svc_rqst>,
+    _life: PhantomData<(&'a mut sys::svc_rqst, KBox<C>)>,
 }
 
-impl RecvRqst<'_> {
+impl<C: Send + 'static> RecvRqst<'_, C> {
     /// The request `raw`, readied for a call: its reply pages an empty
     /// range where the kernel line wants one set, and nothing of the last
     /// request's context left.
@@ -81,6 +85,20 @@ impl RecvRqst<'_> {
         Ok(())
     }
 
+    /// Keeps `ctxt` with the call, for its `sendto` ([`SendRqst::ctxt`]);
+    /// one set before for this call is dropped. The core gives it back to
+    /// the class's `xpo_release_ctxt` when the thread is done with the
+    /// call, deferred or not.
+    pub(crate) fn set_ctxt(&mut self, ctxt: KBox<C>) {
+        let new = KBox::into_raw(ctxt).cast::<c_void>();
+        // SAFETY: the request is the thread's (type invariant); its context
+        // is null or a `KBox<C>` of ours, replaced here.
+        let old = unsafe { core::mem::replace(&mut (*self.raw).rq_xprt_ctxt, new) };
+        // SAFETY: as above: null or a `KBox<C>` set by this type, no longer
+        // named by the request.
+        unsafe { free_ctxt::<C>(old) };
+    }
+
     /// Ends the call: the transport released, and the length of the call
     /// the thread got (0: none) as the core wants it.
     pub(super) fn finish(mut self) -> c_int {
@@ -90,25 +108,49 @@ impl RecvRqst<'_> {
     }
 }
 
-/// A thread's request in `sendto`, with its reply encoded.
+/// Frees a call context `RecvRqst::set_ctxt` stored.
+///
+/// # Safety
+///
+/// `ctxt` is null or a `KBox<C>` made by [`RecvRqst::set_ctxt`] that
+/// nothing names any more.
+pub(super) unsafe fn free_ctxt<C>(ctxt: *mut c_void) {
+    if !ctxt.is_null() {
+        // SAFETY: per the contract.
+        drop(unsafe { KBox::from_raw(ctxt.cast::<C>()) });
+    }
+}
+
+/// A thread's request in `sendto`, with its reply encoded, and the
+/// context of type `C` its `recvfrom` kept.
 ///
 /// # Invariants
 ///
 /// `raw` is the calling thread's request, exclusively the transport's for
-/// `'a` (the `xpo_sendto` call); `rq_res` describes the encoded reply.
-pub(crate) struct SendRqst<'a> {
+/// `'a` (the `xpo_sendto` call); `rq_res` describes the encoded reply; its
+/// `rq_xprt_ctxt` is null or a `KBox<C>` [`RecvRqst::set_ctxt`] stored,
+/// which the core does not free before the call returns.
+pub(crate) struct SendRqst<'a, C> {
     raw: *mut sys::svc_rqst,
-    _life: PhantomData<&'a sys::svc_rqst>,
+    _life: PhantomData<(&'a sys::svc_rqst, &'a C)>,
 }
 
-impl SendRqst<'_> {
+impl<C> SendRqst<'_, C> {
     /// # Safety
     ///
     /// `raw` is the request the core passed to `xpo_sendto`, valid and the
-    /// transport's alone for `'a`.
+    /// transport's alone for `'a`, its context null or a `KBox<C>` of
+    /// this class's `recvfrom`.
     pub(super) unsafe fn new(raw: *mut sys::svc_rqst) -> Self {
         // INVARIANT: per the contract.
         SendRqst { raw, _life: PhantomData }
+    }
+
+    /// The context the call's `recvfrom` kept, if it kept one.
+    pub(crate) fn ctxt(&self) -> Option<&C> {
+        // SAFETY: the request is the thread's (type invariant); its context
+        // is null or a live `KBox<C>`, not freed before `'a` ends.
+        unsafe { (*self.raw).rq_xprt_ctxt.cast::<C>().as_ref() }
     }
 
     /// The call's XID, as it came on the wire (`rq_xid`, set by the core
@@ -131,13 +173,29 @@ impl SendRqst<'_> {
         if len as usize > dst.len() {
             return Err(errno::EMSGSIZE());
         }
-        // SAFETY: the request is the thread's and `rq_res` its reply (type
-        // invariant); `dst` is writable for `len` bytes (checked), and the
-        // function bounds the copy by the buffer's parts.
-        let rc = unsafe {
-            sys::read_bytes_from_xdr_buf(core::ptr::addr_of_mut!((*self.raw).rq_res), 0, dst.as_mut_ptr().cast(), len)
-        };
-        kernel::error::to_result(rc)?;
+        self.copy_reply_at(0, dst.get_mut(..len as usize).unwrap_or_default())?;
         Ok(len as usize)
+    }
+
+    /// Copies the reply's bytes from `offset` on into all of `dst`. Fails
+    /// with `EINVAL` if the reply has fewer.
+    pub(crate) fn copy_reply_at(&self, offset: u32, dst: &mut [u8]) -> Result {
+        let len = u32::try_from(dst.len()).map_err(|_| kernel::error::code::EINVAL)?;
+        match offset.checked_add(len) {
+            Some(end) if end <= self.reply_len() => {}
+            _ => return Err(kernel::error::code::EINVAL),
+        }
+        // SAFETY: the request is the thread's and `rq_res` its reply (type
+        // invariant); `dst` is writable for `len` bytes, and the function
+        // bounds the copy by the buffer's parts.
+        let rc = unsafe {
+            sys::read_bytes_from_xdr_buf(
+                core::ptr::addr_of_mut!((*self.raw).rq_res),
+                offset,
+                dst.as_mut_ptr().cast(),
+                len,
+            )
+        };
+        kernel::error::to_result(rc)
     }
 }
