@@ -44,15 +44,88 @@ pub(crate) struct ConnState {
     pub(super) send_max: u32,
 }
 
-/// Most segments of a Reply chunk this server takes; a call that offers
-/// more is answered with ERR_CHUNK.
-const MAX_REPLY_SEGMENTS: usize = 16;
+/// Most segments of a Reply chunk or of one Write chunk this server takes;
+/// a call that offers more is answered with ERR_CHUNK.
+const MAX_CHUNK_SEGMENTS: usize = 16;
 
-/// What a call's `sendto` needs of its transport header: the segments of
-/// the Reply chunk it offered, in order (a reply too long to send inline
-/// is written there).
+/// Most Write chunks of a call this server takes (one per READ of a
+/// compound); a call that offers more is answered with ERR_CHUNK.
+const MAX_WRITE_CHUNKS: usize = 4;
+
+/// What a call's `sendto` needs of its transport header: the chunks it
+/// offered, in order, and where the reply's payloads lie.
 pub(crate) struct CallChunks {
+    /// The Reply chunk's segments (none if it offered none): a reply too
+    /// long to send inline is written there.
     pub(super) reply: KVec<v1::Segment>,
+    /// The Write chunks' segments: each takes one result payload
+    /// (`xpo_result_payload`), in order.
+    pub(super) writes: KVec<KVec<v1::Segment>>,
+    /// For each Write chunk, the payload it takes: its offset and length
+    /// in the reply, once the upper layer said so.
+    pub(super) payloads: KVec<Option<(u32, u32)>>,
+    /// The Write chunk the next payload goes to.
+    next: usize,
+}
+
+impl CallChunks {
+    /// The chunks of a call's header, kept; `None` if there are more
+    /// chunks or segments than this server takes, or no memory.
+    fn of(chunks: &v1::Chunks<'_>) -> Option<KBox<Self>> {
+        let reply = match &chunks.reply {
+            Some(r) => segments(r)?,
+            None => KVec::new(),
+        };
+        if chunks.writes.len() > MAX_WRITE_CHUNKS {
+            return None;
+        }
+        let mut writes = KVec::with_capacity(chunks.writes.len(), GFP_KERNEL).ok()?;
+        let mut payloads = KVec::with_capacity(chunks.writes.len(), GFP_KERNEL).ok()?;
+        for w in chunks.writes.iter() {
+            writes.push(segments(&w)?, GFP_KERNEL).ok()?;
+            payloads.push(None, GFP_KERNEL).ok()?;
+        }
+        KBox::new(CallChunks { reply, writes, payloads, next: 0 }, GFP_KERNEL).ok()
+    }
+
+    /// The upper layer placed a result payload of `length` bytes at
+    /// `offset` in the reply (`xpo_result_payload`): it goes to the next
+    /// Write chunk, if one is left (else it stays inline). Fails with
+    /// `E2BIG` if it is larger than that chunk.
+    pub(super) fn note_payload(&mut self, offset: u32, length: u32) -> Result {
+        if length == 0 {
+            return Ok(());
+        }
+        let i = self.next;
+        let Some(chunk) = self.writes.get(i) else { return Ok(()) };
+        self.next += 1;
+        let room: u64 = chunk.iter().map(|s| u64::from(s.length)).sum();
+        if u64::from(length) > room {
+            return Err(E2BIG);
+        }
+        if let Some(p) = self.payloads.get_mut(i) {
+            *p = Some((offset, length));
+        }
+        Ok(())
+    }
+
+    /// True if a payload goes to a Write chunk.
+    pub(super) fn has_payload(&self) -> bool {
+        self.payloads.iter().any(Option::is_some)
+    }
+}
+
+/// The segments of `r`, kept; `None` if more than this server takes, or
+/// no memory.
+fn segments(r: &v1::SegmentArray<'_>) -> Option<KVec<v1::Segment>> {
+    if r.len() > MAX_CHUNK_SEGMENTS {
+        return None;
+    }
+    let mut v = KVec::with_capacity(r.len(), GFP_KERNEL).ok()?;
+    for seg in r.iter() {
+        v.push(seg, GFP_KERNEL).ok()?;
+    }
+    Some(v)
 }
 
 /// What became of a Receive's message.
@@ -159,20 +232,25 @@ impl ConnState {
         let limits = v1::Limits::DEFAULT;
         match v1::Header::decode_split(msg, &limits) {
             Ok((h, call)) => match h.body {
-                // A Reply chunk says where a reply too long to send
-                // inline goes (RFC 5666 section 5.2): kept for `sendto`,
-                // which sends one that fits inline all the same.
-                v1::Body::Msg(chunks) if chunks.reads.is_empty() && chunks.writes.is_empty() => {
-                    let reply = match chunks.reply.map(|r| Self::reply_chunk(&r)) {
-                        None => None,
-                        Some(Some(r)) => Some(r),
-                        // Too many segments, or no memory to keep them.
-                        Some(None) => return Taken::ErrChunk(h.xid),
+                // The Write list says where result payloads go, the
+                // Reply chunk where a reply too long to send inline goes
+                // (RFC 5666 section 5.2): kept for `sendto`, which sends
+                // what fits inline all the same.
+                v1::Body::Msg(chunks) if chunks.reads.is_empty() => {
+                    let kept = if chunks.writes.is_empty() && chunks.reply.is_none() {
+                        None
+                    } else {
+                        match CallChunks::of(&chunks) {
+                            Some(k) => Some(k),
+                            // Too many chunks or segments, or no memory
+                            // to keep them.
+                            None => return Taken::ErrChunk(h.xid),
+                        }
                     };
                     match rq.set_call(call) {
                         Ok(()) => {
-                            if let Some(r) = reply {
-                                rq.set_ctxt(r);
+                            if let Some(k) = kept {
+                                rq.set_ctxt(k);
                             }
                             Taken::Call
                         }
@@ -180,8 +258,8 @@ impl ConnState {
                         Err(_) => Taken::ErrChunk(h.xid),
                     }
                 }
-                // Read and Write chunks: not carried yet
-                // (Documentation/server.rst, step 2).
+                // Read chunks: not carried yet (Documentation/server.rst,
+                // step 2).
                 v1::Body::Msg(_) | v1::Body::NoMsg(_) | v1::Body::Msgp { .. } => Taken::ErrChunk(h.xid),
                 // Not calls.
                 v1::Body::Done | v1::Body::Error(_) => Taken::Nothing,
@@ -191,19 +269,6 @@ impl ConnState {
             // ERR_CHUNK, as svcrdma answers; none at all: dropped.
             Err(_) => v1::peek(msg).map_or(Taken::Nothing, |p| Taken::ErrChunk(p.xid)),
         }
-    }
-
-    /// The segments of the Reply chunk `r`, kept for the call's reply;
-    /// `None` if it has more than this server takes, or no memory.
-    fn reply_chunk(r: &v1::SegmentArray<'_>) -> Option<KBox<CallChunks>> {
-        if r.len() > MAX_REPLY_SEGMENTS {
-            return None;
-        }
-        let mut reply = KVec::with_capacity(r.len(), GFP_KERNEL).ok()?;
-        for seg in r.iter() {
-            reply.push(seg, GFP_KERNEL).ok()?;
-        }
-        KBox::new(CallChunks { reply }, GFP_KERNEL).ok()
     }
 
     /// A Send completed: a reply waiting for a buffer may try again.

@@ -28,13 +28,15 @@ use crate::{
 const SEND_WAIT_MS: u32 = 10_000;
 
 impl ConnState {
-    /// Sends the reply of `x`'s request `rq` inline when it fits, whether
-    /// or not the call offered a Reply chunk (the header then returns
-    /// none: the reply is in the Send); one larger than the client takes
-    /// inline goes into the call's Reply chunk, and without one is
-    /// answered with RDMA_ERROR (ERR_CHUNK). Waits for a Send buffer when all are
-    /// in use. A reply that cannot be sent closes the connection: its
-    /// call would otherwise wait for ever.
+    /// Sends the reply of `x`'s request `rq`: its result payloads written
+    /// into the Write chunks the call offered for them and the rest
+    /// inline; or all of it inline when it fits, whether or not the call
+    /// offered a Reply chunk (the header then returns none: the reply is
+    /// in the Send); or, larger than the client takes inline, into the
+    /// call's Reply chunk. What cannot be carried is answered with
+    /// RDMA_ERROR (ERR_CHUNK). Waits for a Send buffer when all are in
+    /// use. A reply that cannot be sent closes the connection: its call
+    /// would otherwise wait for ever.
     pub(super) fn sendto(&self, x: &ServerXprt, rq: &SendRqst<'_, CallChunks>) -> Result<u32> {
         let r = self.send_reply(rq);
         if r.is_err() {
@@ -46,6 +48,9 @@ impl ConnState {
     fn send_reply(&self, rq: &SendRqst<'_, CallChunks>) -> Result<u32> {
         let conn = self.connection().ok_or_else(errno::ENOTCONN)?;
         let (xid, credits) = (rq.xid(), self.credits);
+        if let Some(c) = rq.ctxt().filter(|c| c.has_payload()) {
+            return self.send_write_chunks(&conn, rq, c);
+        }
         let max = self.send_max as usize;
         loop {
             let seen = self.sends_seen();
@@ -60,7 +65,7 @@ impl ConnState {
                 Ok(()) => return Ok(rq.reply_len()),
                 Err(e) if e == errno::ENOBUFS() => self.wait_sends(seen, SEND_WAIT_MS)?,
                 Err(e) if e == errno::EMSGSIZE() => {
-                    return match rq.ctxt() {
+                    return match rq.ctxt().filter(|c| !c.reply.is_empty()) {
                         Some(c) => self.send_reply_chunk(&conn, rq, &c.reply),
                         None => send_error_chunk(&conn, xid, credits).map(|()| 0),
                     };
@@ -86,36 +91,93 @@ impl ConnState {
             return send_error_chunk(conn, xid, credits).map(|()| 0);
         };
         let returned = ret.get(..n).unwrap_or_default();
-        // The reply, copied into pages of our own that the Writes read.
-        let npages = len.div_ceil(PAGE_SIZE) as usize;
-        let pages = OwnedPages::new(npages)?;
-        let mut bounce = KVec::from_elem(0u8, PAGE_SIZE as usize, GFP_KERNEL)?;
-        for i in 0..npages {
-            let at = i as u32 * PAGE_SIZE;
-            let part = bounce.get_mut(..(len - at).min(PAGE_SIZE) as usize).ok_or(EINVAL)?;
-            rq.copy_reply_at(at, part)?;
-            pages.page(i).ok_or(EINVAL)?.write(0, part)?;
-        }
-        // Each returned segment's share of the reply, page by page.
-        let mut pieces: KVec<KVec<(PageRef<'_, Outbound>, u32, u32)>> = KVec::with_capacity(n, GFP_KERNEL)?;
-        let mut pos = 0u32;
-        for seg in returned {
-            let mut v = KVec::new();
-            let mut left = seg.length;
-            while left > 0 {
-                let (page, off) = ((pos / PAGE_SIZE) as usize, pos % PAGE_SIZE);
-                let take = left.min(PAGE_SIZE - off);
-                v.push((pages.page(page).ok_or(EINVAL)?.page_ref::<Outbound>(), off, take), GFP_KERNEL)?;
-                pos += take;
-                left -= take;
-            }
-            pieces.push(v, GFP_KERNEL)?;
-        }
+        let pages = copy_out(rq, 0, len)?;
+        let local = pieces(&pages, returned)?;
         let mut segs = KVec::with_capacity(n, GFP_KERNEL)?;
-        for (seg, p) in returned.iter().zip(pieces.iter()).filter(|(s, _)| s.length > 0) {
-            segs.push(RwSeg { rkey: seg.handle, addr: seg.offset, pages: p }, GFP_KERNEL)?;
+        add_segments(&mut segs, returned, &local)?;
+        self.write_and_send(conn, &segs, |w: &mut SendWriter<'_, Mapping>| {
+            w.copy(|b| {
+                let lists = v1::ChunkLists { reads: &[], writes: &[], reply: Some(returned) };
+                v1::encode_nomsg(b, xid, credits, &lists).map_err(|_| EINVAL)
+            })
+        })?;
+        Ok(len)
+    }
+
+    /// Writes the result payloads of `rq`'s reply into the Write chunks
+    /// `c` offered for them (RFC 8166 section 3.5.3) and sends the rest of
+    /// the reply inline after an RDMA_MSG header returning the Write list
+    /// with the lengths written, the Send chained after the Writes; waits
+    /// until the Send is done. Each payload's XDR pad is neither written
+    /// nor sent. A reply whose rest does not fit inline gets ERR_CHUNK.
+    fn send_write_chunks(&self, conn: &Connection<ServerXprt>, rq: &SendRqst<'_, CallChunks>, c: &CallChunks) -> Result<u32> {
+        let (xid, credits, len) = (rq.xid(), self.credits, rq.reply_len());
+        // Each Write chunk returned with the bytes of its payload (none
+        // for a chunk no payload went to), and the payloads' pages.
+        let mut returned = KVec::with_capacity(c.writes.len(), GFP_KERNEL)?;
+        let mut pages = KVec::with_capacity(c.writes.len(), GFP_KERNEL)?;
+        let mut skip = KVec::with_capacity(c.writes.len(), GFP_KERNEL)?;
+        for (offered, payload) in c.writes.iter().zip(c.payloads.iter()) {
+            let (at, plen) = payload.unwrap_or((0, 0));
+            let mut ret = KVec::from_elem(v1::Segment::default(), offered.len(), GFP_KERNEL)?;
+            // Never: `note_payload` checked the payload fits.
+            // Every offered segment comes back.
+            v1::fill_chunk(offered, plen, &mut ret).map_err(|_| E2BIG)?;
+            returned.push(ret, GFP_KERNEL)?;
+            pages.push(copy_out(rq, at, plen)?, GFP_KERNEL)?;
+            if plen > 0 {
+                // The payload and its XDR pad stay out of the inline part.
+                let end = at.checked_add(plen.next_multiple_of(4)).ok_or(EINVAL)?.min(len);
+                skip.push((at, end), GFP_KERNEL)?;
+            }
         }
-        let mut writes = conn.rw_prepare(&segs, 0)?;
+        let inline = inline_ranges(len, &skip)?;
+        let mut all_pieces = KVec::with_capacity(returned.len(), GFP_KERNEL)?;
+        for (ret, p) in returned.iter().zip(pages.iter()) {
+            all_pieces.push(pieces(p, ret)?, GFP_KERNEL)?;
+        }
+        let mut segs = KVec::new();
+        for (ret, p) in returned.iter().zip(all_pieces.iter()) {
+            add_segments(&mut segs, ret, p)?;
+        }
+        let mut lists = KVec::with_capacity(returned.len(), GFP_KERNEL)?;
+        for r in returned.iter() {
+            lists.push(&r[..], GFP_KERNEL)?;
+        }
+        let max = self.send_max as usize;
+        let sent = self.write_and_send(conn, &segs, |w: &mut SendWriter<'_, Mapping>| {
+            w.copy(|b| {
+                let b = b.get_mut(..max.min(b.len())).unwrap_or_default();
+                let chunks = v1::ChunkLists { reads: &[], writes: &lists, reply: None };
+                let mut n = v1::encode_msg(b, xid, credits, &chunks).map_err(|_| EINVAL)?;
+                for &(from, to) in inline.iter() {
+                    let part = b.get_mut(n..n + (to - from) as usize).ok_or_else(errno::EMSGSIZE)?;
+                    rq.copy_reply_at(from, part)?;
+                    n += part.len();
+                }
+                Ok(n)
+            })
+        });
+        match sent {
+            Ok(()) => Ok(len),
+            // The rest does not fit inline: with a Reply chunk too, step 2
+            // does not combine them.
+            Err(e) if e == errno::EMSGSIZE() => send_error_chunk(conn, xid, credits).map(|()| 0),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Posts the RDMA Writes `segs` chained ahead of a Send that `fill`
+    /// writes (the message naming what they wrote), waiting for a Send
+    /// buffer when all are in use, and waits until the Send is done.
+    /// A message `fill` refuses (`EMSGSIZE`) writes nothing.
+    fn write_and_send(
+        &self,
+        conn: &Connection<ServerXprt>,
+        segs: &[RwSeg<'_, '_, Outbound>],
+        fill: impl Fn(&mut SendWriter<'_, Mapping>) -> Result,
+    ) -> Result {
+        let mut writes = conn.rw_prepare(segs, 0)?;
         let lender = Lender::new();
         loop {
             let seen = self.sends_seen();
@@ -126,17 +188,11 @@ impl ConnState {
                     return Err(e);
                 }
             };
-            let header = |w: &mut SendWriter<'_, Mapping>| {
-                w.copy(|b| {
-                    let lists = v1::ChunkLists { reads: &[], writes: &[], reply: Some(returned) };
-                    v1::encode_nomsg(b, xid, credits, &lists).map_err(|_| EINVAL)
-                })
-            };
-            match conn.send_with_writes(reg, writes, None, header) {
+            match conn.send_with_writes(reg, writes, None, |w: &mut SendWriter<'_, Mapping>| fill(w)) {
                 Ok(t) => {
                     // Waits for the Send, after which the Writes are done.
                     return match conn.release(&lender, t, None) {
-                        Ok(_) => Ok(len),
+                        Ok(_) => Ok(()),
                         Err(_) => Err(EIO),
                     };
                 }
@@ -161,6 +217,82 @@ impl ConnState {
             }
         }
     }
+}
+
+/// Bytes `[at, at + len)` of the reply of `rq`, copied into pages of our
+/// own (the RDMA Writes read them after `sendto`'s thread moved on).
+fn copy_out(rq: &SendRqst<'_, CallChunks>, at: u32, len: u32) -> Result<OwnedPages> {
+    let npages = len.div_ceil(PAGE_SIZE) as usize;
+    let pages = OwnedPages::new(npages)?;
+    let mut bounce = KVec::from_elem(0u8, PAGE_SIZE.min(len) as usize, GFP_KERNEL)?;
+    for i in 0..npages {
+        let done = i as u32 * PAGE_SIZE;
+        let part = bounce.get_mut(..(len - done).min(PAGE_SIZE) as usize).ok_or(EINVAL)?;
+        rq.copy_reply_at(at.checked_add(done).ok_or(EINVAL)?, part)?;
+        pages.page(i).ok_or(EINVAL)?.write(0, part)?;
+    }
+    Ok(pages)
+}
+
+/// The local side of one segment of an RDMA Write: (page, offset,
+/// length) pieces, each inside its page, in order.
+type Pieces<'p> = KVec<(PageRef<'p, Outbound>, u32, u32)>;
+
+/// The local side of each segment of the returned chunk `segs`, whose
+/// bytes `pages` holds from its start in order: per segment, its pieces
+/// (page, offset, length), each inside one page.
+fn pieces<'p>(pages: &'p OwnedPages, segs: &[v1::Segment]) -> Result<KVec<Pieces<'p>>> {
+    let mut all = KVec::with_capacity(segs.len(), GFP_KERNEL)?;
+    let mut pos = 0u32;
+    for seg in segs {
+        let mut v = KVec::new();
+        let mut left = seg.length;
+        while left > 0 {
+            let (page, off) = ((pos / PAGE_SIZE) as usize, pos % PAGE_SIZE);
+            let take = left.min(PAGE_SIZE - off);
+            v.push((pages.page(page).ok_or(EINVAL)?.page_ref::<Outbound>(), off, take), GFP_KERNEL)?;
+            pos += take;
+            left -= take;
+        }
+        all.push(v, GFP_KERNEL)?;
+    }
+    Ok(all)
+}
+
+/// Adds to `out` an RDMA Write for each segment of `segs` that takes
+/// bytes, from its `pieces`.
+fn add_segments<'a, 'p>(
+    out: &mut KVec<RwSeg<'a, 'p, Outbound>>,
+    segs: &[v1::Segment],
+    pieces: &'a [Pieces<'p>],
+) -> Result {
+    for (seg, p) in segs.iter().zip(pieces.iter()).filter(|(s, _)| s.length > 0) {
+        out.push(RwSeg { rkey: seg.handle, addr: seg.offset, pages: p }, GFP_KERNEL)?;
+    }
+    Ok(())
+}
+
+/// The parts of a reply of `len` bytes left when the ranges `skip` (start,
+/// end; in increasing order, as the upper layer places payloads) are taken
+/// out: what is sent inline around payloads that went to Write chunks.
+/// Fails with `EINVAL` if the ranges overlap or come out of order. (No
+/// sorting: objtool cannot follow the panic of core's sort.)
+fn inline_ranges(len: u32, skip: &[(u32, u32)]) -> Result<KVec<(u32, u32)>> {
+    let mut out = KVec::with_capacity(skip.len() + 1, GFP_KERNEL)?;
+    let mut pos = 0u32;
+    for &(from, to) in skip.iter() {
+        if from < pos || to < from {
+            return Err(EINVAL);
+        }
+        if from > pos {
+            out.push((pos, from), GFP_KERNEL)?;
+        }
+        pos = to;
+    }
+    if len > pos {
+        out.push((pos, len), GFP_KERNEL)?;
+    }
+    Ok(out)
 }
 
 /// Sends RDMA_ERROR ERR_CHUNK for the call `xid`. An error: the caller

@@ -13,7 +13,7 @@ use super::{
 use crate::{
     kapi::{
         net::{Net, SockAddr},
-        svc::{NewXprt, RecvRqst, SendRqst, SvcClassSlot, SvcClassSlotRef, SvcTransport, SvcXprt, SvcXprtOwner},
+        svc::{NewXprt, PayloadRqst, RecvRqst, SendRqst, SvcClassSlot, SvcClassSlotRef, SvcTransport, SvcXprt, SvcXprtOwner},
     },
     verbs::{CmEvent, Completion, ConnHandler, Live, Received, VerbsCounters},
 };
@@ -87,6 +87,14 @@ impl SvcTransport for ServerXprt {
     fn recvfrom(&self, rq: &mut RecvRqst<'_, CallChunks>) {
         if let Role::Conn(c) = &self.role {
             c.recvfrom(self, rq);
+        }
+    }
+
+    fn result_payload(rq: &mut PayloadRqst<'_, CallChunks>, offset: u32, length: u32) -> Result {
+        match rq.ctxt_mut() {
+            Some(c) => c.note_payload(offset, length),
+            // No Write chunk: the payload goes inline.
+            None => Ok(()),
         }
     }
 

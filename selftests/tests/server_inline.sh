@@ -13,10 +13,12 @@
 # server has no backchannel class yet, so knfsd reports the callback path
 # down and the client works without delegations.) A READLINK reply of
 # 4.1 KB comes back in the Reply chunk the client offered, by RDMA Write.
-# A READ the client sends with a Write chunk (4 KiB rsize), which the
-# server cannot carry yet, fails at once with EIO, the client's trace
-# showing the RDMA_ERROR ERR_CHUNK it got (rpcrdma_rs_err, or the C
-# client's xprtrdma_err_chunk), and the mount still works after it. Then
+# READs with Write chunks (64 KiB rsize) read a file back right, its data
+# written into the chunks. A WRITE the client sends with a Read chunk
+# (4 KiB wsize), which the server cannot carry yet, fails at once with
+# EIO, the client's trace showing the RDMA_ERROR ERR_CHUNK it got
+# (rpcrdma_rs_err, or the C client's xprtrdma_err_chunk), and the mount
+# still works after it. Then
 # knfsd restarted under a live mount, over IPv6 (knfsd listens on both
 # families): the core takes the connection down, the client connects
 # again and reads its file back; and knfsd stopped and the module
@@ -95,30 +97,46 @@ umount "$MNT" || fail "umount failed"
 diag "knfsd restarted under an IPv6 mount: $connects connects, data $( [ "$got" = "$(sha256sum < $src/big | cut -c1-64)" ] && echo right || echo WRONG)"
 [ "$got" = "$(sha256sum < $src/big | cut -c1-64)" ] || fail "the file read back wrong after knfsd restarted"
 [ "${connects:-0}" -gt 1 ] || fail "the transport did not connect again after knfsd restarted"
-# A READ with a Write chunk: refused with ERR_CHUNK, quickly.
-RS_OPTS=vers=3,proto=rdma,port=20049,rsize=4096,wsize=1024,nolock,retry=0
-mount_rs || fail "mount for the chunked READ failed"
-head -c 8192 /dev/urandom > "$MNT/chunked" && sync || fail "the file for the chunked READ was not written"
-umount "$MNT" && mount_rs || fail "remount for the chunked READ failed"
+# READs with Write chunks (rsize 64 KiB): each READ's data written into
+# the client's Write chunk by RDMA Write, the rest of the reply inline. A
+# file of 200 KiB plus 5 bytes (the last READ's data not a multiple of 4:
+# its XDR pad is neither written nor sent) read back with O_DIRECT.
+RS_OPTS=vers=3,proto=rdma,port=20049,rsize=65536,wsize=1024,nolock,retry=0
+mount_rs || fail "mount for the chunked READs failed"
+head -c $((200 * 1024 + 5)) /dev/urandom > $src/chunked
+cp $src/chunked "$MNT/chunked" && sync || fail "the file for the chunked READs was not written"
+umount "$MNT" && mount_rs || fail "remount for the chunked READs failed"
+w0=$(rdma_xprt_field 12); rdma0=$(rdma_xprt_field 15)
+got=$(dd if="$MNT/chunked" bs=64k iflag=direct status=none | sha256sum | cut -c1-64)
+w1=$(rdma_xprt_field 12); rdma1=$(rdma_xprt_field 15)
+diag "chunked READs: data $( [ "$got" = "$(sha256sum < $src/chunked | cut -c1-64)" ] && echo right || echo WRONG), $((w1 - w0)) Write chunks offered, $((rdma1 - rdma0)) bytes written into chunks"
+[ "$got" = "$(sha256sum < $src/chunked | cut -c1-64)" ] || fail "the file read back through Write chunks is wrong"
+[ $((w1 - w0)) -ge 4 ] || fail "the READs offered no Write chunks"
+[ $((rdma1 - rdma0)) -ge $((200 * 1024)) ] || fail "the READs' data did not come in Write chunks"
+umount "$MNT" || fail "umount failed"
+# A WRITE with a Read chunk (wsize 4 KiB: the call exceeds the 4096
+# inline): refused with ERR_CHUNK, quickly.
+RS_OPTS=vers=3,proto=rdma,port=20049,rsize=1024,wsize=4096,nolock,retry=0
+mount_rs || fail "mount for the chunked WRITE failed"
 ev=rpcrdma_rs/rpcrdma_rs_err; [ "$XPRT_MOD" = rpcrdma_rs ] || ev=rpcrdma/xprtrdma_err_chunk
 tracefs_ready && echo 1 > /sys/kernel/tracing/events/$ev/enable && echo > /sys/kernel/tracing/trace ||
   fail "cannot trace $ev"
 s=$(date +%s)
-if timeout 60 dd if="$MNT/chunked" of=/dev/null bs=4096 iflag=direct status=none 2> /tmp/srv.err; then
-  fail "a READ with a Write chunk succeeded over a server that cannot carry chunks"
+if head -c 4096 /dev/urandom | timeout 60 dd of="$MNT/chunked" bs=4096 oflag=direct conv=notrunc status=none 2> /tmp/srv.err; then
+  fail "a WRITE with a Read chunk succeeded over a server that cannot carry Read chunks"
 fi
 secs=$(( $(date +%s) - s ))
 errs=$(grep -c -e 'rpcrdma_rs_err: .*ERR_CHUNK' -e 'xprtrdma_err_chunk:' /sys/kernel/tracing/trace)
 echo 0 > /sys/kernel/tracing/events/$ev/enable
 # A new file: the mount still works (no cached attribute answers this).
-echo after > "$MNT/after" && rm "$MNT/after" || fail "the mount does not work after the refused READ"
+echo after > "$MNT/after" && rm "$MNT/after" || fail "the mount does not work after the refused WRITE"
 rm -f "$MNT/chunked"
 umount "$MNT" || fail "umount failed"
 unload $XPRT_MOD
-diag "chunked READ refused in ${secs}s ($errs ERR_CHUNK replies traced): $(head -1 /tmp/srv.err)"
-grep -q "Input/output error" /tmp/srv.err || fail "the chunked READ failed otherwise than with EIO"
-[ "$secs" -lt 30 ] || fail "the chunked READ took ${secs}s to fail"
-[ "$errs" -ge 1 ] || fail "no RDMA_ERROR ERR_CHUNK reply was traced for the chunked READ"
+diag "chunked WRITE refused in ${secs}s ($errs ERR_CHUNK replies traced): $(head -1 /tmp/srv.err)"
+grep -q "Input/output error" /tmp/srv.err || fail "the chunked WRITE failed otherwise than with EIO"
+[ "$secs" -lt 30 ] || fail "the chunked WRITE took ${secs}s to fail"
+[ "$errs" -ge 1 ] || fail "no RDMA_ERROR ERR_CHUNK reply was traced for the chunked WRITE"
 out=$(server_cmd reload-server-module)
 printf '%s' "$out" | grep -q 'rc=0' || fail "the server's module did not unload and load again: $out"
 problems=$(server_cmd dmesg-problems | grep -v '^rc=')

@@ -28,7 +28,7 @@ use kernel::{
 };
 
 use super::{
-    rqst::{RecvRqst, SendRqst},
+    rqst::{PayloadRqst, RecvRqst, SendRqst},
     xprt::{hand_over, owner_of, take_back, NewXprt, SvcXprtOwner},
 };
 use crate::{
@@ -71,6 +71,13 @@ pub(crate) trait SvcTransport: SvcXprtOwner {
     /// ([`RecvRqst::set_call`]; `xpo_recvfrom`). On a server thread, the
     /// transport busy meanwhile.
     fn recvfrom(&self, rq: &mut RecvRqst<'_, Self::CallCtxt>);
+
+    /// The upper layer placed a result payload (a READ's data) of
+    /// `length` bytes at `offset` in the reply it is encoding
+    /// (`xpo_result_payload`): where a Write chunk's data lies. On the
+    /// request's thread, between `recvfrom` and `sendto`. An error fails
+    /// the encoding (`E2BIG`: larger than the chunk offered for it).
+    fn result_payload(rq: &mut PayloadRqst<'_, Self::CallCtxt>, offset: u32, length: u32) -> Result;
 
     /// Sends the reply of `rq` (`xpo_sendto`); may sleep, and runs on
     /// several threads at once. The reply's memory is the thread's again
@@ -236,7 +243,7 @@ impl<T: SvcTransport> Ops<T> {
         xpo_has_wspace: Some(has_wspace::<T>),
         xpo_recvfrom: Some(recvfrom::<T>),
         xpo_sendto: Some(sendto::<T>),
-        xpo_result_payload: Some(result_payload),
+        xpo_result_payload: Some(result_payload::<T>),
         xpo_release_ctxt: Some(release_ctxt::<T>),
         xpo_detach: Some(detach::<T>),
         xpo_free: Some(free::<T>),
@@ -362,15 +369,22 @@ unsafe extern "C" fn sendto<T: SvcTransport>(rqstp: *mut sys::svc_rqst) -> c_int
     }
 }
 
-/// `xpo_result_payload`: the core calls it for every reply with a payload
-/// (a READ's); replies are sent inline, copied whole, so nothing is to be
-/// noted.
+/// `xpo_result_payload`: the upper layer says where a result payload lies
+/// in the reply it encodes.
 ///
 /// # Safety
 ///
-/// None beyond the core's call: nothing is dereferenced.
-unsafe extern "C" fn result_payload(_rqstp: *mut sys::svc_rqst, _offset: c_uint, _length: c_uint) -> c_int {
-    0
+/// Called by the core on a server thread with `rqstp`, whose transport
+/// (`rq_xprt`, of `T`'s class) it holds, while the thread encodes the
+/// reply of the call this class's `recvfrom` gave it.
+unsafe extern "C" fn result_payload<T: SvcTransport>(rqstp: *mut sys::svc_rqst, offset: c_uint, length: c_uint) -> c_int {
+    // SAFETY: the thread's request, for this call (the contract); its
+    // context, if any, is the one this class's `recvfrom` set for the call.
+    let mut rq = unsafe { PayloadRqst::<T::CallCtxt>::new(rqstp) };
+    match T::result_payload(&mut rq, offset, length) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
 }
 
 /// `xpo_release_ctxt`: frees a call's context, which the core hands back

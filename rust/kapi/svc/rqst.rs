@@ -121,6 +121,39 @@ pub(super) unsafe fn free_ctxt<C>(ctxt: *mut c_void) {
     }
 }
 
+/// A thread's request while its reply is encoded (`xpo_result_payload`),
+/// with the context of type `C` its `recvfrom` kept.
+///
+/// # Invariants
+///
+/// `raw` is the calling thread's request, exclusively the transport's for
+/// `'a` (the call); its `rq_xprt_ctxt` is null or a `KBox<C>`
+/// [`RecvRqst::set_ctxt`] stored, which nothing else reaches meanwhile.
+pub(crate) struct PayloadRqst<'a, C> {
+    raw: *mut sys::svc_rqst,
+    _life: PhantomData<(&'a mut sys::svc_rqst, &'a mut C)>,
+}
+
+impl<C> PayloadRqst<'_, C> {
+    /// # Safety
+    ///
+    /// `raw` is the request the core passed to `xpo_result_payload`, valid
+    /// and the transport's alone for `'a`, its context null or a
+    /// `KBox<C>` of this class's `recvfrom`.
+    pub(super) unsafe fn new(raw: *mut sys::svc_rqst) -> Self {
+        // INVARIANT: per the contract.
+        PayloadRqst { raw, _life: PhantomData }
+    }
+
+    /// The context the call's `recvfrom` kept, if it kept one.
+    pub(crate) fn ctxt_mut(&mut self) -> Option<&mut C> {
+        // SAFETY: the request is the thread's (type invariant); its context
+        // is null or a live `KBox<C>` nothing else reaches during `'a`,
+        // borrowed mutably through `self`.
+        unsafe { (*self.raw).rq_xprt_ctxt.cast::<C>().as_mut() }
+    }
+}
+
 /// A thread's request in `sendto`, with its reply encoded, and the
 /// context of type `C` its `recvfrom` kept.
 ///
