@@ -16,6 +16,7 @@ pub(crate) mod page;
 pub(crate) mod params;
 pub(crate) mod ratelimit;
 pub(crate) mod rpc;
+pub(crate) mod slot;
 pub(crate) mod svc;
 pub(crate) mod time;
 pub(crate) mod trace;

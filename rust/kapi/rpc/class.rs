@@ -6,24 +6,20 @@
 //! netids, so that `mount -o proto=<netid>` reaches [`TransportClass::setup`].
 //! Dropping the registration unregisters the class.
 
-use core::{
-    any::TypeId,
-    cell::UnsafeCell,
-    marker::PhantomData,
-    mem::offset_of,
-    sync::atomic::{AtomicU8, Ordering},
-};
+use core::{marker::PhantomData, mem::offset_of};
 
 use kernel::{
     error::{to_result, Result},
     ffi::c_char,
     prelude::*,
     str::CStr,
-    types::Opaque,
     ThisModule,
 };
 
-use crate::sys;
+use crate::{
+    kapi::slot::{self, Claim, SlotRef},
+    sys,
+};
 
 /// Number of netids a class may list.
 pub(crate) const MAX_NETIDS: usize = 2;
@@ -91,7 +87,7 @@ pub(crate) trait TransportClass: 'static {
 /// `struct xprt_class` with room for its NUL-terminated flexible array of
 /// netids (the list ends with an empty string).
 #[repr(C)]
-struct ClassStorage {
+pub(crate) struct ClassStorage {
     class: sys::xprt_class,
     netid: [*const c_char; MAX_NETIDS + 1],
 }
@@ -108,70 +104,19 @@ const _: () = assert!(offset_of!(ClassStorage, netid) == offset_of!(sys::xprt_cl
 /// or a `setup` call SUNRPC started, which hold module references, never
 /// see them freed or changed, even after a [`ClassRegistration`] was
 /// dropped early.
-///
-/// # Invariants
-///
-/// `state` is [`UNMADE`], [`MAKING`] (one thread writes `storage` and
-/// `class`), [`MADE`] (`storage` holds the class of the type `class`
-/// names, written once and never again by Rust; not registered) or
-/// [`REGISTERED`] (and registered with SUNRPC, which alone writes its list
-/// head).
-pub(crate) struct ClassSlot {
-    state: AtomicU8,
-    class: UnsafeCell<Option<TypeId>>,
-    storage: Opaque<ClassStorage>,
-}
+pub(crate) type ClassSlot = slot::ClassSlot<ClassStorage>;
 
-const UNMADE: u8 = 0;
-const MAKING: u8 = 1;
-const MADE: u8 = 2;
-const REGISTERED: u8 = 3;
-
-// SAFETY: `class` and `storage` are written by one thread at a time (the
-// one that moved `state` from UNMADE to MAKING), before anyone reads them
-// (readers first see MADE or REGISTERED); after that only SUNRPC writes
-// the list head, under its own lock.
-unsafe impl Sync for ClassSlot {}
-
-impl ClassSlot {
-    /// A class not made yet.
-    pub(crate) const fn new() -> Self {
-        ClassSlot { state: AtomicU8::new(UNMADE), class: UnsafeCell::new(None), storage: Opaque::uninit() }
-    }
-
-    fn raw(&self) -> *mut sys::xprt_class {
-        self.storage.get().cast()
-    }
-}
-
-/// A `&'static` [`ClassSlot`], in a form a constant may hold (rustc before
-/// 1.84 refuses a constant whose value is a reference to interior-mutable
-/// memory, but not a pointer made from one).
-///
-/// # Invariants
-///
-/// `0` was made from a `&'static ClassSlot`.
-#[derive(Clone, Copy)]
-pub(crate) struct ClassSlotRef(*const ClassSlot);
-
-impl ClassSlotRef {
-    /// Names `slot`.
-    pub(crate) const fn new(slot: &'static ClassSlot) -> Self {
-        ClassSlotRef(slot)
-    }
-
-    fn get(self) -> &'static ClassSlot {
-        // SAFETY: made from a `&'static ClassSlot` (type invariant).
-        unsafe { &*self.0 }
-    }
-}
+/// A `&'static` [`ClassSlot`], in a form a constant may hold.
+pub(crate) type ClassSlotRef = SlotRef<ClassStorage>;
 
 /// A registered transport class; unregistered on drop.
 ///
 /// # Invariants
 ///
-/// `T::SLOT` is [`REGISTERED`] (by `new`) until `drop` unregisters it.
+/// The class of `claim` is `T`'s, registered with SUNRPC (by `new`) until
+/// `drop` unregisters it.
 pub(crate) struct ClassRegistration<T: TransportClass> {
+    claim: Claim<ClassStorage>,
     _class: PhantomData<T>,
 }
 
@@ -180,41 +125,21 @@ impl<T: TransportClass> ClassRegistration<T> {
     /// around each `setup` call. Fails with `EBUSY` if `T` is registered,
     /// or if its slot holds another class.
     pub(crate) fn new(module: &'static ThisModule) -> Result<Self> {
-        let slot = T::SLOT.get();
-        match slot.state.compare_exchange(UNMADE, MAKING, Ordering::Acquire, Ordering::Acquire) {
-            Ok(_) => {
-                // SAFETY: MAKING is this thread's alone (type invariant of
-                // `ClassSlot`): nothing reads the slot until MADE.
-                unsafe { Self::make(slot, module) };
-                slot.state.store(MADE, Ordering::Release);
-            }
-            Err(MAKING) => return Err(EBUSY),
-            Err(_) => {}
-        }
-        // SAFETY: MADE or REGISTERED: written once, read only now.
-        if unsafe { *slot.class.get() } != Some(TypeId::of::<T>()) {
-            return Err(EBUSY);
-        }
-        if slot.state.compare_exchange(MADE, REGISTERED, Ordering::AcqRel, Ordering::Acquire).is_err() {
-            return Err(EBUSY);
-        }
+        let claim = T::SLOT.get().claim::<T>(|| Self::class(module))?;
         // SAFETY: the class is made (its netid strings are `'static`) and
-        // lives as long as the module; registered once (REGISTERED is
-        // ours).
-        if let Err(e) = to_result(unsafe { sys::xprt_register_transport(slot.raw()) }) {
-            slot.state.store(MADE, Ordering::Release);
+        // lives as long as the module; the claim is ours, so nobody else
+        // registers it.
+        if let Err(e) = to_result(unsafe { sys::xprt_register_transport(claim.raw().cast()) }) {
+            // SAFETY: not registered; the claim goes with this call.
+            unsafe { claim.end() };
             return Err(e);
         }
         // INVARIANT: registered above.
-        Ok(Self { _class: PhantomData })
+        Ok(Self { claim, _class: PhantomData })
     }
 
-    /// Writes `T`'s class into `slot`.
-    ///
-    /// # Safety
-    ///
-    /// The caller moved `slot` from UNMADE to MAKING.
-    unsafe fn make(slot: &ClassSlot, module: &'static ThisModule) {
+    /// `T`'s class, with its netids.
+    fn class(module: &'static ThisModule) -> ClassStorage {
         const EMPTY: &CStr = kernel::c_str!("");
         // SAFETY: `xprt_class` is plain C data (a list head, integers,
         // pointers and a char array); all zeroes is a valid value.
@@ -227,25 +152,22 @@ impl<T: TransportClass> ClassRegistration<T> {
         for (slot, id) in netid.iter_mut().zip(T::NETIDS) {
             *slot = crate::kapi::compat::cstr_ptr(id);
         }
-        // SAFETY: per the contract, nobody else reads or writes the slot.
-        unsafe {
-            slot.storage.get().write(ClassStorage { class, netid });
-            *slot.class.get() = Some(TypeId::of::<T>());
-        }
+        ClassStorage { class, netid }
     }
 }
 
 impl<T: TransportClass> Drop for ClassRegistration<T> {
     fn drop(&mut self) {
-        let slot = T::SLOT.get();
         // SAFETY: registered by `new` (type invariant); SUNRPC takes it off
         // its list under its lock. Transports of the class, and `setup`
         // calls under way, keep pointing at module memory that stays.
-        let rc = unsafe { sys::xprt_unregister_transport(slot.raw()) };
+        let rc = unsafe { sys::xprt_unregister_transport(self.claim.raw().cast()) };
         if rc != 0 {
             pr_warn!("xprt_unregister_transport failed: {}\n", rc);
         }
-        slot.state.store(MADE, Ordering::Release);
+        // SAFETY: unregistered just above (SUNRPC fails only for a class
+        // it does not have); the claim goes with `self`.
+        unsafe { self.claim.end() };
     }
 }
 
@@ -264,7 +186,7 @@ unsafe extern "C" fn setup_callback<T: TransportClass>(args: *mut sys::xprt_crea
             // SAFETY: `setup` returned a transport it allocated and nobody
             // else uses yet; the class lives in module memory, which the
             // transport's module reference keeps.
-            unsafe { (*xprt.as_ptr()).xprt_class = T::SLOT.get().raw() };
+            unsafe { (*xprt.as_ptr()).xprt_class = T::SLOT.get().raw().cast() };
             xprt.as_ptr()
         }
         Err(e) => e.to_ptr(),

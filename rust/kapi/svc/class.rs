@@ -9,13 +9,7 @@
 //! A class of the same name registered first (the in-tree `rpcrdma`'s) is
 //! an error, never silently shadowed.
 
-use core::{
-    any::TypeId,
-    cell::UnsafeCell,
-    marker::PhantomData,
-    ptr,
-    sync::atomic::{AtomicU8, Ordering},
-};
+use core::{marker::PhantomData, ptr};
 
 use kernel::{
     error::{to_result, Result},
@@ -23,7 +17,6 @@ use kernel::{
     prelude::*,
     str::CStr,
     sync::Arc,
-    types::Opaque,
     ThisModule,
 };
 
@@ -32,7 +25,10 @@ use super::{
     xprt::{hand_over, owner_of, take_back, NewXprt, SvcXprtOwner},
 };
 use crate::{
-    kapi::net::{Net, SockAddr},
+    kapi::{
+        net::{Net, SockAddr},
+        slot::{Claim, ClassSlot, SlotRef},
+    },
     sys,
 };
 
@@ -95,71 +91,22 @@ pub(crate) trait SvcTransport: SvcXprtOwner {
 
 /// Where a class is kept, in module memory: the `svc_xprt_class` the core
 /// registers, which its transports point at (`xpt_class`). The class's
-/// implementation owns one, as a `static` ([`SvcTransport::SLOT`]). Written
-/// once, by the first registration, and kept as long as the module (a
-/// transport of the class holds a module reference).
-///
-/// # Invariants
-///
-/// `state` is [`UNMADE`], [`MAKING`] (one thread writes `storage` and
-/// `class`), [`MADE`] (`storage` holds the class of the type `class`
-/// names, written once and never again by Rust; not registered) or
-/// [`REGISTERED`] (and registered with the core, which alone writes its
-/// list head).
-pub(crate) struct SvcClassSlot {
-    state: AtomicU8,
-    class: UnsafeCell<Option<TypeId>>,
-    storage: Opaque<sys::svc_xprt_class>,
-}
-
-const UNMADE: u8 = 0;
-const MAKING: u8 = 1;
-const MADE: u8 = 2;
-const REGISTERED: u8 = 3;
-
-// SAFETY: `class` and `storage` are written by one thread at a time (the
-// one that moved `state` from UNMADE to MAKING), before anyone reads them
-// (readers first see MADE or REGISTERED); after that only the core writes
-// the list head, under its own lock.
-unsafe impl Sync for SvcClassSlot {}
-
-impl SvcClassSlot {
-    /// A class not made yet.
-    pub(crate) const fn new() -> Self {
-        SvcClassSlot { state: AtomicU8::new(UNMADE), class: UnsafeCell::new(None), storage: Opaque::uninit() }
-    }
-
-    pub(super) fn raw(&self) -> *mut sys::svc_xprt_class {
-        self.storage.get()
-    }
-}
+/// implementation owns one, as a `static` ([`SvcTransport::SLOT`]), made
+/// by the first registration and kept as long as the module (a transport
+/// of the class holds a module reference).
+pub(crate) type SvcClassSlot = ClassSlot<sys::svc_xprt_class>;
 
 /// A `&'static` [`SvcClassSlot`], in a form a constant may hold.
-///
-/// # Invariants
-///
-/// `0` was made from a `&'static SvcClassSlot`.
-#[derive(Clone, Copy)]
-pub(crate) struct SvcClassSlotRef(*const SvcClassSlot);
-
-impl SvcClassSlotRef {
-    /// Names `slot`.
-    pub(crate) const fn new(slot: &'static SvcClassSlot) -> Self {
-        SvcClassSlotRef(slot)
-    }
-
-    pub(super) fn get(self) -> &'static SvcClassSlot {
-        // SAFETY: made from a `&'static SvcClassSlot` (type invariant).
-        unsafe { &*self.0 }
-    }
-}
+pub(crate) type SvcClassSlotRef = SlotRef<sys::svc_xprt_class>;
 
 /// A registered server transport class; unregistered on drop.
 ///
 /// # Invariants
 ///
-/// `T::SLOT` is [`REGISTERED`] (by `new`) until `drop` unregisters it.
+/// The class of `claim` is `T`'s, registered with the core (by `new`)
+/// until `drop` unregisters it.
 pub(crate) struct SvcClassRegistration<T: SvcTransport> {
+    claim: Claim<sys::svc_xprt_class>,
     _class: PhantomData<T>,
 }
 
@@ -169,66 +116,43 @@ impl<T: SvcTransport> SvcClassRegistration<T> {
     /// class of the same name is registered (the in-tree `rpcrdma`'s), and
     /// with `EBUSY` if `T` is, or its slot holds another class.
     pub(crate) fn new(module: &'static ThisModule) -> Result<Self> {
-        let slot = T::SLOT.get();
-        match slot.state.compare_exchange(UNMADE, MAKING, Ordering::Acquire, Ordering::Acquire) {
-            Ok(_) => {
-                // SAFETY: MAKING is this thread's alone (type invariant of
-                // `SvcClassSlot`): nothing reads the slot until MADE.
-                unsafe { Self::make(slot, module) };
-                slot.state.store(MADE, Ordering::Release);
-            }
-            Err(MAKING) => return Err(EBUSY),
-            Err(_) => {}
-        }
-        // SAFETY: MADE or REGISTERED: written once, read only now.
-        if unsafe { *slot.class.get() } != Some(TypeId::of::<T>()) {
-            return Err(EBUSY);
-        }
-        if slot.state.compare_exchange(MADE, REGISTERED, Ordering::AcqRel, Ordering::Acquire).is_err() {
-            return Err(EBUSY);
-        }
+        let claim = T::SLOT.get().claim::<T>(|| Self::class(module))?;
         // SAFETY: the class is made (its name is `'static`, its ops a
-        // promoted constant) and lives as long as the module; registered
-        // once (REGISTERED is ours). The core refuses a name it has.
-        if let Err(e) = to_result(unsafe { sys::svc_reg_xprt_class(slot.raw()) }) {
-            slot.state.store(MADE, Ordering::Release);
+        // promoted constant) and lives as long as the module; the claim
+        // is ours, so nobody else registers it. The core refuses a name
+        // it has.
+        if let Err(e) = to_result(unsafe { sys::svc_reg_xprt_class(claim.raw()) }) {
+            // SAFETY: not registered; the claim goes with this call.
+            unsafe { claim.end() };
             return Err(e);
         }
         // INVARIANT: registered above.
-        Ok(Self { _class: PhantomData })
+        Ok(Self { claim, _class: PhantomData })
     }
 
-    /// Writes `T`'s class into `slot`.
-    ///
-    /// # Safety
-    ///
-    /// The caller moved `slot` from UNMADE to MAKING.
-    unsafe fn make(slot: &SvcClassSlot, module: &'static ThisModule) {
+    /// `T`'s class.
+    fn class(module: &'static ThisModule) -> sys::svc_xprt_class {
         // SAFETY: `svc_xprt_class` is plain C data (a list head, integers
-        // and pointers); all zeroes is a valid value.
+        // and pointers); all zeroes is a valid value. `svc_reg_xprt_class`
+        // initialises the list head.
         let mut class: sys::svc_xprt_class = unsafe { core::mem::zeroed() };
         class.xcl_name = crate::kapi::compat::cstr_ptr(T::NAME);
         class.xcl_owner = module.as_ptr().cast();
         class.xcl_ops = Ops::<T>::table();
         class.xcl_max_payload = T::MAX_PAYLOAD;
         class.xcl_ident = T::IDENT as c_int;
-        // SAFETY: per the contract, nobody else reads or writes the slot;
-        // `svc_reg_xprt_class` initialises the list head.
-        unsafe {
-            slot.storage.get().write(class);
-            *slot.class.get() = Some(TypeId::of::<T>());
-        }
+        class
     }
 }
 
 impl<T: SvcTransport> Drop for SvcClassRegistration<T> {
     fn drop(&mut self) {
-        let slot = T::SLOT.get();
         // SAFETY: registered by `new` (type invariant); the core takes it
         // off its list under its lock. Transports of the class keep
         // pointing at module memory that stays.
-        unsafe { sys::svc_unreg_xprt_class(slot.raw()) };
-        slot.state.store(MADE, Ordering::Release);
+        unsafe { sys::svc_unreg_xprt_class(self.claim.raw()) };
+        // SAFETY: unregistered just above; the claim goes with `self`.
+        unsafe { self.claim.end() };
     }
 }
 
