@@ -8,6 +8,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 #include <linux/scatterlist.h>
+#include <linux/highmem.h>
 #include <linux/debugfs.h>
 #include <linux/lwq.h>
 #include <linux/sunrpc/svc.h>
@@ -562,34 +563,79 @@ void rpcrdma_rs_svc_recv_begin(struct svc_rqst *rqstp)
 }
 
 /*
- * Gives @rqstp the call @buf of @len bytes, laid out as the socket
+ * Readies @rqstp for a call of @len bytes, laid out as the socket
  * transports do: its first page's worth in the head (rq_pages[0]), the
- * rest from offset 0 of the following pages, nothing in the tail; the
- * reply's pages after the call's on a kernel whose arrays are shared
- * (6.12: a separate array on 7.x is left alone). The transport's
- * addresses, IPPROTO_MAX as svcrdma, RQ_SECURE set and RQ_LOCAL cleared
- * (the thread's last request may have been another transport's).
- * -EMSGSIZE, and nothing copied, if the call does not fit.
+ * rest from offset 0 of the following pages, nothing in the tail.
+ * -EMSGSIZE if the call does not fit the pages svc_alloc_arg() gave
+ * rq_arg. The caller then writes all @len bytes with
+ * rpcrdma_rs_svc_recv_put() and ends with rpcrdma_rs_svc_recv_done().
  */
-int rpcrdma_rs_svc_recv_call(struct svc_rqst *rqstp, const u8 *buf, u32 len)
+int rpcrdma_rs_svc_recv_room(struct svc_rqst *rqstp, u32 len)
 {
 	struct xdr_buf *arg = &rqstp->rq_arg;
 	u32 head = min_t(u32, len, PAGE_SIZE);
-	u32 rest = len - head;
-	u32 npages = DIV_ROUND_UP(rest, PAGE_SIZE);
-	u32 i;
 
-	/* svc_alloc_arg() gave rq_arg all the thread's call pages. */
-	if (arg->head[0].iov_len < head || rest > arg->page_len || arg->page_base)
+	if (!len || arg->head[0].iov_len < head || len - head > arg->page_len ||
+	    arg->page_base)
 		return -EMSGSIZE;
-	memcpy(arg->head[0].iov_base, buf, head);
-	for (i = 0; i < npages; i++) {
-		u32 l = min_t(u32, rest - i * PAGE_SIZE, PAGE_SIZE);
+	return 0;
+}
 
-		memcpy(page_address(arg->pages[i]), buf + head + i * PAGE_SIZE, l);
+/*
+ * Writes @len bytes of @buf (zeros if @buf is NULL) at offset @at of the
+ * call rpcrdma_rs_svc_recv_room() readied: @at + @len is within its
+ * length (the caller's word).
+ */
+void rpcrdma_rs_svc_recv_put(struct svc_rqst *rqstp, u32 at, const u8 *buf, u32 len)
+{
+	struct xdr_buf *arg = &rqstp->rq_arg;
+
+	while (len) {
+		u32 off = at < PAGE_SIZE ? at : (at - PAGE_SIZE) % PAGE_SIZE;
+		u32 n = min_t(u32, len, PAGE_SIZE - off);
+		u8 *dst = at < PAGE_SIZE ? (u8 *)arg->head[0].iov_base + off :
+			(u8 *)page_address(arg->pages[(at - PAGE_SIZE) / PAGE_SIZE]) + off;
+
+		if (buf) {
+			memcpy(dst, buf, n);
+			buf += n;
+		} else {
+			memset(dst, 0, n);
+		}
+		at += n;
+		len -= n;
 	}
+}
+
+/*
+ * As rpcrdma_rs_svc_recv_put(), from @len bytes at @offset of @page
+ * (inside it: the caller's word).
+ */
+void rpcrdma_rs_svc_recv_put_page(struct svc_rqst *rqstp, u32 at, struct page *page,
+				  u32 offset, u32 len)
+{
+	u8 *src = kmap_local_page(page);
+
+	rpcrdma_rs_svc_recv_put(rqstp, at, src + offset, len);
+	kunmap_local(src);
+}
+
+/*
+ * Ends the call of @len bytes rpcrdma_rs_svc_recv_room() readied and
+ * rpcrdma_rs_svc_recv_put() wrote: rq_arg's lengths; the reply's pages
+ * after the call's on a kernel whose arrays are shared (6.12: a separate
+ * array on 7.x is left alone); the transport's addresses, IPPROTO_MAX as
+ * svcrdma, RQ_SECURE set and RQ_LOCAL cleared (the thread's last request
+ * may have been another transport's).
+ */
+void rpcrdma_rs_svc_recv_done(struct svc_rqst *rqstp, u32 len)
+{
+	struct xdr_buf *arg = &rqstp->rq_arg;
+	u32 head = min_t(u32, len, PAGE_SIZE);
+	u32 npages = DIV_ROUND_UP(len - head, PAGE_SIZE);
+
 	arg->head[0].iov_len = head;
-	arg->page_len = rest;
+	arg->page_len = len - head;
 	arg->tail[0].iov_base = NULL;
 	arg->tail[0].iov_len = 0;
 	arg->len = len;
@@ -602,5 +648,4 @@ int rpcrdma_rs_svc_recv_call(struct svc_rqst *rqstp, const u8 *buf, u32 len)
 	svc_xprt_copy_addrs(rqstp, rqstp->rq_xprt);
 	set_bit(RQ_SECURE, &rqstp->rq_flags);
 	clear_bit(RQ_LOCAL, &rqstp->rq_flags);
-	return 0;
 }

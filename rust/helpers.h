@@ -149,6 +149,10 @@ void rpcrdma_rs_svc_xprt_uninit(struct svc_xprt *xprt, bool core);
 void rpcrdma_rs_svc_xprt_set_flag(struct svc_xprt *xprt, unsigned int bit);
 void rpcrdma_rs_svc_xprt_clear_flag(struct svc_xprt *xprt, unsigned int bit);
 void rpcrdma_rs_svc_recv_begin(struct svc_rqst *rqstp);
-int rpcrdma_rs_svc_recv_call(struct svc_rqst *rqstp, const u8 *buf, u32 len);
+int rpcrdma_rs_svc_recv_room(struct svc_rqst *rqstp, u32 len);
+void rpcrdma_rs_svc_recv_put(struct svc_rqst *rqstp, u32 at, const u8 *buf, u32 len);
+void rpcrdma_rs_svc_recv_put_page(struct svc_rqst *rqstp, u32 at, struct page *page,
+				  u32 offset, u32 len);
+void rpcrdma_rs_svc_recv_done(struct svc_rqst *rqstp, u32 len);
 
 #endif /* RPCRDMA_RS_HELPERS_H */

@@ -28,7 +28,7 @@ MODULE_PARM_DESC(max_inline_write,
 static bool server;
 module_param(server, bool, 0444);
 MODULE_PARM_DESC(server,
-		 "Register the 'rdma' server transport class, so that knfsd serves NFS over rpcrdma_rs (experimental: no Read chunks yet; default off)");
+		 "Register the 'rdma' server transport class, so that knfsd serves NFS over rpcrdma_rs (experimental; default off)");
 
 static unsigned int probe_interval = 5;
 module_param(probe_interval, uint, 0644);

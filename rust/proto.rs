@@ -26,6 +26,9 @@ pub mod xchar;
 #[path = "proto/src/plan.rs"]
 pub mod plan;
 
+#[path = "proto/src/responder.rs"]
+pub mod responder;
+
 #[path = "proto/src/credits.rs"]
 pub mod credits;
 

@@ -103,7 +103,7 @@ impl kernel::Module for RpcRdma {
                     e.to_errno()
                 );
             })?;
-            pr_info!("RPC-over-RDMA server transport {} registered (experimental: no Read chunks yet)\n", VERSION);
+            pr_info!("RPC-over-RDMA server transport {} registered (experimental)\n", VERSION);
             Some(r)
         } else {
             None

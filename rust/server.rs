@@ -2,23 +2,27 @@
 
 //! The server side of RPC-over-RDMA (svcrdma's role): the `rdma` server
 //! transport class knfsd serves over, on the same [`verbs`](crate::verbs)
-//! layer as the client. Documentation/server.rst is its design; this is
-//! its first step: listeners, connections accepted from a server thread
-//! with RFC 8797 private data, and calls and replies carried inline,
-//! copied between the Receive and Send buffers and the thread's pages.
+//! layer as the client. Documentation/server.rst is its design and says
+//! how far it is built: listeners, connections accepted from a server
+//! thread with RFC 8797 private data, calls inline or with Read chunks
+//! (pulled by RDMA Read), replies inline, in Write chunks or in the Reply
+//! chunk (pushed by RDMA Write).
 //!
 //! - [`xprt`]: the transport object (a listener or a connection) and the
 //!   class the core calls.
 //! - [`listen`]: listeners and the queue of connection requests.
 //! - [`accept`]: accepting a connection: private data, queues, credits.
 //! - [`recv`]: Receives held until a thread takes their call.
-//! - [`reply`]: replies, and RDMA_ERROR for what cannot be carried yet.
+//! - [`read_chunk`]: calls with Read chunks and Long Calls, pulled by RDMA Read.
+//! - [`reply`]: replies, RDMA Writes of Write and Reply chunks, and
+//!   RDMA_ERROR for what cannot be carried.
 //! - [`ring`]: the fixed-room queues those use.
 
 #![deny(unsafe_code)]
 
 mod accept;
 mod listen;
+mod read_chunk;
 mod recv;
 mod reply;
 mod ring;

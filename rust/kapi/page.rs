@@ -235,6 +235,11 @@ impl OwnedPage {
         PageRef { ptr: self.ptr, owner: ANY_OWNER, _life: PhantomData }
     }
 
+    /// The page's `struct page`, for kapi's helpers.
+    pub(in crate::kapi) fn as_raw(&self) -> *mut sys::page {
+        self.ptr.as_ptr()
+    }
+
     /// Copies `src` into the page at `offset`.
     pub(crate) fn write(&self, offset: usize, src: &[u8]) -> kernel::error::Result {
         // SAFETY: `src` is readable for its length; `write_raw` checks that

@@ -14,11 +14,17 @@ use super::{
 use crate::{
     kapi::svc::NewXprt,
     proto::cm::{self, PrivateData},
-    verbs::{Connection, QpConfig},
+    verbs::{Connection, QpConfig, MAX_SEND_SGES},
 };
 
 /// Credits granted to each client: the Receives a connection has.
 const CREDITS: u32 = 32;
+
+/// Most RDMA Reads a connection has in flight (svcrdma's default too).
+const MAX_READS: u32 = 16;
+
+/// Send Queue slots of a connection (see [`config`]).
+const SEND_WRS: usize = 4 * CREDITS as usize;
 
 /// Bytes of a Receive buffer: the largest call taken inline.
 const INLINE_RECV: u32 = 4096;
@@ -27,21 +33,25 @@ const INLINE_RECV: u32 = 4096;
 const INLINE_SEND: u32 = 4096;
 
 /// Queues for a connection: one Receive per credit, as many Send buffers
-/// (a reply per call in flight) and R/W operations (a reply's RDMA Writes
-/// each), no memory regions (the server registers nothing: the R/W API
-/// maps its pages).
-fn config() -> QpConfig {
+/// (a reply per call in flight) and R/W operations (a call's RDMA Reads,
+/// a reply's RDMA Writes), no memory regions (the server registers
+/// nothing: the R/W API maps its pages). The Send Queue takes the Sends
+/// and the R/W operations' work requests, each of which carries up to
+/// [`MAX_SEND_SGES`] pages, or the device's `max_send_sge` if fewer (a
+/// 1 MiB payload takes 32 on rxe): room for several such beside the
+/// Sends; more wait for room.
+fn config(max_send_sge: u32) -> QpConfig {
     QpConfig {
         send_bufs: CREDITS as usize,
         send_buf_size: INLINE_SEND as usize,
-        send_sges: 1,
+        send_sges: MAX_SEND_SGES.min(max_send_sge as usize).max(1),
         recv_bufs: CREDITS as usize,
         recv_batch: 1,
         recv_buf_size: INLINE_RECV as usize,
         mrs: 0,
         max_mrs: 0,
         mr_pages: 1,
-        send_wrs: CREDITS as usize,
+        send_wrs: SEND_WRS,
         max_send_regs: 0,
         rdma_ctxs: CREDITS,
         signal_interval: 1,
@@ -68,7 +78,12 @@ pub(super) fn accept(x: &ServerXprt, l: &ListenState, new: NewXprt<'_, ServerXpr
     // Our buffers' sizes (RFC 8797: each side's own; the client takes the
     // smaller of its own and ours).
     let pdata = PrivateData::new(INLINE_SEND, INLINE_RECV, false).to_bytes();
-    match Connection::accept(req, conn_x.clone(), config(), &pdata, 0) {
+    // RDMA Reads in flight (for Read chunks): as many as the client's
+    // responder resources and our device allow, at most `MAX_READS`.
+    let caps = req.device_caps().ok();
+    let sges = caps.map_or(1, |c| c.max_send_sge);
+    let ord = caps.map_or(0, |c| c.max_qp_init_rd_atom).min(u32::from(req.initiator_depth())).min(MAX_READS);
+    match Connection::accept(req, conn_x.clone(), config(sges), &pdata, ord as u8) {
         Ok(c) => {
             let c = Arc::new(c, GFP_KERNEL).ok()?;
             if let Role::Conn(s) = &conn_x.role {

@@ -12,9 +12,17 @@ use kernel::{
     sync::{Arc, CondVar, SpinLock},
 };
 
-use super::{reply, ring::Ring, xprt::ServerXprt};
+use super::{
+    read_chunk::{Pull, Pulled},
+    reply,
+    ring::Ring,
+    xprt::ServerXprt,
+};
 use crate::{
-    kapi::svc::{RecvRqst, XptFlag},
+    kapi::{
+        ratelimit::RateLimit,
+        svc::{RecvRqst, XptFlag},
+    },
     proto::v1,
     verbs::{Completion, Connection, HeldRecv, Live, Received},
 };
@@ -71,7 +79,7 @@ pub(crate) struct CallChunks {
 impl CallChunks {
     /// The chunks of a call's header, kept; `None` if there are more
     /// chunks or segments than this server takes, or no memory.
-    fn of(chunks: &v1::Chunks<'_>) -> Option<KBox<Self>> {
+    pub(super) fn of(chunks: &v1::Chunks<'_>) -> Option<KBox<Self>> {
         let reply = match &chunks.reply {
             Some(r) => segments(r)?,
             None => KVec::new(),
@@ -132,6 +140,8 @@ fn segments(r: &v1::SegmentArray<'_>) -> Option<KVec<v1::Segment>> {
 enum Taken {
     /// The thread has the call.
     Call,
+    /// The call's Read chunks are to be pulled, then the thread has it.
+    Pull(KBox<Pull>),
     /// Nothing to do (not a call).
     Nothing,
     /// RDMA_ERROR ERR_CHUNK is owed for the call with this XID (its
@@ -216,8 +226,28 @@ impl ConnState {
         if conn.release_held(h).is_err() {
             x.svc().close_later();
         }
+        let taken = match taken {
+            Taken::Pull(p) => match p.run(self, &conn, rq) {
+                Ok(Pulled::Call) => Taken::Call,
+                Ok(Pulled::ErrChunk(xid)) => Taken::ErrChunk(xid),
+                // The call is lost: the client sends it again once
+                // reconnected.
+                Err(e) => {
+                    static MSG: RateLimit = RateLimit::new();
+                    if MSG.allow() {
+                        pr_warn!(
+                            "rdma server: cannot pull a call's Read chunks (error {}): closing the connection\n",
+                            e.to_errno()
+                        );
+                    }
+                    x.svc().close_later();
+                    return;
+                }
+            },
+            t => t,
+        };
         let sent = match taken {
-            Taken::Call | Taken::Nothing => Ok(()),
+            Taken::Call | Taken::Nothing | Taken::Pull(_) => Ok(()),
             Taken::ErrChunk(xid) => reply::send_error_chunk(&conn, xid, self.credits),
             Taken::ErrVers(xid) => reply::send_error_vers(&conn, xid, self.credits),
         };
@@ -258,9 +288,13 @@ impl ConnState {
                         Err(_) => Taken::ErrChunk(h.xid),
                     }
                 }
-                // Read chunks: not carried yet (Documentation/server.rst,
-                // step 2).
-                v1::Body::Msg(_) | v1::Body::NoMsg(_) | v1::Body::Msgp { .. } => Taken::ErrChunk(h.xid),
+                // Data items in Read chunks (RDMA_MSG), or the whole call
+                // in a position-zero one (RDMA_NOMSG, a Long Call): checked
+                // and planned now, pulled once the Receive is back.
+                v1::Body::Msg(chunks) => Self::pull(h.xid, &chunks, Some(call)),
+                v1::Body::NoMsg(chunks) if !chunks.reads.is_empty() => Self::pull(h.xid, &chunks, None),
+                // RDMA_NOMSG without a call in it; RFC 5666's RDMA_MSGP.
+                v1::Body::NoMsg(_) | v1::Body::Msgp { .. } => Taken::ErrChunk(h.xid),
                 // Not calls.
                 v1::Body::Done | v1::Body::Error(_) => Taken::Nothing,
             },
@@ -268,6 +302,15 @@ impl ConnState {
             // A header that does not decode, whose XID can be read:
             // ERR_CHUNK, as svcrdma answers; none at all: dropped.
             Err(_) => v1::peek(msg).map_or(Taken::Nothing, |p| Taken::ErrChunk(p.xid)),
+        }
+    }
+
+    /// A call with Read chunks, for [`Pull::run`]; ERR_CHUNK for chunks
+    /// it cannot carry.
+    fn pull(xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>) -> Taken {
+        match Pull::of(xid, chunks, inline) {
+            Some(p) => Taken::Pull(p),
+            None => Taken::ErrChunk(xid),
         }
     }
 

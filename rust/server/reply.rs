@@ -15,17 +15,17 @@ use super::{
 use crate::{
     kapi::{
         errno,
-        page::{OwnedPages, Outbound, PageRef},
+        page::{Dir, OwnedPages, Outbound, PageRef},
         svc::SendRqst,
         PAGE_SIZE,
     },
-    proto::v1,
+    proto::{responder, v1},
     verbs::{Connection, Copying, Lender, Mapping, RwSeg, SendWriter},
 };
 
 /// How long a reply waits for a Send buffer before the connection is
 /// given up.
-const SEND_WAIT_MS: u32 = 10_000;
+pub(super) const SEND_WAIT_MS: u32 = 10_000;
 
 impl ConnState {
     /// Sends the reply of `x`'s request `rq`: its result payloads written
@@ -131,7 +131,8 @@ impl ConnState {
                 skip.push((at, end), GFP_KERNEL)?;
             }
         }
-        let inline = inline_ranges(len, &skip)?;
+        let mut inline = KVec::from_elem((0u32, 0u32), skip.len() + 1, GFP_KERNEL)?;
+        let parts = responder::inline_ranges(len, &skip, &mut inline).map_err(|_| EINVAL)?;
         let mut all_pieces = KVec::with_capacity(returned.len(), GFP_KERNEL)?;
         for (ret, p) in returned.iter().zip(pages.iter()) {
             all_pieces.push(pieces(p, ret)?, GFP_KERNEL)?;
@@ -150,7 +151,7 @@ impl ConnState {
                 let b = b.get_mut(..max.min(b.len())).unwrap_or_default();
                 let chunks = v1::ChunkLists { reads: &[], writes: &lists, reply: None };
                 let mut n = v1::encode_msg(b, xid, credits, &chunks).map_err(|_| EINVAL)?;
-                for &(from, to) in inline.iter() {
+                for &(from, to) in inline.iter().take(parts) {
                     let part = b.get_mut(n..n + (to - from) as usize).ok_or_else(errno::EMSGSIZE)?;
                     rq.copy_reply_at(from, part)?;
                     n += part.len();
@@ -234,14 +235,14 @@ fn copy_out(rq: &SendRqst<'_, CallChunks>, at: u32, len: u32) -> Result<OwnedPag
     Ok(pages)
 }
 
-/// The local side of one segment of an RDMA Write: (page, offset,
+/// The local side of one segment of an RDMA Read or Write: (page, offset,
 /// length) pieces, each inside its page, in order.
-type Pieces<'p> = KVec<(PageRef<'p, Outbound>, u32, u32)>;
+pub(super) type Pieces<'p, D> = KVec<(PageRef<'p, D>, u32, u32)>;
 
-/// The local side of each segment of the returned chunk `segs`, whose
-/// bytes `pages` holds from its start in order: per segment, its pieces
-/// (page, offset, length), each inside one page.
-fn pieces<'p>(pages: &'p OwnedPages, segs: &[v1::Segment]) -> Result<KVec<Pieces<'p>>> {
+/// The local side of each segment of the chunk `segs`, whose bytes
+/// `pages` holds (or takes) from its start in order: per segment, its
+/// pieces (page, offset, length), each inside one page.
+pub(super) fn pieces<'p, D: Dir>(pages: &'p OwnedPages, segs: &[v1::Segment]) -> Result<KVec<Pieces<'p, D>>> {
     let mut all = KVec::with_capacity(segs.len(), GFP_KERNEL)?;
     let mut pos = 0u32;
     for seg in segs {
@@ -250,7 +251,7 @@ fn pieces<'p>(pages: &'p OwnedPages, segs: &[v1::Segment]) -> Result<KVec<Pieces
         while left > 0 {
             let (page, off) = ((pos / PAGE_SIZE) as usize, pos % PAGE_SIZE);
             let take = left.min(PAGE_SIZE - off);
-            v.push((pages.page(page).ok_or(EINVAL)?.page_ref::<Outbound>(), off, take), GFP_KERNEL)?;
+            v.push((pages.page(page).ok_or(EINVAL)?.page_ref::<D>(), off, take), GFP_KERNEL)?;
             pos += take;
             left -= take;
         }
@@ -259,40 +260,17 @@ fn pieces<'p>(pages: &'p OwnedPages, segs: &[v1::Segment]) -> Result<KVec<Pieces
     Ok(all)
 }
 
-/// Adds to `out` an RDMA Write for each segment of `segs` that takes
-/// bytes, from its `pieces`.
-fn add_segments<'a, 'p>(
-    out: &mut KVec<RwSeg<'a, 'p, Outbound>>,
+/// Adds to `out` an RDMA Write or Read for each segment of `segs` that
+/// takes bytes, from or into its `pieces`.
+pub(super) fn add_segments<'a, 'p, D: Dir>(
+    out: &mut KVec<RwSeg<'a, 'p, D>>,
     segs: &[v1::Segment],
-    pieces: &'a [Pieces<'p>],
+    pieces: &'a [Pieces<'p, D>],
 ) -> Result {
     for (seg, p) in segs.iter().zip(pieces.iter()).filter(|(s, _)| s.length > 0) {
         out.push(RwSeg { rkey: seg.handle, addr: seg.offset, pages: p }, GFP_KERNEL)?;
     }
     Ok(())
-}
-
-/// The parts of a reply of `len` bytes left when the ranges `skip` (start,
-/// end; in increasing order, as the upper layer places payloads) are taken
-/// out: what is sent inline around payloads that went to Write chunks.
-/// Fails with `EINVAL` if the ranges overlap or come out of order. (No
-/// sorting: objtool cannot follow the panic of core's sort.)
-fn inline_ranges(len: u32, skip: &[(u32, u32)]) -> Result<KVec<(u32, u32)>> {
-    let mut out = KVec::with_capacity(skip.len() + 1, GFP_KERNEL)?;
-    let mut pos = 0u32;
-    for &(from, to) in skip.iter() {
-        if from < pos || to < from {
-            return Err(EINVAL);
-        }
-        if from > pos {
-            out.push((pos, from), GFP_KERNEL)?;
-        }
-        pos = to;
-    }
-    if len > pos {
-        out.push((pos, len), GFP_KERNEL)?;
-    }
-    Ok(out)
 }
 
 /// Sends RDMA_ERROR ERR_CHUNK for the call `xid`. An error: the caller

@@ -23,7 +23,7 @@ use crate::{
 const XPRT_TRANSPORT_RDMA: u32 = 256;
 
 /// Most bytes of an RPC's payload (`RPCSVC_MAXPAYLOAD_RDMA` on 6.12).
-const MAX_PAYLOAD: u32 = 1 << 20;
+pub(super) const MAX_PAYLOAD: u32 = 1 << 20;
 
 /// The class's registration slot.
 static SLOT: SvcClassSlot = SvcClassSlot::new();
@@ -164,6 +164,16 @@ impl ConnHandler for ServerXprt {
     }
 
     fn probe_done(&self, _how: Completion) {}
+
+    fn rw_done(&self, _cookie: u64, how: Completion) {
+        // Its Send Queue slots are free again.
+        if let Role::Conn(c) = &self.role {
+            c.sends_freed();
+        }
+        if matches!(how, Completion::Failed(_)) {
+            self.xprt.close_later();
+        }
+    }
 
     fn counters(&self) -> &'static VerbsCounters {
         &super::COUNTERS

@@ -73,6 +73,7 @@ impl Device {
             max_qp_wr: u32::try_from(attrs.max_qp_wr).unwrap_or(0),
             max_send_sge: u32::try_from(attrs.max_send_sge).unwrap_or(0),
             max_qp_rd_atom: u32::try_from(attrs.max_qp_rd_atom).unwrap_or(0),
+            max_qp_init_rd_atom: u32::try_from(attrs.max_qp_init_rd_atom).unwrap_or(0),
             frwr: attrs.device_cap_flags & (sys::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64) != 0,
             max_fast_reg_pages: attrs.max_fast_reg_page_list_len,
         }
@@ -129,6 +130,9 @@ pub(crate) struct DeviceCaps {
     pub(crate) max_send_sge: u32,
     /// Largest number of RDMA Reads the device accepts in flight per QP.
     pub(crate) max_qp_rd_atom: u32,
+    /// Largest number of RDMA Reads a QP of the device may have in flight
+    /// as their initiator.
+    pub(crate) max_qp_init_rd_atom: u32,
     /// The device supports fast registration (FRWR).
     pub(crate) frwr: bool,
     /// Most pages one fast registration may cover.

@@ -18,7 +18,10 @@ use kernel::{
     prelude::*,
 };
 
-use super::cm::{CmEvent, CmId};
+use super::{
+    cm::{CmEvent, CmId},
+    device::{Device, DeviceCaps},
+};
 use crate::{
     kapi::{
         cell::RawPin,
@@ -55,6 +58,9 @@ struct Pending {
     handler_task: AtomicPtr<c_void>,
     private_data: [u8; MAX_PRIVATE_DATA],
     private_len: usize,
+    /// RDMA Reads the peer lets us have in flight (its responder
+    /// resources, as the CM reports them to the passive side).
+    initiator_depth: u8,
     /// The request's addresses: ours (where it arrived) and the peer's.
     local: sys::__kernel_sockaddr_storage,
     remote: sys::__kernel_sockaddr_storage,
@@ -93,6 +99,28 @@ impl ConnRequest {
         let p = unsafe { self.pending.as_ref() };
         // SAFETY: as above: live for the borrow of `self`.
         unsafe { (SockAddr::from_raw(&p.local), SockAddr::from_raw(&p.remote)) }
+    }
+
+    /// The capabilities of the device the request arrived on.
+    pub(crate) fn device_caps(&self) -> Result<DeviceCaps> {
+        // SAFETY: the id is live and the request's (type invariant); a
+        // request's id is bound to the device it arrived on, which stays
+        // registered while the id holds it.
+        let device = unsafe { (*self.id.as_ptr()).device };
+        if device.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: as above, for the borrow of `self`.
+        Ok(unsafe { Device::from_raw(device) }.caps())
+    }
+
+    /// How many RDMA Reads the peer lets this side have in flight on the
+    /// connection (its responder resources): at most what to accept with
+    /// as our initiator depth.
+    pub(crate) fn initiator_depth(&self) -> u8 {
+        // SAFETY: `pending` is live (type invariant); the field is written
+        // once, before the request is handed out.
+        unsafe { self.pending.as_ref() }.initiator_depth
     }
 
     /// The peer's private data.
@@ -292,6 +320,10 @@ unsafe extern "C" fn listen_handler<A: Acceptor>(id: *mut sys::rdma_cm_id, event
         handler_task: AtomicPtr::new(unsafe { sys::rpcrdma_rs_current_task() }),
         private_data: [0; MAX_PRIVATE_DATA],
         private_len: pdata.len().min(MAX_PRIVATE_DATA),
+        // SAFETY: a CONNECT_REQUEST of a connected (RC) service carries
+        // its parameters in the `conn` member, plain data valid for the
+        // handler.
+        initiator_depth: unsafe { ev.param.conn.initiator_depth },
         // SAFETY: the request's id is live for the handler; rdma_cm set
         // its route's addresses before the CONNECT_REQUEST event.
         local: unsafe { (*id.as_ptr()).route.addr.src_addr },

@@ -14,11 +14,20 @@ use core::marker::PhantomData;
 
 use kernel::{
     alloc::KBox,
-    error::{code::EBUSY, Result},
+    error::{
+        code::{EBUSY, EINVAL},
+        Result,
+    },
     ffi::{c_int, c_void},
 };
 
-use crate::{kapi::errno, sys};
+use crate::{
+    kapi::{
+        errno,
+        page::{self, OwnedPage},
+    },
+    sys,
+};
 
 /// A thread's request in `recvfrom`, for the call it is to get, with a
 /// context of type `C` for the call's `sendto`.
@@ -66,21 +75,40 @@ impl<C: Send + 'static> RecvRqst<'_, C> {
         unsafe { sys::svc_xprt_received((*self.raw).rq_xprt) };
     }
 
-    /// Gives the thread `msg`, one RPC call (once): copied into the
-    /// thread's own pages as the kernel's socket transports lay it out,
-    /// with the transport's addresses, `RQ_SECURE` set and `RQ_LOCAL`
-    /// cleared. Fails with `EMSGSIZE` if the call does not fit the
-    /// thread's pages (or is empty), `EBUSY` if the thread has its call.
+    /// Gives the thread `msg`, one RPC call (once): see
+    /// [`RecvRqst::build_call`].
     pub(crate) fn set_call(&mut self, msg: &[u8]) -> Result {
-        let len = u32::try_from(msg.len()).ok().filter(|&l| l > 0 && l <= c_int::MAX as u32);
-        let len = len.ok_or_else(errno::EMSGSIZE)?;
+        let len = u32::try_from(msg.len()).map_err(|_| errno::EMSGSIZE())?;
+        self.build_call(len, |w| w.bytes(msg))
+    }
+
+    /// Gives the thread a call of `len` bytes (once), which `fill` writes
+    /// in order, piece by piece, into the thread's own pages as the
+    /// kernel's socket transports lay a call out; with the transport's
+    /// addresses, `RQ_SECURE` set and `RQ_LOCAL` cleared. Fails with
+    /// `EMSGSIZE` if the call does not fit the thread's pages (or is
+    /// empty), `EBUSY` if the thread has its call; with `fill`'s error, or
+    /// `EINVAL` if it wrote other than `len` bytes: then the thread has no
+    /// call.
+    pub(crate) fn build_call(&mut self, len: u32, fill: impl FnOnce(&mut CallWriter<'_>) -> Result) -> Result {
+        if len == 0 || len > c_int::MAX as u32 {
+            return Err(errno::EMSGSIZE());
+        }
         if self.len != 0 {
             return Err(EBUSY);
         }
-        // SAFETY: the request is the thread's (type invariant); `msg` is
-        // readable for its length, and the helper copies at most that into
-        // the thread's pages, checking their room.
-        kernel::error::to_result(unsafe { sys::rpcrdma_rs_svc_recv_call(self.raw, msg.as_ptr(), len) })?;
+        // SAFETY: the request is the thread's (type invariant); the helper
+        // only reads its call buffer's sizes.
+        kernel::error::to_result(unsafe { sys::rpcrdma_rs_svc_recv_room(self.raw, len) })?;
+        // INVARIANT: the room for `len` bytes was just checked.
+        let mut w = CallWriter { raw: self.raw, at: 0, len, _life: PhantomData };
+        fill(&mut w)?;
+        if w.at != len {
+            return Err(EINVAL);
+        }
+        // SAFETY: the request is the thread's; its call's `len` bytes are
+        // written (`fill` wrote them all, checked just above).
+        unsafe { sys::rpcrdma_rs_svc_recv_done(self.raw, len) };
         self.len = len;
         Ok(())
     }
@@ -105,6 +133,64 @@ impl<C: Send + 'static> RecvRqst<'_, C> {
         self.release_xprt();
         // At most `c_int::MAX` (`set_call`).
         self.len as c_int
+    }
+}
+
+/// Writes a call into a thread's pages, in order ([`RecvRqst::build_call`]).
+///
+/// # Invariants
+///
+/// `raw` is the thread's request, exclusively the writer's while it
+/// lives, its call buffer checked to have room for `len` bytes; `at <=
+/// len` bytes are written.
+pub(crate) struct CallWriter<'r> {
+    raw: *mut sys::svc_rqst,
+    at: u32,
+    len: u32,
+    _life: PhantomData<&'r mut sys::svc_rqst>,
+}
+
+impl CallWriter<'_> {
+    /// Room for `n` more bytes, or `EINVAL`.
+    fn take(&mut self, n: usize) -> Result<(u32, u32)> {
+        let n = u32::try_from(n).map_err(|_| EINVAL)?;
+        match self.at.checked_add(n) {
+            Some(end) if end <= self.len => {
+                let at = core::mem::replace(&mut self.at, end);
+                Ok((at, n))
+            }
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// Appends `b`. Fails with `EINVAL` past the call's length.
+    pub(crate) fn bytes(&mut self, b: &[u8]) -> Result {
+        let (at, n) = self.take(b.len())?;
+        // SAFETY: `at + n` is within the room checked for the call (type
+        // invariant, `take`); `b` is readable for `n` bytes.
+        unsafe { sys::rpcrdma_rs_svc_recv_put(self.raw, at, b.as_ptr(), n) };
+        Ok(())
+    }
+
+    /// Appends `n` zero bytes. Fails with `EINVAL` past the call's length.
+    pub(crate) fn zeros(&mut self, n: u32) -> Result {
+        let (at, n) = self.take(n as usize)?;
+        // SAFETY: as in `bytes`; a null source writes zeros.
+        unsafe { sys::rpcrdma_rs_svc_recv_put(self.raw, at, core::ptr::null(), n) };
+        Ok(())
+    }
+
+    /// Appends `len` bytes of `page` from `offset`. Fails with `EINVAL`
+    /// past the page's end or the call's length.
+    pub(crate) fn page(&mut self, page: &OwnedPage, offset: u32, len: u32) -> Result {
+        if !page::in_page(offset, len) {
+            return Err(EINVAL);
+        }
+        let (at, n) = self.take(len as usize)?;
+        // SAFETY: as in `bytes`; the bytes lie inside the page (checked),
+        // which `page` keeps allocated.
+        unsafe { sys::rpcrdma_rs_svc_recv_put_page(self.raw, at, page.as_raw(), offset, n) };
+        Ok(())
     }
 }
 

@@ -17,6 +17,7 @@ pub mod v1;
 pub mod v2;
 pub mod xchar;
 pub mod plan;
+pub mod responder;
 pub mod credits;
 pub mod stats;
 

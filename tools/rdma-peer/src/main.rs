@@ -741,12 +741,12 @@ impl Peer {
             let e = if is_v2 { words(&[xid, 2, grant, 4, 2]) } else { words(&[xid, 1, grant, 4, 2]) };
             conn.send_chain(&e, None, &[], true)
         };
-        let mut pieces = Vec::new();
+        let mut data = Vec::new();
         for ch in chunks.reads.chunks() {
             let segs: Vec<Remote> = ch.segments.iter().map(|r| remote(&r.segment, r.segment.length as usize)).collect();
-            pieces.push((ch.position, conn.read_remote(&segs)?));
+            data.push(conn.read_remote(&segs)?);
         }
-        let Some(call) = proxy::assemble(inline, &pieces) else {
+        let Some(call) = proxy::assemble(inline, &chunks.reads, &data) else {
             self.log.line(&format!("xid={xid:#x}: Read chunk positions do not fit the call"));
             return err_chunk(conn).map(|_| None);
         };

@@ -15,7 +15,10 @@ use std::{
     time::Duration,
 };
 
-use rpcrdma_proto::v1;
+use rpcrdma_proto::{
+    responder::{self, CallPiece},
+    v1,
+};
 
 /// A TCP connection to the RPC server the calls are passed on to.
 pub struct Upstream {
@@ -95,23 +98,26 @@ pub const fn pad4(n: usize) -> usize {
     (n + 3) & !3
 }
 
-/// Rebuilds a call's XDR stream from its inline part and the data of its
-/// Read chunks (`(position, bytes)`, in position order): each chunk's bytes
-/// go in at their position, followed by XDR padding (the requester leaves
-/// the roundup out of the chunk), and the inline part goes on after them.
-/// `None` if the positions do not fit the inline part.
-pub fn assemble(inline: &[u8], chunks: &[(u32, Vec<u8>)]) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(inline.len() + chunks.iter().map(|c| c.1.len() + 3).sum::<usize>());
-    let mut cur = 0usize;
-    for (pos, data) in chunks {
-        let pos = *pos as usize;
-        let take = pos.checked_sub(out.len())?;
-        out.extend_from_slice(inline.get(cur..cur.checked_add(take)?)?);
-        cur += take;
-        out.extend_from_slice(data);
-        out.resize(pad4(out.len()), 0);
+/// Rebuilds a call from its inline part and the data of its Read chunks
+/// (`data`, one per chunk of `reads`, in the read list's order) as a
+/// responder does ([`responder::plan_call`]): each data item at its
+/// position with its XDR roundup put back, or, when the first chunk is at
+/// position zero, the whole call in that chunk (a Long Call). `None` if
+/// the chunks do not fit the call.
+pub fn assemble(inline: &[u8], reads: &v1::ReadList<'_>, data: &[Vec<u8>]) -> Option<Vec<u8>> {
+    let long = reads.get(0).is_some_and(|r| r.position == 0);
+    let inline_len = if long { None } else { Some(u32::try_from(inline.len()).ok()?) };
+    let mut pieces = vec![CallPiece::Pad(0); responder::max_pieces(reads.chunks().count())];
+    let (n, len) = responder::plan_call(reads, inline_len, u32::MAX, &mut pieces).ok()?;
+    let base: &[u8] = if long { data.first()? } else { inline };
+    let mut out = Vec::with_capacity(len as usize);
+    for p in pieces.get(..n)? {
+        match *p {
+            CallPiece::Base { from, to } => out.extend_from_slice(base.get(from as usize..to as usize)?),
+            CallPiece::Chunk { chunk, len } => out.extend_from_slice(data.get(chunk)?.get(..len as usize)?),
+            CallPiece::Pad(n) => out.resize(out.len() + n as usize, 0),
+        }
     }
-    out.extend_from_slice(inline.get(cur..)?);
     Some(out)
 }
 
@@ -202,15 +208,27 @@ pub fn spread(data_len: usize, chunk: &[v1::Segment]) -> Option<Vec<(std::ops::R
 mod tests {
     use super::*;
 
+    /// A header with read list `reads`, decoded, for `f`.
+    fn with_reads(reads: &[v1::ReadSegment], f: impl FnOnce(&v1::ReadList<'_>)) {
+        let mut buf = vec![0u8; 64 + 24 * reads.len()];
+        let lists = v1::ChunkLists { reads, writes: &[], reply: None };
+        let n = v1::encode_msg(&mut buf, 1, 32, &lists).unwrap();
+        let h = v1::Header::decode(&buf[..n], &v1::Limits::DEFAULT).unwrap();
+        f(&h.body.chunks().unwrap().reads);
+    }
+
     #[test]
     fn assemble_inserts_chunks_with_padding() {
+        let rs = |position, length| v1::ReadSegment { position, segment: v1::Segment { handle: 1, length, offset: 0 } };
         let inline = [1u8, 2, 3, 4, 5, 6, 7, 8];
         // A 5-byte chunk at position 4, then the rest of the inline part.
-        let out = assemble(&inline, &[(4, vec![9, 9, 9, 9, 9])]).unwrap();
-        assert_eq!(out, [1, 2, 3, 4, 9, 9, 9, 9, 9, 0, 0, 0, 5, 6, 7, 8]);
+        with_reads(&[rs(4, 5)], |r| {
+            let out = assemble(&inline, r, &[vec![9, 9, 9, 9, 9]]).unwrap();
+            assert_eq!(out, [1, 2, 3, 4, 9, 9, 9, 9, 9, 0, 0, 0, 5, 6, 7, 8]);
+        });
         // Position zero: the whole message is the chunk.
-        assert_eq!(assemble(&[], &[(0, vec![1, 2, 3, 4])]).unwrap(), [1, 2, 3, 4]);
-        assert!(assemble(&inline, &[(12, vec![1])]).is_none());
+        with_reads(&[rs(0, 4)], |r| assert_eq!(assemble(&[], r, &[vec![1, 2, 3, 4]]).unwrap(), [1, 2, 3, 4]));
+        with_reads(&[rs(12, 1)], |r| assert!(assemble(&inline, r, &[vec![1]]).is_none()));
     }
 
     #[test]

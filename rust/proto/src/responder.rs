@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: GPL-2.0
+//! What a responder works out from a call's chunks before it moves any
+//! data: where each Read chunk's bytes go in the call it rebuilds
+//! ([`plan_call`]: RFC 8166 sections 3.4.5, 3.5.3 and 3.5.3.1), and which
+//! parts of a reply go inline around the result payloads it placed in
+//! Write chunks ([`inline_ranges`]: section 3.5.2's other side).
+//!
+//! Both take what a peer sent as untrusted: every position, length and
+//! order is checked here, before the caller posts an RDMA Read.
+
+use super::v1::ReadList;
+
+/// One piece of a call a responder rebuilds, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallPiece {
+    /// Bytes `from..to` of the call's base: the RPC message sent inline
+    /// (RDMA_MSG), or the data of the position-zero Read chunk, which is
+    /// the read list's first chunk (RDMA_NOMSG, a Long Call).
+    Base {
+        /// First byte.
+        from: u32,
+        /// One past the last byte.
+        to: u32,
+    },
+    /// All `len` bytes of Read chunk `chunk` (its index among the chunks
+    /// [`ReadList::chunks`] yields), at its position.
+    Chunk {
+        /// Index of the chunk in the read list.
+        chunk: usize,
+        /// Its length: the sum of its segments' lengths.
+        len: u32,
+    },
+    /// Zero bytes: the XDR roundup of the chunk just before, which the
+    /// requester leaves out of the chunk (RFC 8166 section 3.4.5.2).
+    Pad(u32),
+}
+
+/// Why a call's Read chunks cannot be placed ([`plan_call`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallError {
+    /// An RDMA_MSG call has a Read chunk at position zero, or an
+    /// RDMA_NOMSG call's first chunk is not at position zero.
+    PositionZero,
+    /// A position is not a multiple of four (XDR items are word-aligned).
+    Unaligned {
+        /// The position.
+        position: u32,
+    },
+    /// A chunk's position is not past the end of the chunk before it
+    /// (chunks come in increasing position order and do not overlap).
+    OutOfOrder {
+        /// The position.
+        position: u32,
+    },
+    /// A position lies beyond the end of the call's base.
+    Beyond {
+        /// The position.
+        position: u32,
+    },
+    /// A Read chunk carries no bytes.
+    Empty,
+    /// The call rebuilt would be longer than the responder takes.
+    TooLong,
+    /// The output has room for fewer pieces than the call needs.
+    NoRoom,
+}
+
+/// Most pieces a call with `chunks` Read chunks needs: before each data
+/// chunk a part of the base, the chunk and its pad, then the base's rest.
+pub const fn max_pieces(chunks: usize) -> usize {
+    chunks.saturating_mul(3).saturating_add(1)
+}
+
+/// Plans the call a responder rebuilds from its base and its Read chunks
+/// `reads`: `inline` is the length of the RPC message sent inline after
+/// an RDMA_MSG header, or `None` for an RDMA_NOMSG header, whose first
+/// chunk, at position zero, carries the message (a Long Call). Every other
+/// chunk is a data item, inserted where its position says: positions count
+/// bytes of the call as rebuilt, each chunk taking its length rounded up
+/// to a multiple of four (the roundup is zeros the responder adds). The
+/// pieces go into the front of `out`; returns how many, and the call's
+/// length, which is at most `max_len`. Nothing about the call is assumed:
+/// positions must be word-aligned, increasing and inside the base, and
+/// every chunk must carry bytes.
+pub fn plan_call(
+    reads: &ReadList<'_>,
+    inline: Option<u32>,
+    max_len: u32,
+    out: &mut [CallPiece],
+) -> Result<(usize, u32), CallError> {
+    let mut chunks = reads.chunks();
+    // The index of the next chunk (`Enumerate` would check its count for
+    // overflow: a panic path).
+    let mut i = 0usize;
+    let base_len = match inline {
+        Some(n) => n,
+        None => match chunks.next() {
+            Some(c) if c.position == 0 => {
+                i = 1;
+                chunk_len(c.segments.total_length())?
+            }
+            _ => return Err(CallError::PositionZero),
+        },
+    };
+    let mut n = 0usize;
+    let mut push = |p: CallPiece| -> Result<(), CallError> {
+        *out.get_mut(n).ok_or(CallError::NoRoom)? = p;
+        n = n.saturating_add(1);
+        Ok(())
+    };
+    // Where the next piece starts, in the base and in the rebuilt call.
+    let (mut base, mut call) = (0u32, 0u64);
+    for c in chunks {
+        let index = i;
+        i = i.saturating_add(1);
+        let position = c.position;
+        if position == 0 {
+            return Err(if inline.is_some() { CallError::PositionZero } else { CallError::OutOfOrder { position } });
+        }
+        if position % 4 != 0 {
+            return Err(CallError::Unaligned { position });
+        }
+        // Base bytes between the end of the last piece and this chunk.
+        let gap = u64::from(position).checked_sub(call).ok_or(CallError::OutOfOrder { position })?;
+        let to = u64::from(base).saturating_add(gap);
+        if to > u64::from(base_len) {
+            return Err(CallError::Beyond { position });
+        }
+        let to = to as u32;
+        if to > base {
+            push(CallPiece::Base { from: base, to })?;
+        }
+        let len = chunk_len(c.segments.total_length())?;
+        push(CallPiece::Chunk { chunk: index, len })?;
+        let pad = len.wrapping_neg() % 4;
+        if pad != 0 {
+            push(CallPiece::Pad(pad))?;
+        }
+        base = to;
+        call = u64::from(position).saturating_add(u64::from(len)).saturating_add(u64::from(pad));
+        if call > u64::from(max_len) {
+            return Err(CallError::TooLong);
+        }
+    }
+    if base_len > base {
+        push(CallPiece::Base { from: base, to: base_len })?;
+        call = call.saturating_add(u64::from(base_len - base));
+    }
+    if call > u64::from(max_len) {
+        return Err(CallError::TooLong);
+    }
+    Ok((n, call as u32))
+}
+
+/// A chunk's length from the sum of its segments: not zero, and small
+/// enough to count in 32 bits.
+fn chunk_len(total: u64) -> Result<u32, CallError> {
+    match u32::try_from(total) {
+        Ok(0) => Err(CallError::Empty),
+        Ok(n) => Ok(n),
+        Err(_) => Err(CallError::TooLong),
+    }
+}
+
+/// Why the inline parts of a reply cannot be computed ([`inline_ranges`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeError {
+    /// Two ranges overlap or come out of order, or one ends before it
+    /// starts or past the reply.
+    Overlap,
+    /// The output has room for fewer ranges than needed.
+    NoRoom,
+}
+
+/// The parts of a reply of `len` bytes left when the ranges `skip` (start,
+/// end; in increasing order, as the upper layer places the result payloads
+/// of one reply) are taken out: what a responder sends inline around the
+/// payloads (each with its XDR pad) it wrote into Write chunks. The parts
+/// go into the front of `out` (room for `skip.len() + 1` always suffices);
+/// returns how many. (No sorting here: the kernel's objtool cannot follow
+/// the panic of core's sort on an inconsistent order.)
+pub fn inline_ranges(len: u32, skip: &[(u32, u32)], out: &mut [(u32, u32)]) -> Result<usize, RangeError> {
+    let mut n = 0usize;
+    let mut pos = 0u32;
+    for &(from, to) in skip.iter() {
+        if from < pos || to < from || to > len {
+            return Err(RangeError::Overlap);
+        }
+        if from > pos {
+            *out.get_mut(n).ok_or(RangeError::NoRoom)? = (pos, from);
+            n = n.saturating_add(1);
+        }
+        pos = to;
+    }
+    if len > pos {
+        *out.get_mut(n).ok_or(RangeError::NoRoom)? = (pos, len);
+        n = n.saturating_add(1);
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::{vec, vec::Vec};
+
+    use super::*;
+    use crate::v1::{encode_msg, ChunkLists, Header, Limits, ReadSegment, Segment};
+
+    /// A header with read list `reads`, decoded: the list as a responder
+    /// sees it.
+    fn decoded(reads: &[ReadSegment], f: impl FnOnce(&ReadList<'_>)) {
+        let mut buf = vec![0u8; 64 + 24 * reads.len()];
+        let lists = ChunkLists { reads, writes: &[], reply: None };
+        let n = encode_msg(&mut buf, 1, 32, &lists).unwrap();
+        let h = Header::decode(&buf[..n], &Limits::DEFAULT).unwrap();
+        f(&h.body.chunks().unwrap().reads);
+    }
+
+    fn rs(position: u32, handle: u32, length: u32) -> ReadSegment {
+        ReadSegment { position, segment: Segment { handle, length, offset: 0x1000 * u64::from(handle) } }
+    }
+
+    fn plan(reads: &[ReadSegment], inline: Option<u32>, max: u32) -> Result<Vec<CallPiece>, CallError> {
+        let mut r = Err(CallError::NoRoom);
+        decoded(reads, |l| {
+            let mut out = vec![CallPiece::Pad(0); max_pieces(l.chunks().count())];
+            r = plan_call(l, inline, max, &mut out).map(|(n, len)| {
+                let pieces = out[..n].to_vec();
+                assert_eq!(len, pieces.iter().map(piece_len).sum::<u32>());
+                pieces
+            });
+        });
+        r
+    }
+
+    fn piece_len(p: &CallPiece) -> u32 {
+        match *p {
+            CallPiece::Base { from, to } => to - from,
+            CallPiece::Chunk { len, .. } => len,
+            CallPiece::Pad(n) => n,
+        }
+    }
+
+    use CallPiece::{Base, Chunk, Pad};
+
+    /// An NFSv3 WRITE as our client and the C client send it: the data in
+    /// one chunk (two segments) at the end of the head, the rest inline.
+    #[test]
+    fn write_data_goes_at_its_position() {
+        let reads = [rs(120, 1, 4096), rs(120, 2, 4096)];
+        assert_eq!(plan(&reads, Some(120), 1 << 20), Ok(vec![Base { from: 0, to: 120 }, Chunk { chunk: 0, len: 8192 }]));
+        // With a tail inline after the data (an NFSv4 COMPOUND's GETATTR).
+        assert_eq!(
+            plan(&reads, Some(148), 1 << 20),
+            Ok(vec![Base { from: 0, to: 120 }, Chunk { chunk: 0, len: 8192 }, Base { from: 120, to: 148 }])
+        );
+    }
+
+    /// Data not a multiple of four gets its roundup back, as zeros, before
+    /// the inline rest; the next chunk's position counts it.
+    #[test]
+    fn roundup_is_put_back() {
+        let reads = [rs(8, 1, 5), rs(20, 2, 3)];
+        assert_eq!(
+            plan(&reads, Some(16), 100),
+            Ok(vec![
+                Base { from: 0, to: 8 },
+                Chunk { chunk: 0, len: 5 },
+                Pad(3),
+                Base { from: 8, to: 12 },
+                Chunk { chunk: 1, len: 3 },
+                Pad(1),
+                Base { from: 12, to: 16 },
+            ])
+        );
+    }
+
+    /// A Long Call: the message is the position-zero chunk; a data chunk
+    /// after it is placed into it.
+    #[test]
+    fn long_call_is_the_position_zero_chunk() {
+        let reads = [rs(0, 1, 3000), rs(0, 2, 2000)];
+        assert_eq!(plan(&reads, None, 1 << 20), Ok(vec![Base { from: 0, to: 5000 }]));
+        let reads = [rs(0, 1, 200), rs(100, 2, 65536)];
+        assert_eq!(
+            plan(&reads, None, 1 << 20),
+            Ok(vec![Base { from: 0, to: 100 }, Chunk { chunk: 1, len: 65536 }, Base { from: 100, to: 200 }])
+        );
+    }
+
+    #[test]
+    fn bad_shapes_are_refused() {
+        // Position zero in RDMA_MSG; none in RDMA_NOMSG.
+        assert_eq!(plan(&[rs(0, 1, 8)], Some(8), 100), Err(CallError::PositionZero));
+        assert_eq!(plan(&[rs(4, 1, 8)], None, 100), Err(CallError::PositionZero));
+        assert_eq!(plan(&[], None, 100), Err(CallError::PositionZero));
+        // A second run at position zero in a Long Call.
+        assert_eq!(plan(&[rs(0, 1, 8), rs(4, 2, 4), rs(0, 3, 4)], None, 100), Err(CallError::OutOfOrder { position: 0 }));
+        assert_eq!(plan(&[rs(6, 1, 8)], Some(8), 100), Err(CallError::Unaligned { position: 6 }));
+        // Decreasing, and overlapping the chunk before.
+        assert_eq!(plan(&[rs(8, 1, 8), rs(4, 2, 8)], Some(8), 100), Err(CallError::OutOfOrder { position: 4 }));
+        assert_eq!(plan(&[rs(4, 1, 8), rs(8, 2, 8)], Some(8), 100), Err(CallError::OutOfOrder { position: 8 }));
+        assert_eq!(plan(&[rs(12, 1, 8)], Some(8), 100), Err(CallError::Beyond { position: 12 }));
+        assert_eq!(plan(&[rs(4, 1, 0)], Some(8), 100), Err(CallError::Empty));
+        assert_eq!(plan(&[rs(0, 1, 0)], None, 100), Err(CallError::Empty));
+        // Too long: 8 inline + 93 of data; and lengths past 32 bits.
+        assert_eq!(plan(&[rs(4, 1, 93)], Some(8), 100), Err(CallError::TooLong));
+        assert_eq!(plan(&[rs(4, 1, 92)], Some(8), 100).map(|p| p.len()), Ok(3));
+        assert_eq!(plan(&[rs(4, 1, u32::MAX), rs(4, 2, 2)], Some(8), u32::MAX), Err(CallError::TooLong));
+        decoded(&[rs(4, 1, 8)], |l| {
+            let mut out = [Pad(0); 2];
+            assert_eq!(plan_call(l, Some(8), 100, &mut out), Err(CallError::NoRoom));
+        });
+    }
+
+    /// Random calls, each cut into a base and data items the way a
+    /// requester does: the plan rebuilds every byte, and never reads the
+    /// base past its end or a chunk other than whole.
+    #[test]
+    fn plans_rebuild_random_calls() {
+        let mut rng = crate::testutil::Rng(0x5e7c_a11);
+        for _ in 0..5_000 {
+            // The call: words, some of them data items of random length.
+            let items = rng.below(4) as usize;
+            let mut call: Vec<u8> = Vec::new();
+            let mut base: Vec<u8> = Vec::new();
+            let mut data: Vec<Vec<u8>> = Vec::new();
+            let mut reads: Vec<ReadSegment> = Vec::new();
+            let nomsg = rng.below(3) == 0;
+            let pz = if nomsg { 1 } else { 0 };
+            for i in 0..=items {
+                for _ in 0..rng.below(6) {
+                    let w = rng.u32().to_be_bytes();
+                    call.extend_from_slice(&w);
+                    base.extend_from_slice(&w);
+                }
+                if i == items || call.is_empty() {
+                    continue;
+                }
+                let len = 1 + rng.below(300) as usize;
+                let d: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                let position = call.len() as u32;
+                call.extend_from_slice(&d);
+                call.resize(call.len().next_multiple_of(4), 0);
+                // Split over one to three segments.
+                let cut = rng.below(len as u64) as u32;
+                let handle = (pz + data.len() + 1) as u32;
+                if cut == 0 {
+                    reads.push(rs(position, handle, len as u32));
+                } else {
+                    reads.push(rs(position, handle, cut));
+                    reads.push(rs(position, handle + 100, len as u32 - cut));
+                }
+                data.push(d);
+            }
+            if nomsg {
+                if base.is_empty() {
+                    base.extend_from_slice(&[0, 0, 0, 1]);
+                    call = base.clone();
+                    data.clear();
+                    reads.clear();
+                }
+                reads.insert(0, rs(0, 1000, base.len() as u32));
+            }
+            let max = call.len() as u32 + rng.below(3) as u32;
+            let got = plan(&reads, if nomsg { None } else { Some(base.len() as u32) }, max);
+            let pieces = got.unwrap_or_else(|e| panic!("{e:?} for {reads:?}"));
+            let mut rebuilt = Vec::new();
+            for p in pieces {
+                match p {
+                    Base { from, to } => rebuilt.extend_from_slice(&base[from as usize..to as usize]),
+                    Chunk { chunk, len } => {
+                        let d = &data[chunk - pz];
+                        assert_eq!(d.len(), len as usize);
+                        rebuilt.extend_from_slice(d);
+                    }
+                    Pad(n) => rebuilt.extend(core::iter::repeat(0).take(n as usize)),
+                }
+            }
+            assert_eq!(rebuilt, call);
+            if !call.is_empty() {
+                let short = call.len() as u32 - 1;
+                assert_eq!(plan(&reads, if nomsg { None } else { Some(base.len() as u32) }, short), Err(CallError::TooLong));
+            }
+        }
+    }
+
+    #[test]
+    fn inline_ranges_skip_payloads() {
+        let mut out = [(0, 0); 4];
+        assert_eq!(inline_ranges(100, &[(8, 20), (40, 60)], &mut out), Ok(3));
+        assert_eq!(&out[..3], &[(0, 8), (20, 40), (60, 100)]);
+        assert_eq!(inline_ranges(100, &[(40, 60), (8, 20)], &mut out), Err(RangeError::Overlap));
+        assert_eq!(inline_ranges(100, &[(0, 100)], &mut out), Ok(0));
+        assert_eq!(inline_ranges(100, &[], &mut out), Ok(1));
+        assert_eq!(out[0], (0, 100));
+        assert_eq!(inline_ranges(100, &[(0, 10), (5, 20)], &mut out), Err(RangeError::Overlap));
+        assert_eq!(inline_ranges(100, &[(10, 5)], &mut out), Err(RangeError::Overlap));
+        assert_eq!(inline_ranges(100, &[(90, 104)], &mut out), Err(RangeError::Overlap));
+        assert_eq!(inline_ranges(100, &[(10, 20)], &mut out[..1]), Err(RangeError::NoRoom));
+    }
+}

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Calls with Read chunks (RFC 8166 section 3.5.3): a call's data items
+//! (an NFS WRITE's payload) in Read chunks at their positions, or the
+//! whole call in a position-zero Read chunk (a Long Call, RDMA_NOMSG).
+//! The chunks are checked and planned while the call's Receive is held
+//! ([`Pull::of`], [`crate::proto::responder::plan_call`]), then, the
+//! Receive given back, pulled by RDMA Read into pages of our own and the
+//! call rebuilt in the thread's pages ([`Pull::run`]).
+
+use kernel::prelude::*;
+
+use super::{
+    recv::{CallChunks, ConnState},
+    reply::{add_segments, pieces, SEND_WAIT_MS},
+    xprt::ServerXprt,
+};
+use crate::{
+    kapi::{
+        errno,
+        page::{Inbound, OwnedPages},
+        svc::{CallWriter, RecvRqst},
+        PAGE_SIZE,
+    },
+    proto::{
+        responder::{self, CallPiece},
+        v1,
+    },
+    verbs::{Completion, Connection, RwSeg},
+};
+
+/// Most Read chunks of a call this server takes: a Long Call's and a data
+/// item's, with room to spare; a call with more gets ERR_CHUNK.
+const MAX_READ_CHUNKS: usize = 4;
+
+/// Most segments of all of a call's Read chunks this server takes.
+const MAX_READ_SEGMENTS: usize = 64;
+
+/// Most bytes of a call rebuilt from Read chunks: a payload and its
+/// header. The thread's pages bound it too ([`RecvRqst::build_call`]).
+const MAX_CALL: u32 = super::xprt::MAX_PAYLOAD + 2 * PAGE_SIZE;
+
+/// A call whose Read chunks are still to be pulled: what its Receive
+/// said, kept once the Receive went back.
+pub(super) struct Pull {
+    xid: u32,
+    /// The RPC message sent inline (RDMA_MSG); empty for a Long Call.
+    inline: KVec<u8>,
+    /// True for a Long Call: the call's base is chunk 0.
+    long: bool,
+    /// Each chunk's segments, in the read list's order.
+    chunks: KVec<KVec<v1::Segment>>,
+    /// How the call is rebuilt: the first `npieces` of these.
+    pieces: KVec<CallPiece>,
+    npieces: usize,
+    /// The call's length, rebuilt.
+    len: u32,
+    /// The Write list and Reply chunk, for the reply.
+    kept: Option<KBox<CallChunks>>,
+}
+
+/// What became of a pulled call.
+pub(super) enum Pulled {
+    /// The thread has the call.
+    Call,
+    /// RDMA_ERROR ERR_CHUNK is owed for the call with this XID: it is
+    /// larger than the thread takes.
+    ErrChunk(u32),
+}
+
+impl Pull {
+    /// The call `xid` whose header has `chunks` with a read list, and
+    /// `inline` its RPC message after an RDMA_MSG header (`None` for
+    /// RDMA_NOMSG), checked and planned; `None` if the chunks cannot be
+    /// carried (ERR_CHUNK is owed) or there is no memory.
+    pub(super) fn of(xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>) -> Option<KBox<Self>> {
+        let reads = &chunks.reads;
+        let count = reads.chunks().count();
+        if count > MAX_READ_CHUNKS || reads.len() > MAX_READ_SEGMENTS {
+            return None;
+        }
+        let inline_len = match inline {
+            Some(m) => Some(u32::try_from(m.len()).ok()?),
+            None => None,
+        };
+        let mut pieces = KVec::from_elem(CallPiece::Pad(0), responder::max_pieces(count), GFP_KERNEL).ok()?;
+        let (n, len) = responder::plan_call(reads, inline_len, MAX_CALL, &mut pieces).ok()?;
+        let mut segs = KVec::with_capacity(count, GFP_KERNEL).ok()?;
+        for c in reads.chunks() {
+            let mut v = KVec::with_capacity(c.segments.len(), GFP_KERNEL).ok()?;
+            for rs in c.segments.iter() {
+                v.push(rs.segment, GFP_KERNEL).ok()?;
+            }
+            segs.push(v, GFP_KERNEL).ok()?;
+        }
+        let mut copy = KVec::new();
+        copy.extend_from_slice(inline.unwrap_or_default(), GFP_KERNEL).ok()?;
+        let kept = if chunks.writes.is_empty() && chunks.reply.is_none() { None } else { Some(CallChunks::of(chunks)?) };
+        KBox::new(
+            Pull { xid, inline: copy, long: inline.is_none(), chunks: segs, pieces, npieces: n, len, kept },
+            GFP_KERNEL,
+        )
+        .ok()
+    }
+
+    /// Pulls the call's chunks from the client by RDMA Read, all in one
+    /// operation, into pages of our own, and gives `rq` the call they
+    /// rebuild, with the chunks kept for its reply. An error: the call is
+    /// lost, and the caller closes the connection (the client sends it
+    /// again on its next).
+    pub(super) fn run(mut self: KBox<Self>, st: &ConnState, conn: &Connection<ServerXprt>, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
+        let mut pages = KVec::with_capacity(self.chunks.len(), GFP_KERNEL)?;
+        for c in self.chunks.iter() {
+            // Below `MAX_CALL` (the plan checked each chunk's length).
+            let len: u64 = c.iter().map(|s| u64::from(s.length)).sum();
+            pages.push(OwnedPages::new(len.div_ceil(u64::from(PAGE_SIZE)) as usize)?, GFP_KERNEL)?;
+        }
+        let mut local = KVec::with_capacity(self.chunks.len(), GFP_KERNEL)?;
+        for (c, p) in self.chunks.iter().zip(pages.iter()) {
+            local.push(pieces::<Inbound>(p, c)?, GFP_KERNEL)?;
+        }
+        let mut segs = KVec::new();
+        for (c, l) in self.chunks.iter().zip(local.iter()) {
+            add_segments(&mut segs, c, l)?;
+        }
+        match st.read(conn, &segs)? {
+            Completion::Ok => {}
+            // The client's memory could not be read, or the connection
+            // went: the call is lost.
+            Completion::Failed(_) | Completion::Flushed => return Err(EIO),
+        }
+        drop(segs);
+        drop(local);
+        let built = rq.build_call(self.len, |w| {
+            for p in self.pieces.iter().take(self.npieces) {
+                match *p {
+                    CallPiece::Base { from, to } if self.long => put_pages(w, pages.first().ok_or(EINVAL)?, from, to)?,
+                    CallPiece::Base { from, to } => {
+                        w.bytes(self.inline.get(from as usize..to as usize).ok_or(EINVAL)?)?
+                    }
+                    CallPiece::Chunk { chunk, len } => put_pages(w, pages.get(chunk).ok_or(EINVAL)?, 0, len)?,
+                    CallPiece::Pad(n) => w.zeros(n)?,
+                }
+            }
+            Ok(())
+        });
+        match built {
+            Ok(()) => {}
+            Err(e) if e == errno::EMSGSIZE() => return Ok(Pulled::ErrChunk(self.xid)),
+            Err(e) => return Err(e),
+        }
+        if let Some(k) = self.kept.take() {
+            rq.set_ctxt(k);
+        }
+        Ok(Pulled::Call)
+    }
+}
+
+/// Appends bytes `from..to` of `pages` (their bytes in order) to the call.
+fn put_pages(w: &mut CallWriter<'_>, pages: &OwnedPages, from: u32, to: u32) -> Result {
+    let mut at = from;
+    while at < to {
+        let (i, off) = ((at / PAGE_SIZE) as usize, at % PAGE_SIZE);
+        let n = (to - at).min(PAGE_SIZE - off);
+        w.page(pages.page(i).ok_or(EINVAL)?, off, n)?;
+        at += n;
+    }
+    Ok(())
+}
+
+impl ConnState {
+    /// Posts the RDMA Reads `segs` as one operation and waits until they
+    /// are done: how they went. Waits for room while the connection's R/W
+    /// operations or its Send Queue are all in use.
+    fn read(&self, conn: &Connection<ServerXprt>, segs: &[RwSeg<'_, '_, Inbound>]) -> Result<Completion> {
+        let mut op = loop {
+            let seen = self.sends_seen();
+            match conn.rw_prepare(segs, 0) {
+                Ok(op) => break op,
+                Err(e) if e == EBUSY => self.wait_sends(seen, SEND_WAIT_MS)?,
+                Err(e) => return Err(e),
+            }
+        };
+        let posted = loop {
+            let seen = self.sends_seen();
+            match conn.rw_post(op) {
+                Ok(p) => break p,
+                Err((e, back)) if e == errno::ENOBUFS() => {
+                    op = back;
+                    if let Err(e) = self.wait_sends(seen, SEND_WAIT_MS) {
+                        let _ = conn.rw_discard(op);
+                        return Err(e);
+                    }
+                }
+                Err((e, back)) => {
+                    let _ = conn.rw_discard(back);
+                    return Err(e);
+                }
+            }
+        };
+        // A token the connection does not take any more: its teardown
+        // destroyed the operation, after the queue pair was drained.
+        conn.rw_wait(posted).map_err(|_| errno::ENOTCONN())
+    }
+}
