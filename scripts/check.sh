@@ -214,11 +214,13 @@ elif [ "${RDMARS_KERNEL:-regular}" != debug ]; then
     nfs_long_call nfs_large_directory nfs_server_restart insn_counter nfs_nconnect nfs41_trunking nfs_krb5
 fi
 
-# rpcrdma_rs as the server too (issue 57, step 1: inline calls and
-# replies), under our client and under C's.
-selftests server-ours --server-module ours -- server_inline
+# rpcrdma_rs as the server too (issue 57), under our client and under
+# C's: its own test, and the data tests of the client (Read, Write and
+# Reply chunks, Long Calls, fio's verified I/O) with knfsd serving over it.
+server_tests="server_inline nfs3_inline_io nfs_chunked_io nfs_long_call nfs_large_directory nfs_fio_verify"
+selftests server-ours --server-module ours -- $server_tests
 if [ "${RDMARS_KERNEL:-regular}" != debug ]; then
-  selftests server-ours-c-client --server-module ours --client-module c -- server_inline
+  selftests server-ours-c-client --server-module ours --client-module c -- $server_tests
 fi
 
 # The other test kernel line (make check-all, RDMARS_OTHER_LINES): its
@@ -253,7 +255,7 @@ for other in ${RDMARS_OTHER_LINES:-}; do
   [ -f "$other_ko" ] || continue
   RDMARS_LINE=$other RDMARS_KO=$other_ko selftests "$other" --count-insns
   # Our server on this line (both guests boot it), under our client.
-  RDMARS_LINE=$other RDMARS_KO=$other_ko selftests "$other-server-ours" --server-module ours -- server_inline
+  RDMARS_LINE=$other RDMARS_KO=$other_ko selftests "$other-server-ours" --server-module ours -- $server_tests
   # Kerberos over the C client too on this line, the baseline of ours.
   # Against a 7.3 server nfs_krb5 passes over that server's known fault
   # (NFSv4 krb5i 1 MiB reads; Documentation/testbed.rst): so both clients

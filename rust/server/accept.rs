@@ -64,9 +64,10 @@ fn config(max_send_sge: u32) -> QpConfig {
 pub(super) fn accept(x: &ServerXprt, l: &ListenState, new: NewXprt<'_, ServerXprt>) -> Option<Arc<ServerXprt>> {
     let req = l.next_request(x)?;
     let peer = PrivateData::find(req.private_data());
-    let ours = cm::negotiate(INLINE_SEND, INLINE_RECV, false, peer.as_ref());
+    // We send Send With Invalidate to a client that takes it.
+    let ours = cm::negotiate(INLINE_SEND, INLINE_RECV, true, peer.as_ref());
     let (local, remote) = req.addrs();
-    let made = ConnState::new(CREDITS, ours.send_threshold)
+    let made = ConnState::new(CREDITS, ours.send_threshold, ours.remote_invalidate)
         .and_then(|state| ServerXprt::new(new.xprt(local, Some(remote))?, Role::Conn(state)));
     let conn_x = match made {
         Ok(c) => c,

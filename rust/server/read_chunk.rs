@@ -95,7 +95,9 @@ impl Pull {
         }
         let mut copy = KVec::new();
         copy.extend_from_slice(inline.unwrap_or_default(), GFP_KERNEL).ok()?;
-        let kept = if chunks.writes.is_empty() && chunks.reply.is_none() { None } else { Some(CallChunks::of(chunks)?) };
+        // Kept for the reply even without a Write list or Reply chunk: its
+        // Send may invalidate the Read chunk's handle.
+        let kept = Some(CallChunks::of(chunks)?);
         KBox::new(
             Pull { xid, inline: copy, long: inline.is_none(), chunks: segs, pieces, npieces: n, len, kept },
             GFP_KERNEL,

@@ -23,7 +23,7 @@ use crate::{
         ratelimit::RateLimit,
         svc::{RecvRqst, XptFlag},
     },
-    proto::v1,
+    proto::{responder, v1},
     verbs::{Completion, Connection, HeldRecv, Live, Received},
 };
 
@@ -50,6 +50,8 @@ pub(crate) struct ConnState {
     /// Most bytes a reply may take in one Send: the smaller of our Send
     /// buffers and the client's Receives (RFC 8797).
     pub(super) send_max: u32,
+    /// The client takes Send With Invalidate (RFC 8797 section 4.1).
+    pub(super) remote_invalidate: bool,
 }
 
 /// Most segments of a Reply chunk or of one Write chunk this server takes;
@@ -74,6 +76,9 @@ pub(crate) struct CallChunks {
     pub(super) payloads: KVec<Option<(u32, u32)>>,
     /// The Write chunk the next payload goes to.
     next: usize,
+    /// The one handle the call's chunks name, if one: the reply's Send
+    /// may invalidate it ([`responder::single_handle`]).
+    pub(super) invalidate: Option<u32>,
 }
 
 impl CallChunks {
@@ -93,7 +98,8 @@ impl CallChunks {
             writes.push(segments(&w)?, GFP_KERNEL).ok()?;
             payloads.push(None, GFP_KERNEL).ok()?;
         }
-        KBox::new(CallChunks { reply, writes, payloads, next: 0 }, GFP_KERNEL).ok()
+        let invalidate = responder::single_handle(chunks);
+        KBox::new(CallChunks { reply, writes, payloads, next: 0, invalidate }, GFP_KERNEL).ok()
     }
 
     /// The upper layer placed a result payload of `length` bytes at
@@ -154,7 +160,7 @@ enum Taken {
 impl ConnState {
     /// The state of a connection granting `credits` (its Receives), whose
     /// replies take at most `send_max` bytes inline.
-    pub(super) fn new(credits: u32, send_max: u32) -> Result<Pin<KBox<Self>>> {
+    pub(super) fn new(credits: u32, send_max: u32, remote_invalidate: bool) -> Result<Pin<KBox<Self>>> {
         let calls = Ring::new(credits as usize)?;
         KBox::pin_init(
             pin_init!(ConnState {
@@ -165,6 +171,7 @@ impl ConnState {
                 detached: AtomicBool::new(false),
                 credits,
                 send_max,
+                remote_invalidate,
             }),
             GFP_KERNEL,
         )

@@ -54,7 +54,7 @@ impl ConnState {
         let max = self.send_max as usize;
         loop {
             let seen = self.sends_seen();
-            let sent = conn.send_copied(|w: &mut SendWriter<'_, Copying>| {
+            let sent = conn.send_copied_invalidating(self.invalidate(rq), |w: &mut SendWriter<'_, Copying>| {
                 let room = w.room();
                 let room = room.get_mut(..max.min(room.len())).unwrap_or_default();
                 let n = v1::encode_msg(room, xid, credits, &v1::ChunkLists::NONE).map_err(|_| EINVAL)?;
@@ -95,7 +95,7 @@ impl ConnState {
         let local = pieces(&pages, returned)?;
         let mut segs = KVec::with_capacity(n, GFP_KERNEL)?;
         add_segments(&mut segs, returned, &local)?;
-        self.write_and_send(conn, &segs, |w: &mut SendWriter<'_, Mapping>| {
+        self.write_and_send(conn, &segs, self.invalidate(rq), |w: &mut SendWriter<'_, Mapping>| {
             w.copy(|b| {
                 let lists = v1::ChunkLists { reads: &[], writes: &[], reply: Some(returned) };
                 v1::encode_nomsg(b, xid, credits, &lists).map_err(|_| EINVAL)
@@ -146,7 +146,7 @@ impl ConnState {
             lists.push(&r[..], GFP_KERNEL)?;
         }
         let max = self.send_max as usize;
-        let sent = self.write_and_send(conn, &segs, |w: &mut SendWriter<'_, Mapping>| {
+        let sent = self.write_and_send(conn, &segs, self.invalidate(rq), |w: &mut SendWriter<'_, Mapping>| {
             w.copy(|b| {
                 let b = b.get_mut(..max.min(b.len())).unwrap_or_default();
                 let chunks = v1::ChunkLists { reads: &[], writes: &lists, reply: None };
@@ -168,14 +168,26 @@ impl ConnState {
         }
     }
 
+    /// The client's rkey the reply to `rq` invalidates with its Send, if
+    /// the client takes Send With Invalidate and the call named one
+    /// handle (RFC 8797 section 4.1).
+    fn invalidate(&self, rq: &SendRqst<'_, CallChunks>) -> Option<u32> {
+        if !self.remote_invalidate {
+            return None;
+        }
+        rq.ctxt().and_then(|c| c.invalidate)
+    }
+
     /// Posts the RDMA Writes `segs` chained ahead of a Send that `fill`
-    /// writes (the message naming what they wrote), waiting for a Send
-    /// buffer when all are in use, and waits until the Send is done.
-    /// A message `fill` refuses (`EMSGSIZE`) writes nothing.
+    /// writes (the message naming what they wrote), a Send With
+    /// Invalidate of `invalidate` if one, waiting for a Send buffer when
+    /// all are in use, and waits until the Send is done. A message `fill`
+    /// refuses (`EMSGSIZE`) writes nothing.
     fn write_and_send(
         &self,
         conn: &Connection<ServerXprt>,
         segs: &[RwSeg<'_, '_, Outbound>],
+        invalidate: Option<u32>,
         fill: impl Fn(&mut SendWriter<'_, Mapping>) -> Result,
     ) -> Result {
         let mut writes = conn.rw_prepare(segs, 0)?;
@@ -189,7 +201,7 @@ impl ConnState {
                     return Err(e);
                 }
             };
-            match conn.send_with_writes(reg, writes, None, |w: &mut SendWriter<'_, Mapping>| fill(w)) {
+            match conn.send_with_writes(reg, writes, invalidate, |w: &mut SendWriter<'_, Mapping>| fill(w)) {
                 Ok(t) => {
                     // Waits for the Send, after which the Writes are done.
                     return match conn.release(&lender, t, None) {

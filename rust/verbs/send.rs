@@ -206,7 +206,15 @@ impl<T: ConnHandler> Connection<T> {
     /// nothing else: no token. See [`Connection::send`].
     #[inline(always)]
     pub(crate) fn send_copied(&self, fill: impl Fill<Copying>) -> Result {
-        let sent = self.conn.send_copied(None, fill)?;
+        self.send_copied_invalidating(None, fill)
+    }
+
+    /// [`Connection::send_copied`], as a Send With Invalidate of the
+    /// peer's rkey `invalidate` if there is one (a responder's reply that
+    /// ends the call's registration: RFC 8797 section 4.1).
+    #[inline(always)]
+    pub(crate) fn send_copied_invalidating(&self, invalidate: Option<u32>, fill: impl Fill<Copying>) -> Result {
+        let sent = self.conn.send_copied(invalidate, fill)?;
         self.conn.events().count(sent);
         Ok(())
     }

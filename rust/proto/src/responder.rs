@@ -8,7 +8,7 @@
 //! Both take what a peer sent as untrusted: every position, length and
 //! order is checked here, before the caller posts an RDMA Read.
 
-use super::v1::ReadList;
+use super::v1::{Chunks, ReadList};
 
 /// One piece of a call a responder rebuilds, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,6 +159,40 @@ fn chunk_len(total: u64) -> Result<u32, CallError> {
         Ok(0) => Err(CallError::Empty),
         Ok(n) => Ok(n),
         Err(_) => Err(CallError::TooLong),
+    }
+}
+
+/// The handle to invalidate with the reply's Send (Send With Invalidate,
+/// RFC 8797 section 4.1): the one handle every segment of the call's
+/// chunks names, so that it is an STag of this XID's; `None` if the call
+/// offered no chunk or more than one handle (then the requester
+/// invalidates its regions itself). A responder uses it only when both
+/// sides set the Remote Invalidation flag.
+pub fn single_handle(chunks: &Chunks<'_>) -> Option<u32> {
+    let mut one: Option<u32> = None;
+    let mut more = false;
+    let mut see = |h: u32| match one {
+        None => one = Some(h),
+        Some(o) if o == h => {}
+        Some(_) => more = true,
+    };
+    for r in chunks.reads.iter() {
+        see(r.segment.handle);
+    }
+    for w in chunks.writes.iter() {
+        for seg in w.iter() {
+            see(seg.handle);
+        }
+    }
+    if let Some(r) = &chunks.reply {
+        for seg in r.iter() {
+            see(seg.handle);
+        }
+    }
+    if more {
+        None
+    } else {
+        one
     }
 }
 
@@ -384,6 +418,23 @@ mod tests {
                 assert_eq!(plan(&reads, if nomsg { None } else { Some(base.len() as u32) }, short), Err(CallError::TooLong));
             }
         }
+    }
+
+    #[test]
+    fn one_handle_is_invalidated_never_two() {
+        let seg = |handle| Segment { handle, length: 4096, offset: 0x1000 };
+        let check = |reads: &[ReadSegment], writes: &[&[Segment]], reply: Option<&[Segment]>| {
+            let mut buf = vec![0u8; 512];
+            let n = encode_msg(&mut buf, 1, 32, &ChunkLists { reads, writes, reply }).unwrap();
+            let h = Header::decode(&buf[..n], &Limits::DEFAULT).unwrap();
+            single_handle(h.body.chunks().unwrap())
+        };
+        assert_eq!(check(&[], &[], None), None);
+        assert_eq!(check(&[rs(120, 7, 100), rs(120, 7, 100)], &[], None), Some(7));
+        assert_eq!(check(&[], &[&[seg(9), seg(9)]], Some(&[seg(9)])), Some(9));
+        assert_eq!(check(&[], &[&[seg(9)]], Some(&[seg(8)])), None);
+        assert_eq!(check(&[rs(120, 7, 100)], &[], Some(&[seg(8)])), None);
+        assert_eq!(check(&[], &[&[seg(9)], &[seg(10)]], None), None);
     }
 
     #[test]
