@@ -109,7 +109,11 @@ impl kernel::Module for RpcRdma {
             None
         };
         let c = &client::stats::COUNTERS;
-        let debugfs = kapi::debugfs::Counters::new(&c.debugfs_files(), &c.debugfs_knobs());
+        let s = &server::stats::COUNTERS;
+        let mut files = KVec::new();
+        files.extend_from_slice(&c.debugfs_files(), GFP_KERNEL)?;
+        files.extend_from_slice(&s.debugfs_files(), GFP_KERNEL)?;
+        let debugfs = kapi::debugfs::Counters::new(&files, &c.debugfs_knobs());
         Ok(RpcRdma { _server: server, _class: class, _devices: devices, _debugfs: debugfs })
     }
 }

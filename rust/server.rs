@@ -16,6 +16,10 @@
 //! - [`read_chunk`]: calls with Read chunks and Long Calls, pulled by RDMA Read.
 //! - [`reply`]: replies, RDMA Writes of Write and Reply chunks, and
 //!   RDMA_ERROR for what cannot be carried.
+//! - [`version`]: the protocol version of a connection (One or Two), its
+//!   headers and RDMA_ERRORs.
+//! - [`xchar`]: transport characteristics (xcharext) on Version Two.
+//! - [`stats`]: the server's counters.
 //! - [`ring`]: the fixed-room queues those use.
 
 #![deny(unsafe_code)]
@@ -26,12 +30,10 @@ mod read_chunk;
 mod recv;
 mod reply;
 mod ring;
+pub(crate) mod stats;
+mod version;
+mod xchar;
 pub(crate) mod xprt;
-
-use crate::verbs::VerbsCounters;
-
-/// What the server's connections count.
-pub(crate) static COUNTERS: VerbsCounters = VerbsCounters::new();
 
 // `make misuse`: unsafe code in the server does not compile.
 // misuse: server_unsafe unsafe_code

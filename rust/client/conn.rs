@@ -86,7 +86,27 @@ pub(super) struct EpShared {
     /// Version Two: the server's transport characteristics, as its
     /// ROPT_INITXCH and ROPT_UPDXCH messages told them (xcharext).
     #[pin]
-    pub(super) peer_xch: SpinLock<Characteristics>,
+    pub(super) peer_xch: SpinLock<PeerXch>,
+}
+
+/// What a Version Two connection knows of the server's characteristics.
+pub(super) struct PeerXch {
+    /// Its characteristics: the defaults until it says otherwise.
+    pub(super) chars: Characteristics,
+    /// It said something (ROPT_INITXCH or ROPT_UPDXCH): it speaks
+    /// xcharext.
+    pub(super) heard: bool,
+    /// Our ROPT_INITXCH went out, ahead of every call after the probe.
+    pub(super) ours_sent: bool,
+}
+
+impl PeerXch {
+    /// The server has our characteristics: it speaks xcharext, and ours
+    /// reached it before any call that is not the probe (a Reliable
+    /// Connection delivers in order).
+    pub(super) fn has_ours(&self) -> bool {
+        self.heard && self.ours_sent
+    }
 }
 
 /// What a connection takes from its transport when it is set up.
@@ -119,7 +139,7 @@ impl EpShared {
             version <- new_spinlock!(start, "rpcrdma_rs:version"),
             server_key,
             resend_xid: AtomicU64::new(NO_XID),
-            peer_xch <- new_spinlock!(Characteristics::DEFAULT, "rpcrdma_rs:peer_xch"),
+            peer_xch <- new_spinlock!(PeerXch { chars: Characteristics::DEFAULT, heard: false, ours_sent: false }, "rpcrdma_rs:peer_xch"),
             xprt,
             state <- new_spinlock!((CmState::Idle, None), "rpcrdma_rs:cm_state"),
             changed <- new_condvar!("rpcrdma_rs:cm_changed"),

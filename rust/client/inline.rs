@@ -70,8 +70,10 @@ impl EpShared {
     }
 
     /// The inline thresholds in force now, `(calls, replies)`: 1024 while
-    /// the Version Two probe is out, the RFC 8797 exchange for Version One,
-    /// Version Two's 4096 default (bounded by our buffers) for Version Two.
+    /// the Version Two probe is out, the RFC 8797 exchange for Version One;
+    /// for Version Two, calls up to the server's Receive buffer, replies
+    /// Version Two's 4096 default, or our whole Receive buffer once the
+    /// server has our characteristics (both bounded by our buffers).
     #[inline(always)]
     pub(super) fn inline(&self) -> (u32, u32) {
         // Set once the connection's thresholds can change only with the
@@ -92,7 +94,7 @@ impl EpShared {
         let st = *self.version.lock();
         let peer = self.peer_xch.lock();
         let s = &self.cfg.settings;
-        let t = st.inline_thresholds(n, peer.rbsiz, s.inline_write, s.inline_read);
+        let t = st.inline_thresholds(n, peer.chars.rbsiz, s.inline_write, s.inline_read, peer.has_ours());
         // The CM exchange is done and the version settled: only the
         // server's characteristics can still change the thresholds, and
         // they clear the cache under the lock held here.

@@ -16,17 +16,24 @@ use crate::{kapi::trace, verbs::Live};
 use super::{backchannel::BC_SLOTS, conn::EpShared, stats::COUNTERS};
 
 impl EpShared {
+    /// Our transport characteristics: the Receive buffer size, that
+    /// replies may use Send With Invalidate, that backward requests come
+    /// inline.
+    fn ours(&self) -> Characteristics {
+        Characteristics {
+            rbsiz: self.cfg.settings.inline_read,
+            req_rem_inv: true,
+            brs: xchar::BkReqSup::Inline,
+            ..Characteristics::DEFAULT
+        }
+    }
+
     /// Our transport characteristics, as the first OPTIONAL message of a
     /// Version Two connection (xcharext ROPT_INITXCH): the Receive buffer
     /// size, that replies may use Send With Invalidate, and that backward
     /// requests come inline. None of them changes during the connection.
     pub(super) fn send_initxch(&self, conn: &Live<'_, Self>, probe_xid: u32) {
-        let ours = Characteristics {
-            rbsiz: self.cfg.settings.inline_read,
-            req_rem_inv: true,
-            brs: xchar::BkReqSup::Inline,
-            ..Characteristics::DEFAULT
-        };
+        let ours = self.ours();
         let vals: [Xchar<'_>; 3] = ours.as_xchars();
         let fixed = [0b111u32];
         let op = XchOp::InitXch { start: XcharSpec::from_slice(&vals), nochg: XcharSubset::from_words(&fixed) };
@@ -41,9 +48,17 @@ impl EpShared {
         let max = self.max_requests.load(Ordering::Relaxed);
         self.grant_debt.store(1, Ordering::Relaxed);
         trace::xchar(|| self.xprt.get().addr_str(), 0, xid, 1);
-        self.send_answer(conn, "ROPT_INITXCH", |buf| {
+        let sent = self.send_answer(conn, "ROPT_INITXCH", |buf| {
             op.encode_message(xid, max, v2::Direction::Call, buf).map_err(|_| EINVAL)
         });
+        if sent {
+            // Before every later call: a server that speaks xcharext has
+            // it when it answers them.
+            let mut peer = self.peer_xch.lock();
+            peer.ours_sent = true;
+            self.inline_cache.store(0, Ordering::Release);
+            self.call_cache.store(0, Ordering::Release);
+        }
     }
 
     /// A Version Two RDMA2_OPTIONAL message. The transport characteristics
@@ -88,11 +103,14 @@ impl EpShared {
             XchOp::InitXch { .. } | XchOp::UpdXch { .. } => {
                 let (before, merged, after) = {
                     let mut peer = self.peer_xch.lock();
-                    let before = peer.rbsiz;
-                    let merged = peer.merge(&op, None);
+                    let before = peer.chars.rbsiz;
+                    let merged = peer.chars.merge(&op, None);
+                    // It speaks xcharext: once ours went, replies may
+                    // fill the Receive buffer it said.
+                    peer.heard = true;
                     self.inline_cache.store(0, Ordering::Release);
                     self.call_cache.store(0, Ordering::Release);
-                    (before, merged, peer.rbsiz)
+                    (before, merged, peer.chars.rbsiz)
                 };
                 if let Ok(m) = merged {
                     if m.inconsistent || !m.invalid.is_empty() {
@@ -113,31 +131,13 @@ impl EpShared {
             }
             XchOp::ReqXch { want } => {
                 // Our characteristics are fixed: a request for the values
-                // we already have is done, any other is rejected.
-                let rbsiz = self.cfg.settings.inline_read;
-                let (mut done, mut rej, mut pend) = ([0u32; 8], [0u32; 8], [0u32; 8]);
-                let decide = |x: &Xchar<'_>| match x {
-                    Xchar::RecvBufSize(v) if *v == rbsiz => xchar::Disposition::Done,
-                    Xchar::ReqRemInv(true) => xchar::Disposition::Done,
-                    Xchar::BackwardRequest(xchar::BkReqSup::Inline) => xchar::Disposition::Done,
-                    _ => xchar::Disposition::Rejected,
-                };
-                let Ok(n) = xchar::respond_to_request(&want, decide, &mut done, &mut rej, &mut pend) else {
-                    return err(v2::ErrorBody::BadHeader);
-                };
-                let (Some(d), Some(r), Some(p)) = (done.get(..n), rej.get(..n), pend.get(..n)) else {
-                    return err(v2::ErrorBody::BadHeader);
-                };
-                let resp = XchOp::RespXch {
-                    done: XcharSubset::from_words(d),
-                    rej: XcharSubset::from_words(r),
-                    pend: XcharSubset::from_words(p),
-                };
-                // The answer takes the request's XID, and the direction of
-                // the side that answers.
+                // we already have is done, any other is rejected. The
+                // answer takes the request's XID, and the direction of the
+                // side that answers.
+                let ours = self.ours();
                 let dir = if o.direction == v2::Direction::Call { v2::Direction::Reply } else { v2::Direction::Call };
                 self.send_answer(conn, "ROPT_RESPXCH", |buf| {
-                    resp.encode_message(xid, BC_SLOTS as u32, dir, buf).map_err(|_| EINVAL)
+                    xchar::encode_fixed_response(&want, &ours, xid, BC_SLOTS as u32, dir, buf).map_err(|_| EINVAL)
                 });
             }
             // We never ask the server to change anything: a response

@@ -4,15 +4,18 @@
 //! thread, the client's private data read, ours sent back, queues sized
 //! for the credits granted.
 
+use core::sync::atomic::Ordering;
+
 use kernel::{prelude::*, sync::Arc};
 
 use super::{
     listen::ListenState,
-    recv::ConnState,
+    recv::{ConnParams, ConnState},
+    stats::COUNTERS,
     xprt::{Role, ServerXprt},
 };
 use crate::{
-    kapi::svc::NewXprt,
+    kapi::{self, svc::NewXprt},
     proto::cm::{self, PrivateData},
     verbs::{Connection, QpConfig, MAX_SEND_SGES},
 };
@@ -29,8 +32,12 @@ const SEND_WRS: usize = 4 * CREDITS as usize;
 /// Bytes of a Receive buffer: the largest call taken inline.
 const INLINE_RECV: u32 = 4096;
 
-/// Bytes of a Send buffer: the largest reply sent inline.
-const INLINE_SEND: u32 = 4096;
+/// Bytes of a Send buffer: the largest reply sent inline, when the
+/// client's Receives take it (RFC 8797, or its Version Two transport
+/// characteristics). Room for a 4 KiB READ's data and its reply's
+/// header: such a reply needs no Write chunk, so the client registers
+/// nothing and the server writes nothing.
+const INLINE_SEND: u32 = 8192;
 
 /// Queues for a connection: one Receive per credit, as many Send buffers
 /// (a reply per call in flight) and R/W operations (a call's RDMA Reads,
@@ -67,7 +74,15 @@ pub(super) fn accept(x: &ServerXprt, l: &ListenState, new: NewXprt<'_, ServerXpr
     // We send Send With Invalidate to a client that takes it.
     let ours = cm::negotiate(INLINE_SEND, INLINE_RECV, true, peer.as_ref());
     let (local, remote) = req.addrs();
-    let made = ConnState::new(CREDITS, ours.send_threshold, ours.remote_invalidate)
+    let params = ConnParams {
+        credits: CREDITS,
+        send_buf: INLINE_SEND,
+        recv_buf: INLINE_RECV,
+        send_max: ours.send_threshold,
+        remote_invalidate: ours.remote_invalidate,
+        versions: kapi::params::read().versions,
+    };
+    let made = ConnState::new(params)
         .and_then(|state| ServerXprt::new(new.xprt(local, Some(remote))?, Role::Conn(state)));
     let conn_x = match made {
         Ok(c) => c,
@@ -90,6 +105,7 @@ pub(super) fn accept(x: &ServerXprt, l: &ListenState, new: NewXprt<'_, ServerXpr
             if let Role::Conn(s) = &conn_x.role {
                 s.set_connection(c);
             }
+            COUNTERS.connections.fetch_add(1, Ordering::Relaxed);
             Some(conn_x)
         }
         Err((e, req)) => {

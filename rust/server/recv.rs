@@ -4,7 +4,7 @@
 //! server thread takes its call ([`ConnState::recvfrom`]), then reposted,
 //! which is the credit coming back. Calls are taken in the order they came.
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use kernel::{
     new_condvar, new_spinlock,
@@ -14,8 +14,8 @@ use kernel::{
 
 use super::{
     read_chunk::{Pull, Pulled},
-    reply,
     ring::Ring,
+    version::ConnVersion,
     xprt::ServerXprt,
 };
 use crate::{
@@ -23,7 +23,11 @@ use crate::{
         ratelimit::RateLimit,
         svc::{RecvRqst, XptFlag},
     },
-    proto::{responder, v1},
+    proto::{
+        responder, v1,
+        v2::{self, Version},
+        xchar::Characteristics,
+    },
     verbs::{Completion, Connection, HeldRecv, Live, Received},
 };
 
@@ -47,11 +51,42 @@ pub(crate) struct ConnState {
     detached: AtomicBool,
     /// Credits granted: the Receives the connection has.
     pub(super) credits: u32,
-    /// Most bytes a reply may take in one Send: the smaller of our Send
-    /// buffers and the client's Receives (RFC 8797).
+    /// Bytes of our Send and Receive buffers.
+    pub(super) send_buf: u32,
+    pub(super) recv_buf: u32,
+    /// On Version One, most bytes a reply may take in one Send: the
+    /// smaller of our Send buffers and the client's Receives (RFC 8797);
+    /// see [`ConnState::send_max`].
     pub(super) send_max: u32,
-    /// The client takes Send With Invalidate (RFC 8797 section 4.1).
+    /// On Version One, the client takes Send With Invalidate (RFC 8797
+    /// section 4.1); see [`ConnState::takes_remote_invalidate`].
     pub(super) remote_invalidate: bool,
+    /// The protocol version, set by the first message.
+    pub(super) version: ConnVersion,
+    /// On Version Two, the client's transport characteristics as its
+    /// messages said (xcharext), and the two replies need, read without
+    /// the lock.
+    #[pin]
+    pub(super) peer: SpinLock<Characteristics>,
+    pub(super) peer_rbsiz: AtomicU32,
+    pub(super) peer_rem_inv: AtomicBool,
+    /// Our ROPT_INITXCH went (or is going) out.
+    pub(super) initxch_sent: AtomicBool,
+}
+
+/// What [`ConnState::new`] makes a connection with.
+pub(super) struct ConnParams {
+    /// Credits granted: the Receives the connection has.
+    pub(super) credits: u32,
+    /// Bytes of our Send and Receive buffers.
+    pub(super) send_buf: u32,
+    pub(super) recv_buf: u32,
+    /// What RFC 8797 settled: most bytes of a reply sent inline, and that
+    /// the client takes Send With Invalidate (used on Version One).
+    pub(super) send_max: u32,
+    pub(super) remote_invalidate: bool,
+    /// The versions served (bit n: version n).
+    pub(super) versions: u32,
 }
 
 /// Most segments of a Reply chunk or of one Write chunk this server takes;
@@ -153,15 +188,16 @@ enum Taken {
     /// RDMA_ERROR ERR_CHUNK is owed for the call with this XID (its
     /// chunks, or its size, cannot be carried yet).
     ErrChunk(u32),
-    /// RDMA_ERROR ERR_VERS is owed for the message with this XID.
-    ErrVers(u32),
+    /// RDMA_ERROR ERR_VERS (versions low to high) is owed for the message
+    /// with this XID.
+    ErrVers(u32, u32, u32),
 }
 
 impl ConnState {
-    /// The state of a connection granting `credits` (its Receives), whose
-    /// replies take at most `send_max` bytes inline.
-    pub(super) fn new(credits: u32, send_max: u32, remote_invalidate: bool) -> Result<Pin<KBox<Self>>> {
-        let calls = Ring::new(credits as usize)?;
+    /// The state of a connection made with `p`.
+    pub(super) fn new(p: ConnParams) -> Result<Pin<KBox<Self>>> {
+        let calls = Ring::new(p.credits as usize)?;
+        let xch = Characteristics::DEFAULT;
         KBox::pin_init(
             pin_init!(ConnState {
                 conn <- new_spinlock!(None, "rpcrdma_rs:svc_conn"),
@@ -169,9 +205,16 @@ impl ConnState {
                 sends_back <- new_spinlock!(0, "rpcrdma_rs:svc_sends_back"),
                 send_wait <- new_condvar!("rpcrdma_rs:svc_send_wait"),
                 detached: AtomicBool::new(false),
-                credits,
-                send_max,
-                remote_invalidate,
+                credits: p.credits,
+                send_buf: p.send_buf,
+                recv_buf: p.recv_buf,
+                send_max: p.send_max,
+                remote_invalidate: p.remote_invalidate,
+                version: ConnVersion::new(p.versions),
+                peer <- new_spinlock!(xch, "rpcrdma_rs:svc_peer_xch"),
+                peer_rbsiz: AtomicU32::new(xch.rbsiz),
+                peer_rem_inv: AtomicBool::new(xch.req_rem_inv),
+                initxch_sent: AtomicBool::new(false),
             }),
             GFP_KERNEL,
         )
@@ -192,11 +235,25 @@ impl ConnState {
     /// A Receive completed: its call is held for a thread, and the
     /// transport signalled. (The queue has room for every Receive: a
     /// client that sends more calls than it has credits finds no Receive
-    /// posted, and its connection fails.)
-    pub(super) fn received(&self, x: &ServerXprt, _conn: Live<'_, ServerXprt>, msg: Received<'_>) {
+    /// posted, and its connection fails.) The first message in a version
+    /// served settles the connection's; a Version Two OPTIONAL message is
+    /// taken here, in order with the calls.
+    pub(super) fn received(&self, x: &ServerXprt, conn: Live<'_, ServerXprt>, msg: Received<'_>) {
         if self.detached.load(Ordering::Acquire) {
             // Reposted: nobody takes calls any more.
             return;
+        }
+        if let Ok(p) = v1::peek(msg.data) {
+            let v = self.version.check(p.vers);
+            if v == Ok(Version::V2) && p.procedure == v2::RDMA2_OPTIONAL {
+                if let Ok((h, _)) = v2::Header::decode(msg.data) {
+                    if let v2::Body::Optional(o) = h.body {
+                        self.optional(x, &conn, h.xid, &o);
+                    }
+                    // Reposted when `msg` goes.
+                    return;
+                }
+            }
         }
         if let Err(h) = self.calls.lock().push(msg.hold()) {
             // Never: one slot per Receive. The Receive stays out of use,
@@ -227,7 +284,7 @@ impl ConnState {
         // Other threads may take the next call meanwhile.
         rq.release_xprt();
         let Some(h) = h else { return };
-        let taken = conn.with_held(&h, |msg| Self::take_call(rq, msg)).unwrap_or(Taken::Nothing);
+        let taken = conn.with_held(&h, |msg| self.take_call(rq, msg)).unwrap_or(Taken::Nothing);
         // Reposted: the credit comes back, before any RDMA_ERROR the
         // client may answer with its next call.
         if conn.release_held(h).is_err() {
@@ -255,8 +312,8 @@ impl ConnState {
         };
         let sent = match taken {
             Taken::Call | Taken::Nothing | Taken::Pull(_) => Ok(()),
-            Taken::ErrChunk(xid) => reply::send_error_chunk(&conn, xid, self.credits),
-            Taken::ErrVers(xid) => reply::send_error_vers(&conn, xid, self.credits),
+            Taken::ErrChunk(xid) => self.send_error_chunk(&conn, xid),
+            Taken::ErrVers(xid, low, high) => self.send_error_vers(&conn, xid, low, high),
         };
         if sent.is_err() {
             x.svc().close_later();
@@ -264,51 +321,75 @@ impl ConnState {
     }
 
     /// The call in `msg` (a transport header, then the RPC message) for
-    /// `rq`; see [`ConnState::recvfrom`].
-    fn take_call(rq: &mut RecvRqst<'_, CallChunks>, msg: &[u8]) -> Taken {
-        let limits = v1::Limits::DEFAULT;
-        match v1::Header::decode_split(msg, &limits) {
-            Ok((h, call)) => match h.body {
-                // The Write list says where result payloads go, the
-                // Reply chunk where a reply too long to send inline goes
-                // (RFC 5666 section 5.2): kept for `sendto`, which sends
-                // what fits inline all the same.
-                v1::Body::Msg(chunks) if chunks.reads.is_empty() => {
-                    let kept = if chunks.writes.is_empty() && chunks.reply.is_none() {
-                        None
-                    } else {
-                        match CallChunks::of(&chunks) {
-                            Some(k) => Some(k),
-                            // Too many chunks or segments, or no memory
-                            // to keep them.
-                            None => return Taken::ErrChunk(h.xid),
-                        }
-                    };
-                    match rq.set_call(call) {
-                        Ok(()) => {
-                            if let Some(k) = kept {
-                                rq.set_ctxt(k);
-                            }
-                            Taken::Call
-                        }
-                        // Empty, or larger than a thread takes.
-                        Err(_) => Taken::ErrChunk(h.xid),
-                    }
-                }
-                // Data items in Read chunks (RDMA_MSG), or the whole call
-                // in a position-zero one (RDMA_NOMSG, a Long Call): checked
-                // and planned now, pulled once the Receive is back.
-                v1::Body::Msg(chunks) => Self::pull(h.xid, &chunks, Some(call)),
-                v1::Body::NoMsg(chunks) if !chunks.reads.is_empty() => Self::pull(h.xid, &chunks, None),
-                // RDMA_NOMSG without a call in it; RFC 5666's RDMA_MSGP.
-                v1::Body::NoMsg(_) | v1::Body::Msgp { .. } => Taken::ErrChunk(h.xid),
-                // Not calls.
-                v1::Body::Done | v1::Body::Error(_) => Taken::Nothing,
+    /// `rq`, in the connection's version; see [`ConnState::recvfrom`].
+    fn take_call(&self, rq: &mut RecvRqst<'_, CallChunks>, msg: &[u8]) -> Taken {
+        // A header whose prefix does not decode: dropped, no XID to
+        // answer.
+        let Ok(p) = v1::peek(msg) else { return Taken::Nothing };
+        match self.version.check(p.vers) {
+            Err((low, high)) => Taken::ErrVers(p.xid, low, high),
+            Ok(Version::V1) => match v1::Header::decode_split(msg, &v1::Limits::DEFAULT) {
+                Ok((h, call)) => match h.body {
+                    v1::Body::Msg(chunks) => Self::take_chunks(rq, h.xid, &chunks, Some(call)),
+                    v1::Body::NoMsg(chunks) => Self::take_chunks(rq, h.xid, &chunks, None),
+                    // RFC 5666's RDMA_MSGP.
+                    v1::Body::Msgp { .. } => Taken::ErrChunk(h.xid),
+                    // Not calls.
+                    v1::Body::Done | v1::Body::Error(_) => Taken::Nothing,
+                },
+                // A header that does not decode, whose XID can be read:
+                // ERR_CHUNK, as svcrdma answers.
+                Err(_) => Taken::ErrChunk(p.xid),
             },
-            Err(v1::V1Error::VersionMismatch(p)) => Taken::ErrVers(p.xid),
-            // A header that does not decode, whose XID can be read:
-            // ERR_CHUNK, as svcrdma answers; none at all: dropped.
-            Err(_) => v1::peek(msg).map_or(Taken::Nothing, |p| Taken::ErrChunk(p.xid)),
+            Ok(Version::V2) => match v2::Header::decode_with(msg, &v2::Limits::DEFAULT) {
+                Ok((h, call)) => match h.body {
+                    v2::Body::Msg(c) if c.direction == v2::Direction::Call => Self::take_chunks(rq, h.xid, &c.lists, Some(call)),
+                    v2::Body::NoMsg(c) if c.direction == v2::Direction::Call => Self::take_chunks(rq, h.xid, &c.lists, None),
+                    // Replies to backward calls (none are sent yet),
+                    // RDMA2_ERROR, and OPTIONAL (taken as it came).
+                    _ => Taken::Nothing,
+                },
+                // ERR_BAD_HEADER.
+                Err(_) => Taken::ErrChunk(p.xid),
+            },
+        }
+    }
+
+    /// A call `xid` whose header offered `chunks`, its RPC message
+    /// `inline` after the header (RDMA_MSG) or none (RDMA_NOMSG): the
+    /// thread takes it now, or once its Read chunks are pulled; what
+    /// cannot be carried gets ERR_CHUNK.
+    fn take_chunks(rq: &mut RecvRqst<'_, CallChunks>, xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>) -> Taken {
+        // Data items in Read chunks (RDMA_MSG), or the whole call in a
+        // position-zero one (RDMA_NOMSG, a Long Call): checked and
+        // planned now, pulled once the Receive is back.
+        if !chunks.reads.is_empty() {
+            return Self::pull(xid, chunks, inline);
+        }
+        // RDMA_NOMSG without a call in it.
+        let Some(call) = inline else { return Taken::ErrChunk(xid) };
+        // The Write list says where result payloads go, the Reply chunk
+        // where a reply too long to send inline goes (RFC 5666 section
+        // 5.2): kept for `sendto`, which sends what fits inline all the
+        // same.
+        let kept = if chunks.writes.is_empty() && chunks.reply.is_none() {
+            None
+        } else {
+            match CallChunks::of(chunks) {
+                Some(k) => Some(k),
+                // Too many chunks or segments, or no memory to keep them.
+                None => return Taken::ErrChunk(xid),
+            }
+        };
+        match rq.set_call(call) {
+            Ok(()) => {
+                if let Some(k) = kept {
+                    rq.set_ctxt(k);
+                }
+                Taken::Call
+            }
+            // Empty, or larger than a thread takes.
+            Err(_) => Taken::ErrChunk(xid),
         }
     }
 

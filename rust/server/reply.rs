@@ -19,7 +19,7 @@ use crate::{
         svc::SendRqst,
         PAGE_SIZE,
     },
-    proto::{responder, v1},
+    proto::{responder, v1, v2::Version},
     verbs::{Connection, Copying, Lender, Mapping, RwSeg, SendWriter},
 };
 
@@ -39,25 +39,29 @@ impl ConnState {
     /// would otherwise wait for ever.
     pub(super) fn sendto(&self, x: &ServerXprt, rq: &SendRqst<'_, CallChunks>) -> Result<u32> {
         let r = self.send_reply(rq);
-        if r.is_err() {
-            x.svc().close_later();
+        match (&r, self.version.get(), self.connection()) {
+            (Err(_), ..) => x.svc().close_later(),
+            // The client has a Receive for it now: the first reply
+            // answered its only call.
+            (Ok(_), Version::V2, Some(conn)) => self.send_initxch_once(&conn, rq.xid()),
+            _ => {}
         }
         r
     }
 
     fn send_reply(&self, rq: &SendRqst<'_, CallChunks>) -> Result<u32> {
         let conn = self.connection().ok_or_else(errno::ENOTCONN)?;
-        let (xid, credits) = (rq.xid(), self.credits);
+        let xid = rq.xid();
         if let Some(c) = rq.ctxt().filter(|c| c.has_payload()) {
             return self.send_write_chunks(&conn, rq, c);
         }
-        let max = self.send_max as usize;
+        let max = self.send_max() as usize;
         loop {
             let seen = self.sends_seen();
             let sent = conn.send_copied_invalidating(self.invalidate(rq), |w: &mut SendWriter<'_, Copying>| {
                 let room = w.room();
                 let room = room.get_mut(..max.min(room.len())).unwrap_or_default();
-                let n = v1::encode_msg(room, xid, credits, &v1::ChunkLists::NONE).map_err(|_| EINVAL)?;
+                let n = self.encode_reply_header(room, xid, false, &v1::ChunkLists::NONE)?;
                 let m = rq.copy_reply(room.get_mut(n..).unwrap_or_default())?;
                 w.copied(n.saturating_add(m))
             });
@@ -67,7 +71,7 @@ impl ConnState {
                 Err(e) if e == errno::EMSGSIZE() => {
                     return match rq.ctxt().filter(|c| !c.reply.is_empty()) {
                         Some(c) => self.send_reply_chunk(&conn, rq, &c.reply),
-                        None => send_error_chunk(&conn, xid, credits).map(|()| 0),
+                        None => self.send_error_chunk(&conn, xid).map(|()| 0),
                     };
                 }
                 Err(e) => return Err(e),
@@ -85,10 +89,10 @@ impl ConnState {
         rq: &SendRqst<'_, CallChunks>,
         offered: &[v1::Segment],
     ) -> Result<u32> {
-        let (xid, credits, len) = (rq.xid(), self.credits, rq.reply_len());
+        let (xid, len) = (rq.xid(), rq.reply_len());
         let mut ret = KVec::from_elem(v1::Segment::default(), offered.len(), GFP_KERNEL)?;
         let Ok(n) = v1::fill_chunk(offered, len, &mut ret) else {
-            return send_error_chunk(conn, xid, credits).map(|()| 0);
+            return self.send_error_chunk(conn, xid).map(|()| 0);
         };
         let returned = ret.get(..n).unwrap_or_default();
         let pages = copy_out(rq, 0, len)?;
@@ -98,7 +102,7 @@ impl ConnState {
         self.write_and_send(conn, &segs, self.invalidate(rq), |w: &mut SendWriter<'_, Mapping>| {
             w.copy(|b| {
                 let lists = v1::ChunkLists { reads: &[], writes: &[], reply: Some(returned) };
-                v1::encode_nomsg(b, xid, credits, &lists).map_err(|_| EINVAL)
+                self.encode_reply_header(b, xid, true, &lists)
             })
         })?;
         Ok(len)
@@ -111,7 +115,7 @@ impl ConnState {
     /// until the Send is done. Each payload's XDR pad is neither written
     /// nor sent. A reply whose rest does not fit inline gets ERR_CHUNK.
     fn send_write_chunks(&self, conn: &Connection<ServerXprt>, rq: &SendRqst<'_, CallChunks>, c: &CallChunks) -> Result<u32> {
-        let (xid, credits, len) = (rq.xid(), self.credits, rq.reply_len());
+        let (xid, len) = (rq.xid(), rq.reply_len());
         // Each Write chunk returned with the bytes of its payload (none
         // for a chunk no payload went to), and the payloads' pages.
         let mut returned = KVec::with_capacity(c.writes.len(), GFP_KERNEL)?;
@@ -145,12 +149,12 @@ impl ConnState {
         for r in returned.iter() {
             lists.push(&r[..], GFP_KERNEL)?;
         }
-        let max = self.send_max as usize;
+        let max = self.send_max() as usize;
         let sent = self.write_and_send(conn, &segs, self.invalidate(rq), |w: &mut SendWriter<'_, Mapping>| {
             w.copy(|b| {
                 let b = b.get_mut(..max.min(b.len())).unwrap_or_default();
                 let chunks = v1::ChunkLists { reads: &[], writes: &lists, reply: None };
-                let mut n = v1::encode_msg(b, xid, credits, &chunks).map_err(|_| EINVAL)?;
+                let mut n = self.encode_reply_header(b, xid, false, &chunks)?;
                 for &(from, to) in inline.iter().take(parts) {
                     let part = b.get_mut(n..n + (to - from) as usize).ok_or_else(errno::EMSGSIZE)?;
                     rq.copy_reply_at(from, part)?;
@@ -163,16 +167,16 @@ impl ConnState {
             Ok(()) => Ok(len),
             // The rest does not fit inline: with a Reply chunk too, step 2
             // does not combine them.
-            Err(e) if e == errno::EMSGSIZE() => send_error_chunk(conn, xid, credits).map(|()| 0),
+            Err(e) if e == errno::EMSGSIZE() => self.send_error_chunk(conn, xid).map(|()| 0),
             Err(e) => Err(e),
         }
     }
 
     /// The client's rkey the reply to `rq` invalidates with its Send, if
     /// the client takes Send With Invalidate and the call named one
-    /// handle (RFC 8797 section 4.1).
+    /// handle (RFC 8797 section 4.1, xcharext section 3.2).
     fn invalidate(&self, rq: &SendRqst<'_, CallChunks>) -> Option<u32> {
-        if !self.remote_invalidate {
+        if !self.takes_remote_invalidate() {
             return None;
         }
         rq.ctxt().and_then(|c| c.invalidate)
@@ -283,21 +287,4 @@ pub(super) fn add_segments<'a, 'p, D: Dir>(
         out.push(RwSeg { rkey: seg.handle, addr: seg.offset, pages: p }, GFP_KERNEL)?;
     }
     Ok(())
-}
-
-/// Sends RDMA_ERROR ERR_CHUNK for the call `xid`. An error: the caller
-/// closes the connection (the call would wait for ever).
-pub(super) fn send_error_chunk(conn: &Connection<ServerXprt>, xid: u32, credits: u32) -> Result {
-    conn.send_copied(|w: &mut SendWriter<'_, Copying>| {
-        let n = v1::encode_err_chunk(w.room(), xid, credits).map_err(|_| EINVAL)?;
-        w.copied(n)
-    })
-}
-
-/// Sends RDMA_ERROR ERR_VERS (versions 1 to 1) for the message `xid`.
-pub(super) fn send_error_vers(conn: &Connection<ServerXprt>, xid: u32, credits: u32) -> Result {
-    conn.send_copied(|w: &mut SendWriter<'_, Copying>| {
-        let n = v1::encode_err_vers(w.room(), xid, credits, 1, 1).map_err(|_| EINVAL)?;
-        w.copied(n)
-    })
 }

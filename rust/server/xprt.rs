@@ -176,7 +176,7 @@ impl ConnHandler for ServerXprt {
     }
 
     fn counters(&self) -> &'static VerbsCounters {
-        &super::COUNTERS
+        &super::stats::COUNTERS.verbs
     }
 
     fn released(&self) {

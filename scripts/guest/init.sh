@@ -390,6 +390,15 @@ server)
           { if [ "$(cat /sys/module/rpcrdma_rs/parameters/server 2>/dev/null)" = Y ]; then echo ours
             elif [ -d /sys/module/rpcrdma ]; then echo c; else echo none; fi
             echo "rc=0"; } > "$share/res.$id.tmp" 2>&1 ;;
+        server-counter\ *)
+          # server-counter NAME: our server's debugfs counter server_NAME.
+          { n=$(basename "${cmd#server-counter }")
+            cat "/sys/kernel/debug/rpcrdma_rs/server_$n"; echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
+        server-versions\ *)
+          # server-versions V: the RPC-over-RDMA versions rpcrdma_rs speaks
+          # on connections accepted from now on ("2,1" or "1").
+          { echo "${cmd#server-versions }" > /sys/module/rpcrdma_rs/parameters/versions
+            echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
         dmesg-problems)
           # The server's kernel messages that mean trouble (warnings,
           # oopses, lockdep, KASAN, leaks, our own errors), if any.

@@ -786,19 +786,24 @@ impl ConnVersion {
     /// `cm`: what the CM private data exchange gave (Version One's);
     /// `peer_rbsiz`: the responder's Receive buffer size as its Version
     /// Two characteristics say (4096 until they say otherwise);
-    /// `send_buf`, `recv_buf`: our own buffers' sizes.
+    /// `send_buf`, `recv_buf`: our own buffers' sizes; `peer_has_ours`:
+    /// the responder speaks xcharext (its own characteristics arrived), so
+    /// it has taken ours, which we send before any call after the probe.
     ///
     /// Until the version is settled (the probe not yet sent, or out),
     /// every message fits [`NEGOTIATION_MAX_MESSAGE`] (section 5: a
     /// responder of either version must be able to take the probe, and
     /// the calls beside it). Version Two: calls as large as the responder
     /// can receive and our Send buffers hold; replies the version's
-    /// default, which the responder assumes of us (xcharext section 4.1).
-    pub fn inline_thresholds(&self, cm: cm::Negotiated, peer_rbsiz: u32, send_buf: u32, recv_buf: u32) -> (u32, u32) {
+    /// default, which the responder assumes of us (xcharext section 4.1),
+    /// or our whole Receive buffer once the responder has our Receive
+    /// Buffer Size.
+    pub fn inline_thresholds(&self, cm: cm::Negotiated, peer_rbsiz: u32, send_buf: u32, recv_buf: u32, peer_has_ours: bool) -> (u32, u32) {
         match self {
             ConnVersion::Neg(Negotiation::Settled(Version::V1)) => (cm.send_threshold, cm.recv_threshold),
             ConnVersion::Neg(Negotiation::Settled(Version::V2)) => {
-                (peer_rbsiz.min(send_buf), Version::V2.default_inline_threshold().min(recv_buf))
+                let replies = if peer_has_ours { recv_buf } else { Version::V2.default_inline_threshold().min(recv_buf) };
+                (peer_rbsiz.min(send_buf), replies)
             }
             _ => (NEGOTIATION_MAX_MESSAGE.min(cm.send_threshold), NEGOTIATION_MAX_MESSAGE.min(cm.recv_threshold)),
         }
@@ -1180,19 +1185,23 @@ mod tests {
         // A CM exchange of 8 KiB both ways, a responder saying 16 KiB.
         let cm = cm::Negotiated { send_threshold: 8192, recv_threshold: 8192, remote_invalidate: true };
         let (mut c, rbsiz) = (ConnVersion::start(true, true, false, 8192), 16384);
-        assert_eq!(c.inline_thresholds(cm, rbsiz, 8192, 8192), (1024, 1024), "before the probe");
+        assert_eq!(c.inline_thresholds(cm, rbsiz, 8192, 8192, false), (1024, 1024), "before the probe");
         assert_eq!(c.for_call(7), Some(Version::V2));
         assert!(c.probing());
-        assert_eq!(c.inline_thresholds(cm, rbsiz, 8192, 8192), (1024, 1024), "while probing");
+        assert_eq!(c.inline_thresholds(cm, rbsiz, 8192, 8192, false), (1024, 1024), "while probing");
         // Smaller still where the CM exchange says so.
         let small = cm::Negotiated { send_threshold: 512, recv_threshold: 768, remote_invalidate: false };
-        assert_eq!(c.inline_thresholds(small, rbsiz, 8192, 8192), (512, 768));
+        assert_eq!(c.inline_thresholds(small, rbsiz, 8192, 8192, false), (512, 768));
         let v2 = ConnVersion::Neg(Negotiation::settled(Version::V2));
-        assert_eq!(v2.inline_thresholds(cm, rbsiz, 8192, 8192), (8192, 4096));
-        assert_eq!(v2.inline_thresholds(cm, 4096, 8192, 2048), (4096, 2048));
+        assert_eq!(v2.inline_thresholds(cm, rbsiz, 8192, 8192, false), (8192, 4096));
+        assert_eq!(v2.inline_thresholds(cm, 4096, 8192, 2048, false), (4096, 2048));
+        // Once the responder has our characteristics: our whole buffer.
+        assert_eq!(v2.inline_thresholds(cm, rbsiz, 8192, 8192, true), (8192, 8192));
+        assert_eq!(v2.inline_thresholds(cm, 4096, 8192, 2048, true), (4096, 2048));
         let v1 = ConnVersion::Neg(Negotiation::settled(Version::V1));
-        assert_eq!(v1.inline_thresholds(cm, rbsiz, 8192, 8192), (8192, 8192));
-        assert_eq!(ConnVersion::Neg(Negotiation::Failed).inline_thresholds(cm, rbsiz, 8192, 8192), (1024, 1024));
+        assert_eq!(v1.inline_thresholds(cm, rbsiz, 8192, 8192, false), (8192, 8192));
+        assert_eq!(v1.inline_thresholds(cm, rbsiz, 8192, 16384, true), (8192, 8192), "Version One: the CM's");
+        assert_eq!(ConnVersion::Neg(Negotiation::Failed).inline_thresholds(cm, rbsiz, 8192, 8192, false), (1024, 1024));
     }
 
     #[test]

@@ -966,6 +966,44 @@ where
     Ok(words)
 }
 
+/// Encodes the `ROPT_RESPXCH` with which an endpoint whose own
+/// characteristics are `ours`, and never change, answers the `ROPT_REQXCH`
+/// `want` (section 4.3): a request for a value it already has is done,
+/// any other (and any unknown characteristic) is rejected. The message
+/// takes the request's `xid`; `direction` is the answering side's.
+/// Returns its length.
+pub fn encode_fixed_response(
+    want: &XcharSpec<'_>,
+    ours: &Characteristics,
+    xid: u32,
+    credit: u32,
+    direction: Direction,
+    out: &mut [u8],
+) -> Result<usize, XcharError> {
+    const WORDS: usize = MAX_SUBSET_WORDS as usize;
+    let (mut done, mut rej, mut pend) = ([0u32; WORDS], [0u32; WORDS], [0u32; WORDS]);
+    let decide = |x: &Xchar<'_>| {
+        let same = match *x {
+            Xchar::RecvBufSize(v) => v == ours.rbsiz,
+            Xchar::ReqRemInv(v) => v == ours.req_rem_inv,
+            Xchar::BackwardRequest(v) => v == ours.brs,
+            Xchar::Other { .. } => false,
+        };
+        if same {
+            Disposition::Done
+        } else {
+            Disposition::Rejected
+        }
+    };
+    let n = respond_to_request(want, decide, &mut done, &mut rej, &mut pend)?;
+    let no_space = XcharError::Xdr(XdrError::NoSpace);
+    let (Some(d), Some(r), Some(p)) = (done.get(..n), rej.get(..n), pend.get(..n)) else {
+        return Err(no_space);
+    };
+    let resp = XchOp::RespXch { done: XcharSubset::from_words(d), rej: XcharSubset::from_words(r), pend: XcharSubset::from_words(p) };
+    resp.encode_message(xid, credit, direction, out)
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -973,6 +1011,30 @@ mod tests {
     use super::super::v2::{Body, Header};
     use super::*;
     use std::format;
+
+    #[test]
+    fn fixed_response_done_only_for_our_values() {
+        let ours = Characteristics { rbsiz: 4096, req_rem_inv: false, ..Characteristics::DEFAULT };
+        let want = [
+            Xchar::RecvBufSize(4096),
+            Xchar::RecvBufSize(8192),
+            Xchar::ReqRemInv(true),
+            Xchar::ReqRemInv(false),
+            Xchar::BackwardRequest(BkReqSup::Inline),
+        ];
+        let mut out = [0u8; 256];
+        let n = encode_fixed_response(&XcharSpec::from_slice(&want), &ours, 77, 32, Direction::Reply, &mut out).unwrap();
+        let (h, rest) = Header::decode(&out[..n]).unwrap();
+        assert!(rest.is_empty());
+        assert_eq!((h.xid, h.credit), (77, 32));
+        let Body::Optional(o) = h.body else { panic!("not OPTIONAL: {:?}", h.body) };
+        assert_eq!(o.direction, Direction::Reply);
+        let XchOp::RespXch { done, rej, pend } = XchOp::from_optional(&o).unwrap() else { panic!("not RESPXCH") };
+        let bits = |s: XcharSubset<'_>| (0..want.len()).filter(|&i| s.contains(i)).collect::<std::vec::Vec<_>>();
+        assert_eq!(bits(done), [0, 3, 4]);
+        assert_eq!(bits(rej), [1, 2]);
+        assert!(bits(pend).is_empty());
+    }
 
     /// optinfo_initxch: RBSIZ 8192, REQREMINV true, experimental id
     /// 0xffffff00 with 3 bytes "xyz"; nochg = {0, 2}.

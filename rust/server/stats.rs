@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The server's counters, module-wide, shown in debugfs beside the
+//! client's (`rpcrdma_rs/server_*`).
+
+use core::sync::atomic::AtomicU64;
+
+use kernel::{c_str, str::CStr};
+
+use crate::verbs::VerbsCounters;
+
+/// What the server's connections count.
+pub(crate) struct ServerCounters {
+    /// The verbs layer's counters of the server's connections.
+    pub(crate) verbs: VerbsCounters,
+    /// Connections accepted.
+    pub(crate) connections: AtomicU64,
+    /// Connections whose client speaks RPC-over-RDMA Version Two.
+    pub(crate) v2_connections: AtomicU64,
+    /// Transport characteristics messages (xcharext) received: merged,
+    /// answered or refused.
+    pub(crate) xchar_messages: AtomicU64,
+    /// RDMA_ERROR ERR_VERS sent: a message in a version the connection
+    /// does not speak.
+    pub(crate) err_vers_sent: AtomicU64,
+    /// Other RDMA_ERRORs sent: a call whose chunks or size cannot be
+    /// carried (ERR_CHUNK; Version Two's ERR_BAD_HEADER), an OPTIONAL
+    /// message of a type not supported (ERR_INVAL_OPTION).
+    pub(crate) errors_sent: AtomicU64,
+}
+
+/// The server's counters.
+pub(crate) static COUNTERS: ServerCounters = ServerCounters {
+    verbs: VerbsCounters::new(),
+    connections: AtomicU64::new(0),
+    v2_connections: AtomicU64::new(0),
+    xchar_messages: AtomicU64::new(0),
+    err_vers_sent: AtomicU64::new(0),
+    errors_sent: AtomicU64::new(0),
+};
+
+impl ServerCounters {
+    /// The read-only debugfs files: name and counter.
+    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 6] {
+        [
+            (c_str!("server_connections"), &self.connections),
+            (c_str!("server_v2_connections"), &self.v2_connections),
+            (c_str!("server_xchar_messages"), &self.xchar_messages),
+            (c_str!("server_err_vers_sent"), &self.err_vers_sent),
+            (c_str!("server_errors_sent"), &self.errors_sent),
+            (c_str!("server_sends"), &self.verbs.sends),
+        ]
+    }
+}
