@@ -215,9 +215,10 @@ elif [ "${RDMARS_KERNEL:-regular}" != debug ]; then
 fi
 
 # rpcrdma_rs as the server too (issue 57), under our client and under
-# C's: its own test, and the data tests of the client (Read, Write and
+# C's: its own tests (Version Two end to end, the hostile client, faults
+# under verified I/O), and the data tests of the client (Read, Write and
 # Reply chunks, Long Calls, fio's verified I/O) with knfsd serving over it.
-server_tests="server_inline server_version_two nfs3_inline_io nfs_chunked_io nfs_long_call nfs_large_directory nfs_fio_verify"
+server_tests="server_inline server_version_two server_hostile_client server_faults nfs3_inline_io nfs_chunked_io nfs_long_call nfs_large_directory nfs_fio_verify"
 selftests server-ours --server-module ours -- $server_tests
 if [ "${RDMARS_KERNEL:-regular}" != debug ]; then
   selftests server-ours-c-client --server-module ours --client-module c -- $server_tests

@@ -19,6 +19,7 @@ use crate::{
     kapi::{
         errno,
         page::{Inbound, OwnedPages},
+        ratelimit::RateLimit,
         svc::{CallWriter, RecvRqst},
         PAGE_SIZE,
     },
@@ -127,12 +128,21 @@ impl Pull {
         }
         match st.read(conn, &segs)? {
             Completion::Ok => {}
-            // The client's memory could not be read, or the connection
-            // went: the call is lost.
-            Completion::Failed(_) | Completion::Flushed => return Err(EIO),
+            // The connection went: the call is lost with it.
+            Completion::Flushed => return Err(errno::ECONNRESET()),
+            // The client's memory could not be read (a region it let go
+            // of, or never had): the call is lost, and the connection.
+            Completion::Failed(status) => {
+                static MSG: RateLimit = RateLimit::new();
+                if MSG.allow() {
+                    pr_info!(
+                        "rdma server: a call's Read chunks could not be read from the client (completion status {}): closing the connection\n",
+                        status
+                    );
+                }
+                return Err(errno::ECONNRESET());
+            }
         }
-        drop(segs);
-        drop(local);
         let built = rq.build_call(self.len, |w| {
             for p in self.pieces.iter().take(self.npieces) {
                 match *p {

@@ -295,7 +295,12 @@ impl ConnState {
                 Ok(Pulled::Call) => Taken::Call,
                 Ok(Pulled::ErrChunk(xid)) => Taken::ErrChunk(xid),
                 // The call is lost: the client sends it again once
-                // reconnected.
+                // reconnected. The connection went, or the client's
+                // memory could not be read (said once already).
+                Err(e) if e == crate::kapi::errno::ECONNRESET() => {
+                    x.svc().close_later();
+                    return;
+                }
                 Err(e) => {
                     static MSG: RateLimit = RateLimit::new();
                     if MSG.allow() {

@@ -390,6 +390,11 @@ server)
           { if [ "$(cat /sys/module/rpcrdma_rs/parameters/server 2>/dev/null)" = Y ]; then echo ours
             elif [ -d /sys/module/rpcrdma ]; then echo c; else echo none; fi
             echo "rc=0"; } > "$share/res.$id.tmp" 2>&1 ;;
+        rmmod-server-module)
+          # rmmod of the module that serves RDMA, as an administrator
+          # would try it while knfsd serves over it (refused).
+          { if [ "${RDMARS_SERVER_MODULE:-c}" = ours ]; then rmmod rpcrdma_rs; else rmmod rpcrdma; fi
+            echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
         server-counter\ *)
           # server-counter NAME: our server's debugfs counter server_NAME.
           { n=$(basename "${cmd#server-counter }")

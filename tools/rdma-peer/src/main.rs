@@ -28,9 +28,14 @@
 //! (`credits`): a client with more calls outstanding than the peer granted
 //! gets a `credit overrun: N outstanding, grant G` line in the log.
 //!
+//! With `--connect` it is a hostile *client* instead (`client`): it
+//! connects to an RPC-over-RDMA server and checks its answers to the
+//! scenario's messages.
+//!
 //! `rdma-peer --list` prints the catalogue.
 
 mod checks;
+mod client;
 mod credits;
 mod proxy;
 mod verbs;
@@ -914,13 +919,32 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let opt = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     if args.iter().any(|a| a == "--list") {
-        for (name, what) in CATALOGUE {
+        for (name, what) in CATALOGUE.iter().chain(client::CATALOGUE) {
             println!("{name:24} {what}");
         }
         return ExitCode::SUCCESS;
     }
+    if let (Some(connect), Some(scenario)) = (opt("--connect"), opt("--scenario")) {
+        let Ok(addr) = connect.parse::<SocketAddrV4>() else {
+            eprintln!("rdma-peer: bad address {connect}");
+            return ExitCode::from(2);
+        };
+        let mut log = Log { start: Instant::now() };
+        return match client::run(addr, &scenario, log) {
+            Ok(()) => {
+                log.line(&format!("PASS {scenario}"));
+                ExitCode::SUCCESS
+            }
+            Err(why) => {
+                log.line(&format!("FAIL {scenario}: {why}"));
+                ExitCode::FAILURE
+            }
+        };
+    }
     let (Some(listen), Some(scenario)) = (opt("--listen"), opt("--scenario")) else {
-        eprintln!("usage: rdma-peer --listen ADDR:PORT --scenario NAME [--seconds N] [--proxy ADDR:PORT] [--v2] | --list");
+        eprintln!(
+            "usage: rdma-peer --listen ADDR:PORT --scenario NAME [--seconds N] [--proxy ADDR:PORT] [--v2] | --connect ADDR:PORT --scenario c-NAME | --list"
+        );
         return ExitCode::from(2);
     };
     let Ok(addr) = listen.parse::<SocketAddrV4>() else {
@@ -1032,7 +1056,7 @@ fn main() -> ExitCode {
         let mut flushed = false;
         loop {
             match c.poll() {
-                Ok(Some(Completion::Recv { slot, len })) => {
+                Ok(Some(Completion::Recv { slot, len, .. })) => {
                     let msg = c.received(slot, len).to_vec();
                     // A Version One server answers any other version with
                     // ERR_VERS 1..1 (RFC 8166 section 4.5), echoing the

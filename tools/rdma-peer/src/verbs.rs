@@ -97,8 +97,14 @@ const EVENT_NAMES: [&str; 16] = [
     "ADDR_CHANGE",
     "TIMEWAIT_EXIT",
 ];
+/// `RDMA_CM_EVENT_ADDR_RESOLVED`.
+const ADDR_RESOLVED: u32 = 0;
+/// `RDMA_CM_EVENT_ROUTE_RESOLVED`.
+const ROUTE_RESOLVED: u32 = 2;
 /// `RDMA_CM_EVENT_CONNECT_REQUEST`.
 pub const CONNECT_REQUEST: u32 = 4;
+/// `RDMA_CM_EVENT_ESTABLISHED`.
+const ESTABLISHED: u32 = 9;
 /// `RDMA_CM_EVENT_DISCONNECTED`.
 pub const DISCONNECTED: u32 = 10;
 
@@ -139,46 +145,52 @@ impl Listener {
 
     /// The next CM event, or `None` after `timeout`.
     pub fn event(&self, timeout: Duration) -> io::Result<Option<Event>> {
-        // SAFETY: the channel is valid; `fd` is a plain field.
-        let fd = unsafe { (*self.ch).fd };
-        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n < 0 {
-            return Err(os_err("poll"));
-        }
-        if n == 0 {
-            return Ok(None);
-        }
-        let mut ev: *mut sys::rdma_cm_event = ptr::null_mut();
-        // SAFETY: the channel is readable, so this does not block.
-        if unsafe { sys::rdma_get_cm_event(self.ch, &mut ev) } != 0 {
-            return Err(os_err("rdma_get_cm_event"));
-        }
-        // SAFETY: `ev` is valid until acknowledged; for connection events
-        // `param.conn` describes the private data, valid until then too.
-        let out = unsafe {
-            let e = &*ev;
-            let conn = e.param.conn;
-            let pdata = if conn.private_data.is_null() {
-                Vec::new()
-            } else {
-                std::slice::from_raw_parts(conn.private_data.cast::<u8>(), conn.private_data_len.into()).to_vec()
-            };
-            Event {
-                kind: e.event,
-                name: EVENT_NAMES.get(e.event as usize).copied().unwrap_or("OTHER"),
-                id: Id(e.id),
-                status: e.status,
-                private_data: pdata,
-                responder_resources: conn.responder_resources,
-            }
-        };
-        // SAFETY: acknowledged once, after everything was copied out.
-        unsafe { sys::rdma_ack_cm_event(ev) };
-        Ok(Some(out))
+        next_event(self.ch, timeout)
     }
+}
+
+/// The next CM event of the channel `ch`, or `None` after `timeout`.
+fn next_event(ch: *mut sys::rdma_event_channel, timeout: Duration) -> io::Result<Option<Event>> {
+    // SAFETY: the channel is valid (its owner passes it); `fd` is a plain
+    // field.
+    let fd = unsafe { (*ch).fd };
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if n < 0 {
+        return Err(os_err("poll"));
+    }
+    if n == 0 {
+        return Ok(None);
+    }
+    let mut ev: *mut sys::rdma_cm_event = ptr::null_mut();
+    // SAFETY: the channel is readable, so this does not block.
+    if unsafe { sys::rdma_get_cm_event(ch, &mut ev) } != 0 {
+        return Err(os_err("rdma_get_cm_event"));
+    }
+    // SAFETY: `ev` is valid until acknowledged; for connection events
+    // `param.conn` describes the private data, valid until then too.
+    let out = unsafe {
+        let e = &*ev;
+        let conn = e.param.conn;
+        let pdata = if conn.private_data.is_null() {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(conn.private_data.cast::<u8>(), conn.private_data_len.into()).to_vec()
+        };
+        Event {
+            kind: e.event,
+            name: EVENT_NAMES.get(e.event as usize).copied().unwrap_or("OTHER"),
+            id: Id(e.id),
+            status: e.status,
+            private_data: pdata,
+            responder_resources: conn.responder_resources,
+        }
+    };
+    // SAFETY: acknowledged once, after everything was copied out.
+    unsafe { sys::rdma_ack_cm_event(ev) };
+    Ok(Some(out))
 }
 
 impl Drop for Listener {
@@ -196,8 +208,9 @@ impl Drop for Listener {
 /// What a completion was.
 #[derive(Debug)]
 pub enum Completion {
-    /// A message arrived in Receive slot `slot` (`len` bytes).
-    Recv { slot: usize, len: usize },
+    /// A message arrived in Receive slot `slot` (`len` bytes), by Send
+    /// With Invalidate of `invalidated` if it was one.
+    Recv { slot: usize, len: usize, invalidated: Option<u32> },
     /// A Send, RDMA Read or other work request completed.
     Sent { wr_id: u64 },
     /// A work request failed with this `ibv_wc_status` (flushes included).
@@ -213,9 +226,15 @@ pub struct Remote {
     pub addr: u64,
 }
 
-/// An accepted connection.
+/// An accepted connection, or (the hostile client) one we made.
 pub struct Conn {
     id: *mut sys::rdma_cm_id,
+    /// The event channel of a connection we made (null if accepted): its
+    /// id's events, destroyed after the id.
+    ch: *mut sys::rdma_event_channel,
+    /// We made the connection: we are the requester, and the credit
+    /// count (of a requester's calls) does not apply.
+    active: bool,
     pd: *mut sys::ibv_pd,
     cq: *mut sys::ibv_cq,
     mr: *mut sys::ibv_mr,
@@ -237,14 +256,16 @@ const WR_RECV: u64 = 1 << 32;
 const WR_READ: u64 = 1 << 33;
 
 impl Conn {
-    /// Accepts the connect request `id` with `private_data`: creates the
-    /// QP, posts [`RECVS`] Receives, then accepts. `speaks_v2` and `log`
-    /// are for the credit count.
-    pub fn accept(id: Id, private_data: &[u8], req_initiator_depth: u8, speaks_v2: bool, log: Log) -> io::Result<Conn> {
-        let id = id.0;
+    /// The connection of `id` (a connect request's, or one whose route is
+    /// resolved) with its PD, CQ, QP and registered buffer, [`RECVS`]
+    /// Receives posted. `ch` is the event channel it owns (null for an
+    /// accepted one).
+    fn setup(id: *mut sys::rdma_cm_id, ch: *mut sys::rdma_event_channel, speaks_v2: bool, log: Log) -> io::Result<Conn> {
         let total = (RECVS + SENDS) * SLOT + WRITE_AREA + READ_AREA;
         let mut c = Conn {
             id,
+            ch,
+            active: !ch.is_null(),
             pd: ptr::null_mut(),
             cq: ptr::null_mut(),
             mr: ptr::null_mut(),
@@ -256,8 +277,9 @@ impl Conn {
             speaks_v2,
             log,
         };
-        // SAFETY: `id` is a connect request's id with its device context;
-        // every object is checked and released by `Drop` in reverse order.
+        // SAFETY: `id` has its device context (a connect request's id, or
+        // one with a resolved route); every object is checked and released
+        // by `Drop` in reverse order.
         unsafe {
             let ctx = (*id).verbs;
             c.pd = sys::ibv_alloc_pd(ctx);
@@ -292,6 +314,14 @@ impl Conn {
         for slot in 0..RECVS {
             c.post_recv(slot)?;
         }
+        Ok(c)
+    }
+
+    /// Accepts the connect request `id` with `private_data`: creates the
+    /// QP, posts [`RECVS`] Receives, then accepts. `speaks_v2` and `log`
+    /// are for the credit count.
+    pub fn accept(id: Id, private_data: &[u8], req_initiator_depth: u8, speaks_v2: bool, log: Log) -> io::Result<Conn> {
+        let c = Conn::setup(id.0, ptr::null_mut(), speaks_v2, log)?;
         let len = u8::try_from(private_data.len()).map_err(|_| io::Error::other("private data too long"))?;
         // SAFETY: all zeroes is a valid rdma_conn_param.
         let mut p: sys::rdma_conn_param = unsafe { mem::zeroed() };
@@ -305,20 +335,126 @@ impl Conn {
         p.rnr_retry_count = 7;
         // SAFETY: the id has its QP; `p` and the private data live for the
         // call (rdma_cm copies the private data).
-        if unsafe { sys::rdma_accept(id, &mut p) } != 0 {
+        if unsafe { sys::rdma_accept(c.id, &mut p) } != 0 {
             return Err(os_err("rdma_accept"));
         }
         Ok(c)
     }
 
+    /// Connects to the server at `addr` with `private_data` (the hostile
+    /// client): resolves the address and route, creates the QP, posts
+    /// [`RECVS`] Receives, connects, and waits (up to 30 s) until the
+    /// connection is established. The server may RDMA Read our buffer
+    /// (16 Reads in flight).
+    pub fn connect(addr: SocketAddrV4, private_data: &[u8], log: Log) -> io::Result<Conn> {
+        // SAFETY: plain constructor; checked for NULL.
+        let ch = unsafe { sys::rdma_create_event_channel() };
+        if ch.is_null() {
+            return Err(os_err("rdma_create_event_channel (is rdma_rxe set up?)"));
+        }
+        let mut id: *mut sys::rdma_cm_id = ptr::null_mut();
+        // SAFETY: `ch` is valid; `id` receives the new id.
+        if unsafe { sys::rdma_create_id(ch, &mut id, ptr::null_mut(), sys::rdma_port_space::RDMA_PS_TCP) } != 0 {
+            let e = os_err("rdma_create_id");
+            // SAFETY: created above, no id on it.
+            unsafe { sys::rdma_destroy_event_channel(ch) };
+            return Err(e);
+        }
+        let wait = |want: u32, what: &str| -> io::Result<Event> {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if let Some(ev) = next_event(ch, Duration::from_millis(200))? {
+                    if ev.kind == want {
+                        return Ok(ev);
+                    }
+                    return Err(io::Error::other(format!("{what}: CM event {} (status {})", ev.name, ev.status)));
+                }
+            }
+            Err(io::Error::other(format!("{what}: no CM event in 30 s")))
+        };
+        // From here the id and channel are released by `Conn`'s Drop, or
+        // by `free` below while there is no `Conn`.
+        let free = |id: *mut sys::rdma_cm_id| {
+            // SAFETY: created above, destroyed once, id first.
+            unsafe {
+                sys::rdma_destroy_id(id);
+                sys::rdma_destroy_event_channel(ch);
+            }
+        };
+        // SAFETY: all zeroes is a valid sockaddr_in.
+        let mut sin: libc::sockaddr_in = unsafe { mem::zeroed() };
+        sin.sin_family = libc::AF_INET as libc::sa_family_t;
+        sin.sin_port = addr.port().to_be();
+        sin.sin_addr.s_addr = u32::from(*addr.ip()).to_be();
+        // SAFETY: the id is valid and the address lives for the call.
+        let resolved = unsafe { sys::rdma_resolve_addr(id, ptr::null_mut(), (&mut sin as *mut libc::sockaddr_in).cast(), 5000) };
+        if resolved != 0 {
+            let e = os_err("rdma_resolve_addr");
+            free(id);
+            return Err(e);
+        }
+        if let Err(e) = wait(ADDR_RESOLVED, "resolving the address") {
+            free(id);
+            return Err(e);
+        }
+        // SAFETY: the address is resolved.
+        if unsafe { sys::rdma_resolve_route(id, 5000) } != 0 {
+            let e = os_err("rdma_resolve_route");
+            free(id);
+            return Err(e);
+        }
+        if let Err(e) = wait(ROUTE_RESOLVED, "resolving the route") {
+            free(id);
+            return Err(e);
+        }
+        // Owns the id and channel from here (Drop releases them).
+        let c = Conn::setup(id, ch, false, log)?;
+        let len = u8::try_from(private_data.len()).map_err(|_| io::Error::other("private data too long"))?;
+        // SAFETY: all zeroes is a valid rdma_conn_param.
+        let mut p: sys::rdma_conn_param = unsafe { mem::zeroed() };
+        p.private_data = private_data.as_ptr().cast();
+        p.private_data_len = len;
+        // The server reads our Read chunks; we read nothing of its.
+        p.responder_resources = 16;
+        p.initiator_depth = 1;
+        p.retry_count = 7;
+        p.rnr_retry_count = 7;
+        // SAFETY: the id has its QP; `p` and the private data live for the
+        // call (rdma_cm copies the private data).
+        if unsafe { sys::rdma_connect(c.id, &mut p) } != 0 {
+            return Err(os_err("rdma_connect"));
+        }
+        wait(ESTABLISHED, "connecting")?;
+        Ok(c)
+    }
+
+    /// Puts `data` at the start of the area the server's RDMA Reads read
+    /// (a call's Read chunks), and returns that area as a segment of
+    /// `data`'s length, under our buffer's rkey.
+    pub fn readable(&mut self, data: &[u8]) -> io::Result<Remote> {
+        if data.len() > READ_AREA {
+            return Err(io::Error::other("data over the read area"));
+        }
+        let at = (RECVS + SENDS) * SLOT + WRITE_AREA;
+        self.buf[at..at + data.len()].copy_from_slice(data);
+        Ok(Remote { rkey: self.own_rkey(), len: data.len() as u32, addr: self.buf[at..].as_ptr() as u64 })
+    }
+
+    /// The area the server's RDMA Writes may write (a call's Write or
+    /// Reply chunk), `len` bytes of it, under our buffer's rkey.
+    pub fn writable(&self, len: u32) -> Remote {
+        let at = (RECVS + SENDS) * SLOT;
+        Remote { rkey: self.own_rkey(), len: len.min(WRITE_AREA as u32), addr: self.buf[at..].as_ptr() as u64 }
+    }
+
     fn lkey(&self) -> u32 {
-        // SAFETY: registered in `accept`.
+        // SAFETY: registered in `setup`.
         unsafe { (*self.mr).lkey }
     }
 
     /// The rkey of the peer's own buffer (for "an rkey that is not yours").
     pub fn own_rkey(&self) -> u32 {
-        // SAFETY: registered in `accept`.
+        // SAFETY: registered in `setup`.
         unsafe { (*self.mr).rkey }
     }
 
@@ -425,15 +561,23 @@ impl Conn {
         }
         Ok(Some(if recv {
             let (slot, len) = ((wc.wr_id & 0xffff) as usize, wc.byte_len as usize);
-            if wc.wc_flags & IBV_WC_WITH_INV != 0 {
+            let invalidated = if wc.wc_flags & IBV_WC_WITH_INV != 0 {
+                // SAFETY: with IBV_WC_WITH_INV the union holds the rkey.
+                Some(unsafe { wc.imm_data_invalidated_rkey_union.invalidated_rkey })
+            } else {
+                None
+            };
+            if invalidated.is_some() && !self.active {
                 // The client advertises nothing of ours to invalidate, and a
                 // responder of its (backward replies) may use only plain
                 // Send when we did not offer Send With Invalidate (RFC 8797
                 // section 4.1; we never do).
                 self.log.line("recv Send With Invalidate: the client must use plain Sends");
             }
-            self.count_arrival(slot, len);
-            Completion::Recv { slot, len }
+            if !self.active {
+                self.count_arrival(slot, len);
+            }
+            Completion::Recv { slot, len, invalidated }
         } else {
             Completion::Sent { wr_id: wc.wr_id }
         }))
@@ -567,7 +711,8 @@ impl Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        // SAFETY: each object was created in `accept` and is released once,
+        // SAFETY: each object was created in `setup` (the id and channel
+        // in `connect`, or the listener's) and is released once,
         // QP first (it uses the CQ, PD and MR).
         unsafe {
             if self.qp_created {
@@ -583,6 +728,9 @@ impl Drop for Conn {
                 sys::ibv_dealloc_pd(self.pd);
             }
             sys::rdma_destroy_id(self.id);
+            if !self.ch.is_null() {
+                sys::rdma_destroy_event_channel(self.ch);
+            }
         }
     }
 }

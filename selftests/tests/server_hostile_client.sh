@@ -1,0 +1,57 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# A hostile client against our server (testbed.sh --server-module ours;
+# skipped over the in-tree svcrdma, and run once, with our client's
+# module): tools/rdma-peer --connect plays each c-* scenario of its
+# catalogue (Documentation/hostile-peer.rst, "The hostile client") from
+# the client guest and checks the server's answers against the specs:
+# a grant in every reply, ERR_VERS naming the versions served, ERR_CHUNK
+# (Version Two: ERR_BAD_HEADER) for chunk lists the server cannot carry
+# with the connection kept, ERR_INVAL_OPTION for OPTIONAL messages not
+# supported, ROPT_RESPXCH for ROPT_REQXCH, plain Sends where the client
+# takes no Send With Invalidate, junk private data ignored, a Long Call
+# served and one abandoned mid-read let go. Every scenario must pass;
+# the server's error counters must have moved; afterwards a mount over
+# the server still writes and reads a file back, and the server's kernel
+# log stays clean.
+. "$(dirname "$0")/../lib.sh"
+[ "${RDMARS_SERVER_MODULE:-c}" = ours ] || skip "the server guest runs the in-tree svcrdma (testbed.sh --server-module ours)"
+only_ours
+peer=/run/repo/tools/rdma-peer/target/release/rdma-peer
+[ -x $peer ] || fail "no $peer (make peer)"
+who=$(server_cmd server-module | head -1)
+[ "$who" = ours ] || fail "the server guest serves with '$who', not rpcrdma_rs"
+scount() { server_cmd "server-counter $1" | head -1; }
+out=$(server_cmd "server-versions 2,1")
+printf '%s' "$out" | grep -q 'rc=0' || fail "cannot set the server's versions: $out"
+unload_all
+dmesg_mark
+e0=$(scount errors_sent) v0=$(scount err_vers_sent)
+scenarios=$($peer --list | awk '$1 ~ /^c-/ { print $1 }')
+[ "$(printf '%s\n' "$scenarios" | wc -l)" -ge 10 ] || fail "the hostile client's catalogue is short: $scenarios"
+failed=
+for s in $scenarios; do
+  out=$(timeout 120 $peer --connect "$SERVER4:20049" --scenario "$s" 2>&1)
+  rc=$?
+  diag "$s: $(printf '%s\n' "$out" | tail -1 | sed 's/^\[ *[0-9.]*\] //')"
+  if [ $rc != 0 ]; then
+    printf '%s\n' "$out" | tail -8 | sed 's/^/#     /'
+    failed="$failed $s"
+  fi
+done
+[ -z "$failed" ] || fail "the server failed:$failed"
+e=$(( $(scount errors_sent) - e0 )) v=$(( $(scount err_vers_sent) - v0 ))
+diag "the server sent $e RDMA_ERRORs and $v ERR_VERS"
+[ "$e" -ge 8 ] || fail "the server counted $e RDMA_ERRORs, not the catalogue's 8"
+[ "$v" -ge 1 ] || fail "the server counted no ERR_VERS"
+# The server still serves.
+mount_rs || fail "mount after the hostile client failed"
+head -c $((256 << 10)) /dev/urandom > /tmp/hc.src
+cp /tmp/hc.src "$MNT/hc" && sync || fail "write after the hostile client failed"
+umount "$MNT" && mount_rs || fail "remount failed"
+cmp -s /tmp/hc.src "$MNT/hc" || fail "the file read back differs"
+rm -f "$MNT/hc"
+umount "$MNT" || fail "umount failed"
+problems=$(server_cmd dmesg-problems | grep -v '^rc=')
+[ -z "$problems" ] || fail "the server's kernel log: $problems"
+dmesg_assert_clean
