@@ -59,7 +59,7 @@ KERNEL_DEP := kernel
 KDIR = $(shell RDMARS_LINE=$(RDMARS_LINE) bash scripts/build-kernel.sh --path)
 endif
 
-.PHONY: all demo check deb check-all debug-check soak long-check bench ab scaling count profile setup kernel module peer unit selftests fuzz clippy misuse clean
+.PHONY: all demo check deb check-all debug-check soak long-check bench ab scaling count server-bench profile setup kernel module peer unit selftests fuzz clippy misuse clean
 
 all: module
 
@@ -127,6 +127,9 @@ ab:
 
 count:
 	bash scripts/count.sh
+
+server-bench:
+	bash scripts/server-bench.sh --rounds $(or $(SERVER_BENCH_ROUNDS),2)
 
 profile:
 	bash scripts/profile.sh $(if $(STOCK),--stock) $(if $(filter 0,$(PROFILE_PERF)),--no-perf) --rounds $(or $(PROFILE_ROUNDS),2) --iodepth $(or $(PROFILE_IODEPTH),64) $(if $(PROFILE_WORKLOAD),--workload $(PROFILE_WORKLOAD)) $(if $(OLD),--old $(OLD)) $(if $(LINES),--lines)

@@ -16,6 +16,13 @@ scripts/ab.sh uses it too, with the variants ``old`` and ``new`` (two
 builds of rpcrdma_rs, loaded from $AB_DIR/old.ko and new.ko) and ``c``,
 only the 4 KiB workloads (BENCH_WORKLOADS=4k) and no perftest.
 
+scripts/server-bench.sh pairs clients with servers: a variant
+``CLIENT@SERVER`` has the server guest serve with ``ours`` (rpcrdma_rs,
+``server=1``) or ``c`` (the in-tree svcrdma) and this guest mount with
+``c``, ``ours`` (defaults: Version Two with our server), ``ours8k``
+(``max_inline_read=8192``: 4 KiB READ replies inline on Version Two) or
+``ours1`` (``versions=1``).
+
 Every measurement is printed as one line ``BENCH <json>``; the host turns
 them into the table, the JSON file and the chart (scripts/bench_report.py).
 """
@@ -41,7 +48,8 @@ FILE_MB = int(os.environ.get("BENCH_FILE_MB", "64"))
 SMALL_FILES = int(os.environ.get("BENCH_SMALL_FILES", "200"))
 VARIANTS = os.environ.get("BENCH_VARIANTS", "ours,c,tcp").split(",")
 # "all"; "4k": only the 4 KiB workloads, no perftest; "ab": the 4 KiB
-# workloads and the larger shapes (see `shapes`), no perftest.
+# workloads and the larger shapes (see `shapes`), no perftest; "server":
+# the 4 KiB workloads and 1 MiB reads, no perftest.
 WORKLOADS = os.environ.get("BENCH_WORKLOADS", "all")
 # Entries of the directory the "ab" READDIR workload lists.
 DIR_ENTRIES = int(os.environ.get("BENCH_DIR_ENTRIES", "2000"))
@@ -92,12 +100,39 @@ def server_cmd(cmd, timeout=300):
     raise RuntimeError(f"server command {cmd!r} timed out")
 
 
+# What serves NFS over RDMA in the server guest now (see serve_with).
+SERVING = [os.environ.get("RDMARS_SERVER_MODULE", "c")]
+# The client side of a CLIENT@SERVER variant: rpcrdma_rs's parameters.
+OURS_PARAMS = {"ours": "", "ours8k": " max_inline_read=8192", "ours1": " versions=1"}
+
+
+def serve_with(server):
+    """Has the server guest serve NFS over RDMA with `server` ("ours" or
+    "c"), if it does not already."""
+    if SERVING[0] == server:
+        return
+    out = server_cmd(f"serve-with {server}")
+    if "rc=0" not in out:
+        raise RuntimeError(f"server serve-with {server}: {out}")
+    SERVING[0] = server
+
+
 def use_module(variant, slots=None):
     """Leaves exactly the client transport of `variant` loaded, with
-    `slots` request slots per connection if given (else the default)."""
+    `slots` request slots per connection if given (else the default); for
+    a CLIENT@SERVER variant, the server guest serving with SERVER."""
     sh("umount -f " + MNT, check=False)
     for m in ("rpcrdma_rs", "rpcrdma"):
         sh("rmmod " + m, check=False)
+    if "@" in variant:
+        client, server = variant.split("@")
+        serve_with(server)
+        if client == "c":
+            use_module("c", slots)
+        else:
+            sh("modprobe rpcrdma_rs" + OURS_PARAMS[client])
+            count_module("rpcrdma_rs")
+        return
     if variant == "ours":
         sh("modprobe rpcrdma_rs" + (f" slot_table_entries={slots}" if slots else ""))
     elif variant == "c":
@@ -116,16 +151,17 @@ def use_module(variant, slots=None):
 def transport_module(variant):
     """The module that carries `variant`'s RPCs (None for NFS over TCP,
     whose transport is built into sunrpc)."""
+    variant = variant.split("@")[0]
     if variant == "c":
         return "rpcrdma"
-    if variant in ("ours", "old", "new"):
+    if variant in ("ours", "old", "new") or variant in OURS_PARAMS:
         return "rpcrdma_rs"
     return None
 
 
 def mount(variant, extra=""):
     os.makedirs(MNT, exist_ok=True)
-    opts = MOUNT_OPTS[variant] + ("," + extra if extra else "")
+    opts = (RDMA_OPTS if "@" in variant else MOUNT_OPTS[variant]) + ("," + extra if extra else "")
     sh(f"timeout 120 mount -t nfs -o {opts} {SERVER}:/srv/export {MNT}")
     line = xprt_line()
     want = "tcp" if variant == "tcp" else "rdma"
@@ -548,6 +584,13 @@ def workloads(variant, rep):
     if WORKLOADS == "ab":
         shapes(variant, base)
         return
+    if WORKLOADS == "server":
+        # 1 MiB sequential reads: Write chunks of many pages.
+        m = Meter(server=True)
+        r = fio("seqread", "read", "1m", 4, "bench.dat", meter=m)
+        emit(**base, workload="seqread_1m", mb_s=r["bw_bytes"] / 1e6, cpu_us_per_rpc=m.cpu_us_per_rpc(),
+             server_cpu_us_per_rpc=m.server_cpu_us_per_rpc(), rpcs=m.rpcs, **m.counted())
+        return
     # 1 MiB sequential reads and writes: throughput.
     # (The 1 MiB jobs are metered over the whole fio process: a new
     # file's layout would fall in a window within the job.)
@@ -710,6 +753,27 @@ def make_data():
             raise RuntimeError(f"server mkentries: {out}")
 
 
+def server_memory_per_connection():
+    """The server's kernel memory per connection, serving with ours and
+    with the in-tree svcrdma: three mounts of the C client each (one RDMA
+    connection), the medians of what each took (unreclaimable slab plus
+    vmalloc, and free memory) on the server."""
+    for server in ("ours", "c"):
+        serve_with(server)
+        use_module("c")
+        kernel, free = [], []
+        for _ in range(3):
+            k0, f0 = map(int, server_cmd("mem-reading").split("\n")[0].split())
+            mount("c")
+            os.stat(MNT)
+            k1, f1 = map(int, server_cmd("mem-reading").split("\n")[0].split())
+            umount()
+            kernel.append(k1 - k0)
+            free.append(f0 - f1)
+        emit(variant=f"server-{server}", rep=0, workload="mem_per_connection",
+             kernel_kb=sorted(kernel)[1], free_kb=sorted(free)[1])
+
+
 def rotation(variants, rep):
     """The variants in repetition `rep`'s order: rotated by one every time,
     so that drift on the host is spread over all of them."""
@@ -774,6 +838,12 @@ def main():
             except Exception as e:
                 failures += 1
                 log(f"{tool} failed: {e}")
+    if WORKLOADS == "server":
+        try:
+            server_memory_per_connection()
+        except Exception as e:
+            failures += 1
+            log(f"memory per connection failed: {e}")
     use_module("none")
     return 1 if failures else 0
 

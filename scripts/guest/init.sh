@@ -390,11 +390,30 @@ server)
           { if [ "$(cat /sys/module/rpcrdma_rs/parameters/server 2>/dev/null)" = Y ]; then echo ours
             elif [ -d /sys/module/rpcrdma ]; then echo c; else echo none; fi
             echo "rc=0"; } > "$share/res.$id.tmp" 2>&1 ;;
+        serve-with\ *)
+          # serve-with ours|c: knfsd stopped, the module that serves RDMA
+          # swapped for rpcrdma_rs (server=1) or the in-tree svcrdma, and
+          # knfsd started as before (scripts/server-bench.sh).
+          { w=${cmd#serve-with }
+            case "$w" in ours) load="modprobe rpcrdma_rs server=1" ;; c) load="modprobe rpcrdma" ;; *) load=false ;; esac
+            rpc.nfsd 0 && sleep 1 &&
+            { [ ! -d /sys/module/rpcrdma_rs ] || rmmod rpcrdma_rs; } &&
+            { [ ! -d /sys/module/rpcrdma ] || rmmod rpcrdma; } &&
+            $load && rpc.nfsd --lease-time 15 --grace-time 10 8 &&
+            echo "rdma 20049" > /proc/fs/nfsd/portlist; echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
         rmmod-server-module)
           # rmmod of the module that serves RDMA, as an administrator
           # would try it while knfsd serves over it (refused).
           { if [ "${RDMARS_SERVER_MODULE:-c}" = ours ]; then rmmod rpcrdma_rs; else rmmod rpcrdma; fi
             echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
+        mem-reading)
+          # The server's kernel memory in use (unreclaimable slab plus
+          # vmalloc, kB) and its free memory, after dropping caches and
+          # shrinking the slab caches (scripts/server-bench.sh).
+          { sync; echo 3 > /proc/sys/vm/drop_caches
+            for f in /sys/kernel/slab/*/shrink; do echo 1 > "$f"; done 2> /dev/null; sleep 0.5
+            awk '/^SUnreclaim:/ { k += $2 } /^VmallocUsed:/ { k += $2 } /^MemFree:/ { f = $2 } END { print k, f }' /proc/meminfo
+            echo "rc=0"; } > "$share/res.$id.tmp" 2>&1 ;;
         server-counter\ *)
           # server-counter NAME: our server's debugfs counter server_NAME.
           { n=$(basename "${cmd#server-counter }")

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# make server-bench: our server against the in-tree svcrdma, and Version
+# Two end to end, in exact counts (issue 57's figures).
+#
+#   scripts/server-bench.sh [--rounds N] [--runtime S]
+#
+# One testbed run counting both guests' instructions (testbed.sh
+# --count-insns). The client guest pairs clients with servers
+# (scripts/guest/bench_client.py, variants CLIENT@SERVER; the server
+# guest swaps its RDMA server module between them):
+#   c@c          the in-tree client against the in-tree server: the
+#                reference
+#   c@ours       the in-tree client against our server (Version One)
+#   ours@c       our client against the in-tree server (Version One)
+#   ours8k@ours  our client (max_inline_read=8192) against our server:
+#                Version Two, 4 KiB READ replies inline
+#   ours1@ours   our client (versions=1) against our server
+# Each round runs 4 KiB random reads at queue depth 1 and 64, 4 KiB
+# O_DIRECT random writes at queue depth 64, GETATTRs (stat on a noac
+# mount) and 1 MiB sequential reads, over NFSv3. Prints, per workload and
+# variant, the medians over the rounds of the client's and the server's
+# instructions per RPC and their sum, with the sum's ratio to c@c, and
+# the targets: ours8k@ours at most 0.85 x c@c's sum on 4 KiB reads, and
+# c@ours's server at most c@c's. Then the server's memory per connection
+# with ours and with svcrdma (three mounts of the C client each).
+# Instruction counts move by a few per RPC from run to run; the times are
+# context (Documentation/benchmarks.rst).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+. "$here/lib.sh"
+
+rounds=2 runtime=10
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --runtime) runtime=$2; shift 2 ;;
+    *) die "usage: $0 [--rounds N] [--runtime S]" ;;
+  esac
+done
+case "$rounds$runtime" in
+  *[!0-9]*) die "--rounds and --runtime take whole numbers" ;;
+esac
+
+cd "$repo"
+bash scripts/setup-host.sh > /dev/null
+make -s module
+variants=c@c,c@ours,ours@c,ours8k@ours,ours1@ours
+raw=$(mktemp /tmp/rpcrdma-rs-server-bench.XXXX)
+trap 'rm -f "$raw"' EXIT
+log "server bench: $rounds rounds of 5 variants, ${runtime}s jobs (about $(( rounds * 5 * 5 * (runtime + 15) / 60 + 3 )) minutes)"
+set +e
+bash scripts/testbed.sh --count-insns --server-module ours --timeout $(( 600 + rounds * 5 * 5 * (runtime + 60) )) \
+  env BENCH_VARIANTS="$variants" BENCH_WORKLOADS=server BENCH_REPEATS="$rounds" BENCH_RUNTIME="$runtime" \
+  python3 scripts/guest/bench_client.py | tee "$raw" | grep --line-buffered -v '^BENCH '
+rc=${PIPESTATUS[0]}
+set -e
+python3 - "$raw" "$variants" <<'PY'
+import json, statistics, sys
+runs = {}
+for line in open(sys.argv[1], errors="replace"):
+    if line.startswith("BENCH "):
+        s = json.loads(line[6:])
+        runs.setdefault((s["variant"], s["workload"]), []).append(s)
+variants = sys.argv[2].split(",")
+WORKLOADS = (("randread_4k_qd1", "4 KiB read QD1", "iops"), ("randread_4k_qd64", "4 KiB read QD64", "iops"),
+             ("randwrite_4k_qd64", "4 KiB write QD64", "iops"), ("getattr", "GETATTR", "ops_per_s"),
+             ("seqread_1m", "1 MiB read", "mb_s"))
+
+
+def med(v, w, field):
+    xs = [s[field] for s in runs.get((v, w), []) if s.get(field)]
+    return statistics.median(xs) if xs else None
+
+
+def total(v, w):
+    c, s = med(v, w, "insns_per_rpc"), med(v, w, "server_insns_per_rpc")
+    return c + s if c is not None and s is not None else None
+
+
+rounds = max((len(x) for x in runs.values()), default=0)
+print(f"\ninstructions per RPC, medians over {rounds} rounds: client + server = sum (sum / c@c's)")
+for w, label, rate in WORKLOADS:
+    print(f"\n{label}")
+    ref = total("c@c", w)
+    for v in variants:
+        c, s, t = med(v, w, "insns_per_rpc"), med(v, w, "server_insns_per_rpc"), total(v, w)
+        if t is None:
+            print(f"  {v:12s} -")
+            continue
+        r = med(v, w, rate)
+        ratio = f"{t / ref:6.3f}" if ref else "     -"
+        print(f"  {v:12s} {c:9.0f} + {s:9.0f} = {t:9.0f}  ({ratio})   {rate} {r or 0:.0f}")
+mem = {v: s[0] for (v, w), s in runs.items() if w == "mem_per_connection"}
+if mem:
+    print("\nthe server's memory per connection (median of 3 mounts of the C client)")
+    for v in ("server-ours", "server-c"):
+        if v in mem:
+            print(f"  {v:12s} kernel {mem[v]['kernel_kb']} kB, free memory {mem[v]['free_kb']} kB")
+print("\ntargets (issue 57)")
+ok = True
+for w in ("randread_4k_qd1", "randread_4k_qd64"):
+    t, ref = total("ours8k@ours", w), total("c@c", w)
+    if t and ref:
+        met = t <= 0.85 * ref
+        ok &= met
+        print(f"  {w}: ours8k@ours {t / ref:.3f} x c@c's sum (target <= 0.85): {'met' if met else 'NOT met'}")
+for w, _, _ in WORKLOADS:
+    s, ref = med("c@ours", w, "server_insns_per_rpc"), med("c@c", w, "server_insns_per_rpc")
+    if s and ref:
+        met = s <= ref
+        ok &= met
+        print(f"  {w}: our server {s / ref:.3f} x the C server's, for the C client (target <= 1): {'met' if met else 'NOT met'}")
+print("  all met" if ok else "  not all met")
+PY
+exit "$rc"
