@@ -56,7 +56,7 @@ const NFS_V3: u32 = 3;
 /// How long an answer may take.
 const ANSWER_WAIT: Duration = Duration::from_secs(20);
 
-/// The NULL call with XID `xid` (AUTH_NONE), `pad` zero bytes after it.
+/// The NULL call with XID `xid` (AUTH_NONE): 40 bytes.
 fn null_call(xid: u32) -> Vec<u8> {
     [xid, 0, 2, NFS_PROGRAM, NFS_V3, 0, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect()
 }
