@@ -6,6 +6,8 @@
 //! RDMA_NOMSG Send; RDMA_ERROR for a call this server cannot carry
 //! (ERR_CHUNK) or a version it does not speak (ERR_VERS).
 
+use core::sync::atomic::Ordering;
+
 use kernel::prelude::*;
 
 use super::{
@@ -39,12 +41,14 @@ impl ConnState {
     /// would otherwise wait for ever.
     pub(super) fn sendto(&self, x: &ServerXprt, rq: &SendRqst<'_, CallChunks>) -> Result<u32> {
         let r = self.send_reply(rq);
-        match (&r, self.version.get(), self.connection()) {
-            (Err(_), ..) => x.svc().close_later(),
+        if r.is_err() {
+            x.svc().close_later();
+        } else if self.version.get() == Version::V2 && !self.initxch_sent.load(Ordering::Acquire) {
             // The client has a Receive for it now: the first reply
             // answered its only call.
-            (Ok(_), Version::V2, Some(conn)) => self.send_initxch_once(&conn, rq.xid()),
-            _ => {}
+            if let Some(conn) = self.connection() {
+                self.send_initxch_once(&conn, rq.xid());
+            }
         }
         r
     }
