@@ -183,6 +183,36 @@ mount_rs() {
   timeout 120 mount -t nfs -o "$opts" "$addr:$RS_EXPORT" "$MNT"
 }
 
+# only_our_server: skips the test unless the server guest serves with
+# rpcrdma_rs (testbed.sh --server-module ours), and fails it if the guest
+# says otherwise.
+only_our_server() {
+  [ "${RDMARS_SERVER_MODULE:-c}" = ours ] || skip "the server guest runs the in-tree svcrdma (testbed.sh --server-module ours)"
+  local who
+  who=$(server_cmd server-module | head -1)
+  [ "$who" = ours ] || fail "the server guest serves with '$who', not rpcrdma_rs"
+}
+
+# server_counter NAME: our server's debugfs counter server_NAME.
+server_counter() { server_cmd "server-counter $1" | head -1; }
+
+# server_versions V: the RPC-over-RDMA versions our server speaks on
+# connections it accepts from now on ("2,1" or "1"); fails the test if
+# they cannot be set.
+server_versions() {
+  local out
+  out=$(server_cmd "server-versions $1")
+  printf '%s' "$out" | grep -q 'rc=0' || fail "cannot set the server's versions: $out"
+}
+
+# server_dmesg_assert_clean: fails the test if the server guest's kernel
+# log has trouble in it (init.sh dmesg-problems).
+server_dmesg_assert_clean() {
+  local problems
+  problems=$(server_cmd dmesg-problems | grep -v '^rc=')
+  [ -z "$problems" ] || fail "the server's kernel log: $problems"
+}
+
 # share_request REQ RES CMD SECONDS: hands CMD to whoever serves the share
 # (the server guest for "cmd"/"res", the host for "hostcmd"/"hostres") and
 # prints the answer; a request is complete once renamed from REQ.ID.tmp to

@@ -16,10 +16,8 @@
 # no job may see an error or a mismatch. Last, knfsd is stopped and the
 # module unloaded and loaded again, and the server's kernel log is clean.
 . "$(dirname "$0")/../lib.sh"
-[ "${RDMARS_SERVER_MODULE:-c}" = ours ] || skip "the server guest runs the in-tree svcrdma (testbed.sh --server-module ours)"
+only_our_server
 command -v fio > /dev/null || skip "fio not installed"
-who=$(server_cmd server-module | head -1)
-[ "$who" = ours ] || fail "the server guest serves with '$who', not rpcrdma_rs"
 unload_all
 dmesg_mark
 mount_rs || fail "mount over our server failed"
@@ -81,6 +79,5 @@ restore_testbed
 unload $XPRT_MOD
 out=$(server_cmd reload-server-module)
 printf '%s' "$out" | grep -q 'rc=0' || fail "the server's module did not unload and load again: $out"
-problems=$(server_cmd dmesg-problems | grep -v '^rc=')
-[ -z "$problems" ] || fail "the server's kernel log: $problems"
+server_dmesg_assert_clean
 dmesg_assert_clean

@@ -15,18 +15,14 @@
 # the server still writes and reads a file back, and the server's kernel
 # log stays clean.
 . "$(dirname "$0")/../lib.sh"
-[ "${RDMARS_SERVER_MODULE:-c}" = ours ] || skip "the server guest runs the in-tree svcrdma (testbed.sh --server-module ours)"
+only_our_server
 only_ours
 peer=/run/repo/tools/rdma-peer/target/release/rdma-peer
 [ -x $peer ] || fail "no $peer (make peer)"
-who=$(server_cmd server-module | head -1)
-[ "$who" = ours ] || fail "the server guest serves with '$who', not rpcrdma_rs"
-scount() { server_cmd "server-counter $1" | head -1; }
-out=$(server_cmd "server-versions 2,1")
-printf '%s' "$out" | grep -q 'rc=0' || fail "cannot set the server's versions: $out"
+server_versions 2,1
 unload_all
 dmesg_mark
-e0=$(scount errors_sent) v0=$(scount err_vers_sent)
+e0=$(server_counter errors_sent) v0=$(server_counter err_vers_sent)
 scenarios=$($peer --list | awk '$1 ~ /^c-/ { print $1 }')
 [ "$(printf '%s\n' "$scenarios" | wc -l)" -ge 10 ] || fail "the hostile client's catalogue is short: $scenarios"
 failed=
@@ -40,7 +36,7 @@ for s in $scenarios; do
   fi
 done
 [ -z "$failed" ] || fail "the server failed:$failed"
-e=$(( $(scount errors_sent) - e0 )) v=$(( $(scount err_vers_sent) - v0 ))
+e=$(( $(server_counter errors_sent) - e0 )) v=$(( $(server_counter err_vers_sent) - v0 ))
 diag "the server sent $e RDMA_ERRORs and $v ERR_VERS"
 [ "$e" -ge 8 ] || fail "the server counted $e RDMA_ERRORs, not the catalogue's 8"
 [ "$v" -ge 1 ] || fail "the server counted no ERR_VERS"
@@ -52,6 +48,5 @@ umount "$MNT" && mount_rs || fail "remount failed"
 cmp -s /tmp/hc.src "$MNT/hc" || fail "the file read back differs"
 rm -f "$MNT/hc"
 umount "$MNT" || fail "umount failed"
-problems=$(server_cmd dmesg-problems | grep -v '^rc=')
-[ -z "$problems" ] || fail "the server's kernel log: $problems"
+server_dmesg_assert_clean
 dmesg_assert_clean

@@ -25,9 +25,7 @@
 # The server guest must run our server, and its kernel log must stay
 # clean.
 . "$(dirname "$0")/../lib.sh"
-[ "${RDMARS_SERVER_MODULE:-c}" = ours ] || skip "the server guest runs the in-tree svcrdma (testbed.sh --server-module ours)"
-who=$(server_cmd server-module | head -1)
-[ "$who" = ours ] || fail "the server guest serves with '$who', not rpcrdma_rs"
+only_our_server
 unload_all
 dmesg_mark
 src=/tmp/srv.src; mkdir -p $src
@@ -155,8 +153,7 @@ done
 unload $XPRT_MOD
 out=$(server_cmd reload-server-module)
 printf '%s' "$out" | grep -q 'rc=0' || fail "the server's module did not unload and load again: $out"
-problems=$(server_cmd dmesg-problems | grep -v '^rc=')
-[ -z "$problems" ] || fail "the server's kernel log: $problems"
+server_dmesg_assert_clean
 # The module is gone from the server: on the debug kernel, nothing it
 # allocated may be left behind.
 leaks=$(server_cmd kmemleak 600 | grep -v '^rc=')

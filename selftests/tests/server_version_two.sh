@@ -18,20 +18,16 @@
 # parameter): the client's probe gets ERR_VERS 1..1, it falls back, and
 # the data still reads back right.
 . "$(dirname "$0")/../lib.sh"
-[ "${RDMARS_SERVER_MODULE:-c}" = ours ] || skip "the server guest runs the in-tree svcrdma (testbed.sh --server-module ours)"
+only_our_server
 only_ours
-who=$(server_cmd server-module | head -1)
-[ "$who" = ours ] || fail "the server guest serves with '$who', not rpcrdma_rs"
-scount() { server_cmd "server-counter $1" | head -1; }
-out=$(server_cmd "server-versions 2,1")
-printf '%s' "$out" | grep -q 'rc=0' || fail "cannot set the server's versions: $out"
+server_versions 2,1
 unload_all
 dmesg_mark
 src=/tmp/v2srv.src; mkdir -p $src
 head -c 3072 /dev/urandom > $src/small
 head -c $((200 * 1024 + 5)) /dev/urandom > $src/big
 target=$(printf 'z%.0s' $(seq 1 4000))
-sv0=$(scount v2_connections) sx0=$(scount xchar_messages) se0=$(scount errors_sent) sev0=$(scount err_vers_sent)
+sv0=$(server_counter v2_connections) sx0=$(server_counter xchar_messages) se0=$(server_counter errors_sent) sev0=$(server_counter err_vers_sent)
 for v in 3 4.2; do
   RS_OPTS=vers=$v,proto=rdma,port=20049,rsize=65536,wsize=65536,retry=0
   path=/
@@ -78,8 +74,8 @@ for v in 3 4.2; do
   [ "${wbad:-0}" = 0 ] && [ "${rbad:-0}" = 0 ] || fail "vers=$v: bad replies"
 done
 dmesg_since_mark | grep -q 'using RPC-over-RDMA Version Two' || fail "the client logged no Version Two connection"
-sv=$(( $(scount v2_connections) - sv0 )) sx=$(( $(scount xchar_messages) - sx0 ))
-se=$(( $(scount errors_sent) - se0 )) sev=$(( $(scount err_vers_sent) - sev0 ))
+sv=$(( $(server_counter v2_connections) - sv0 )) sx=$(( $(server_counter xchar_messages) - sx0 ))
+se=$(( $(server_counter errors_sent) - se0 )) sev=$(( $(server_counter err_vers_sent) - sev0 ))
 diag "server: Version Two connections $sv, characteristics messages from clients $sx, RDMA_ERRORs $se, ERR_VERS $sev"
 [ "$sv" -ge 4 ] || fail "the server counted $sv Version Two connections, not each of the 4 mounts'"
 [ "$sx" -ge 4 ] || fail "the client's ROPT_INITXCH did not reach the server ($sx)"
@@ -118,8 +114,7 @@ done
 
 # The server speaks Version One only: ERR_VERS 1..1 to the probe, and the
 # client goes on with Version One on the same connection.
-out=$(server_cmd "server-versions 1")
-printf '%s' "$out" | grep -q 'rc=0' || fail "cannot set the server's versions: $out"
+server_versions 1
 unload_all
 dmesg_mark
 fb0=$(rs_counter v1_fallbacks)
@@ -131,13 +126,12 @@ got=$(dd if="$MNT/v1big" bs=64k iflag=direct status=none | sha256sum | cut -c1-6
 rm -f "$MNT/v1big"
 umount "$MNT"
 server_cmd "server-versions 2,1" > /dev/null
-fb=$(( $(rs_counter v1_fallbacks) - fb0 )) sev=$(( $(scount err_vers_sent) - sev0 ))
+fb=$(( $(rs_counter v1_fallbacks) - fb0 )) sev=$(( $(server_counter err_vers_sent) - sev0 ))
 diag "server speaking Version One: $fb fallbacks, ERR_VERS sent $sev, data $( [ "$got" = "$(sha256sum < $src/big | cut -c1-64)" ] && echo right || echo WRONG)"
 dmesg_since_mark | grep -q 'server speaks RPC-over-RDMA versions 1\.\.1, not Two' ||
   fail "no ERR_VERS (1..1) answer to our client's Version Two probe"
 [ "$fb" -ge 1 ] && [ "$sev" -ge 1 ] || fail "the probe was not refused with ERR_VERS"
 [ "$got" = "$(sha256sum < $src/big | cut -c1-64)" ] || fail "the file read back wrong over Version One"
 unload $XPRT_MOD
-problems=$(server_cmd dmesg-problems | grep -v '^rc=')
-[ -z "$problems" ] || fail "the server's kernel log: $problems"
+server_dmesg_assert_clean
 dmesg_assert_clean
