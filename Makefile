@@ -129,7 +129,7 @@ count:
 	bash scripts/count.sh
 
 server-bench:
-	bash scripts/server-bench.sh --rounds $(or $(SERVER_BENCH_ROUNDS),2)
+	bash scripts/server-bench.sh --rounds $(or $(SERVER_BENCH_ROUNDS),2) $(if $(SERVER_BENCH_VARIANTS),--variants $(SERVER_BENCH_VARIANTS)) $(if $(filter 1,$(SERVER_BENCH_PROFILE)),--profile)
 
 profile:
 	bash scripts/profile.sh $(if $(STOCK),--stock) $(if $(filter 0,$(PROFILE_PERF)),--no-perf) --rounds $(or $(PROFILE_ROUNDS),2) --iodepth $(or $(PROFILE_IODEPTH),64) $(if $(PROFILE_WORKLOAD),--workload $(PROFILE_WORKLOAD)) $(if $(OLD),--old $(OLD)) $(if $(LINES),--lines)

@@ -649,3 +649,67 @@ void rpcrdma_rs_svc_recv_done(struct svc_rqst *rqstp, u32 len)
 	set_bit(RQ_SECURE, &rqstp->rq_flags);
 	clear_bit(RQ_LOCAL, &rqstp->rq_flags);
 }
+
+/*
+ * Whether @page is one of the reply's pages, [rq_respages, rq_next_page):
+ * those the core lets go after xpo_sendto() returns (putting its
+ * references and leaving the slots for svc_alloc_arg() to refill), so
+ * that nothing writes them again while a reference of ours keeps them.
+ * @slot, if not NULL, is where the page is said to sit.
+ */
+static bool rpcrdma_rs_svc_is_reply_page(struct svc_rqst *rqstp, struct page *const *slot,
+					 struct page *page)
+{
+	if (slot)
+		return slot >= rqstp->rq_respages && slot < rqstp->rq_next_page &&
+		       *slot == page;
+	return rqstp->rq_next_page > rqstp->rq_respages && rqstp->rq_respages[0] == page;
+}
+
+/*
+ * Where byte @at of @rqstp's encoded reply (rq_res) lies: its page in
+ * *@pagep, its offset there in *@offsetp; returns how many bytes of the
+ * reply follow it in that page, contiguously. -EINVAL if @at is past the
+ * reply, or if that page is not one of the reply's own pages (the head
+ * and tail must sit in the first of them, the page list among them):
+ * such bytes are to be copied, not mapped.
+ */
+int rpcrdma_rs_svc_reply_piece(struct svc_rqst *rqstp, u32 at, struct page **pagep,
+			       u32 *offsetp)
+{
+	const struct xdr_buf *res = &rqstp->rq_res;
+	const struct kvec *vec = NULL;
+	struct page *const *slot = NULL;
+	struct page *page;
+	u32 off, n;
+
+	if (at < res->head[0].iov_len) {
+		vec = &res->head[0];
+	} else if (at - res->head[0].iov_len < res->page_len) {
+		u32 pos = res->page_base + (at - res->head[0].iov_len);
+
+		slot = &res->pages[pos >> PAGE_SHIFT];
+		page = *slot;
+		off = offset_in_page(pos);
+		n = min_t(u32, res->page_len - (at - res->head[0].iov_len), PAGE_SIZE - off);
+	} else if (at - res->head[0].iov_len - res->page_len < res->tail[0].iov_len) {
+		at -= res->head[0].iov_len + res->page_len;
+		vec = &res->tail[0];
+	} else {
+		return -EINVAL;
+	}
+	if (vec) {
+		const u8 *p = (const u8 *)vec->iov_base + at;
+
+		if (!virt_addr_valid(p))
+			return -EINVAL;
+		page = virt_to_page(p);
+		off = offset_in_page(p);
+		n = min_t(u32, vec->iov_len - at, PAGE_SIZE - off);
+	}
+	if (!page || !rpcrdma_rs_svc_is_reply_page(rqstp, slot, page))
+		return -EINVAL;
+	*pagep = page;
+	*offsetp = off;
+	return n;
+}

@@ -158,7 +158,7 @@ fn s3_forge_handle() -> Result<kernel::sync::Arc<ConnHandle>> {
 // misuse: s3_forge_token E0451
 #[cfg(misuse = "s3_forge_token")]
 fn s3_forge_token() -> InFlight {
-    InFlight { lender: 1, conn: 1, head: 0, count: 1, mapped: false, seq: 0, rw: 0 }
+    InFlight { lender: 1, conn: 1, head: 0, count: 1, mapped: false, seq: 0 }
 }
 
 // S4: the request's memory reached behind its storage.

@@ -12,7 +12,7 @@ use kernel::prelude::*;
 
 use super::{
     recv::{CallChunks, ConnState},
-    reply::{add_segments, pieces, SEND_WAIT_MS},
+    reply::{add_segments, flat_pieces, owned_piece, SEND_WAIT_MS},
     xprt::ServerXprt,
 };
 use crate::{
@@ -118,14 +118,16 @@ impl Pull {
             let len: u64 = c.iter().map(|s| u64::from(s.length)).sum();
             pages.push(OwnedPages::new(len.div_ceil(u64::from(PAGE_SIZE)) as usize)?, GFP_KERNEL)?;
         }
-        let mut local = KVec::with_capacity(self.chunks.len(), GFP_KERNEL)?;
-        for (c, p) in self.chunks.iter().zip(pages.iter()) {
-            local.push(pieces::<Inbound>(p, c)?, GFP_KERNEL)?;
+        // Each chunk's data from the start of its pages (`of` kept at most
+        // `MAX_READ_CHUNKS`).
+        let mut chunks = [(0u32, &[][..]); MAX_READ_CHUNKS];
+        for (ch, c) in chunks.iter_mut().zip(self.chunks.iter()) {
+            ch.1 = &c[..];
         }
-        let mut segs = KVec::new();
-        for (c, l) in self.chunks.iter().zip(local.iter()) {
-            add_segments(&mut segs, c, l)?;
-        }
+        let chunks = chunks.get(..self.chunks.len()).ok_or(EINVAL)?;
+        let local = flat_pieces::<Inbound>(chunks, |i, pos| owned_piece(pages.get(i)?, pos))?.ok_or(EINVAL)?;
+        let mut segs = KVec::with_capacity(self.chunks.iter().map(|c| c.len()).sum(), GFP_KERNEL)?;
+        add_segments(&mut segs, self.chunks.iter().flatten(), &local)?;
         match st.read(conn, &segs)? {
             Completion::Ok => {}
             // The connection went: the call is lost with it.
@@ -161,6 +163,10 @@ impl Pull {
             Err(e) if e == errno::EMSGSIZE() => return Ok(Pulled::ErrChunk(self.xid)),
             Err(e) => return Err(e),
         }
+        // The borrows of the chunks' segments end before the chunks are
+        // kept for the reply.
+        drop(segs);
+        drop(local);
         if let Some(k) = self.kept.take() {
             rq.set_ctxt(k);
         }
@@ -185,14 +191,7 @@ impl ConnState {
     /// are done: how they went. Waits for room while the connection's R/W
     /// operations or its Send Queue are all in use.
     fn read(&self, conn: &Connection<ServerXprt>, segs: &[RwSeg<'_, '_, Inbound>]) -> Result<Completion> {
-        let mut op = loop {
-            let seen = self.sends_seen();
-            match conn.rw_prepare(segs, 0) {
-                Ok(op) => break op,
-                Err(e) if e == EBUSY => self.wait_sends(seen, SEND_WAIT_MS)?,
-                Err(e) => return Err(e),
-            }
-        };
+        let mut op = self.rw_prepare_waiting(conn, segs)?;
         let posted = loop {
             let seen = self.sends_seen();
             match conn.rw_post(op) {

@@ -91,24 +91,52 @@ pub(super) struct ConnParams {
 
 /// Most segments of a Reply chunk or of one Write chunk this server takes;
 /// a call that offers more is answered with ERR_CHUNK.
-const MAX_CHUNK_SEGMENTS: usize = 16;
+pub(super) const MAX_CHUNK_SEGMENTS: usize = 16;
 
 /// Most Write chunks of a call this server takes (one per READ of a
 /// compound); a call that offers more is answered with ERR_CHUNK.
-const MAX_WRITE_CHUNKS: usize = 4;
+pub(super) const MAX_WRITE_CHUNKS: usize = 4;
+
+/// The segments of one chunk, kept in place (no allocation of their own).
+#[derive(Clone, Copy)]
+pub(super) struct SegList {
+    len: usize,
+    segs: [v1::Segment; MAX_CHUNK_SEGMENTS],
+}
+
+impl SegList {
+    const EMPTY: Self = SegList { len: 0, segs: [v1::Segment { handle: 0, length: 0, offset: 0 }; MAX_CHUNK_SEGMENTS] };
+
+    /// The segments of `r`; `None` if more than this server takes.
+    fn of(r: &v1::SegmentArray<'_>) -> Option<Self> {
+        let mut l = Self::EMPTY;
+        for seg in r.iter() {
+            *l.segs.get_mut(l.len)? = seg;
+            l.len += 1;
+        }
+        Some(l)
+    }
+
+    /// The segments.
+    pub(super) fn as_slice(&self) -> &[v1::Segment] {
+        self.segs.get(..self.len).unwrap_or_default()
+    }
+}
 
 /// What a call's `sendto` needs of its transport header: the chunks it
-/// offered, in order, and where the reply's payloads lie.
+/// offered, in order, and where the reply's payloads lie. One allocation
+/// per call, whatever it offered.
 pub(crate) struct CallChunks {
     /// The Reply chunk's segments (none if it offered none): a reply too
     /// long to send inline is written there.
-    pub(super) reply: KVec<v1::Segment>,
-    /// The Write chunks' segments: each takes one result payload
-    /// (`xpo_result_payload`), in order.
-    pub(super) writes: KVec<KVec<v1::Segment>>,
+    reply: SegList,
+    /// The Write chunks' segments, the first `nwrites`: each takes one
+    /// result payload (`xpo_result_payload`), in order.
+    writes: [SegList; MAX_WRITE_CHUNKS],
+    nwrites: usize,
     /// For each Write chunk, the payload it takes: its offset and length
     /// in the reply, once the upper layer said so.
-    pub(super) payloads: KVec<Option<(u32, u32)>>,
+    payloads: [Option<(u32, u32)>; MAX_WRITE_CHUNKS],
     /// The Write chunk the next payload goes to.
     next: usize,
     /// The one handle the call's chunks name, if one: the reply's Send
@@ -121,20 +149,42 @@ impl CallChunks {
     /// chunks or segments than this server takes, or no memory.
     pub(super) fn of(chunks: &v1::Chunks<'_>) -> Option<KBox<Self>> {
         let reply = match &chunks.reply {
-            Some(r) => segments(r)?,
-            None => KVec::new(),
+            Some(r) => SegList::of(r)?,
+            None => SegList::EMPTY,
         };
         if chunks.writes.len() > MAX_WRITE_CHUNKS {
             return None;
         }
-        let mut writes = KVec::with_capacity(chunks.writes.len(), GFP_KERNEL).ok()?;
-        let mut payloads = KVec::with_capacity(chunks.writes.len(), GFP_KERNEL).ok()?;
-        for w in chunks.writes.iter() {
-            writes.push(segments(&w)?, GFP_KERNEL).ok()?;
-            payloads.push(None, GFP_KERNEL).ok()?;
+        let mut writes = [SegList::EMPTY; MAX_WRITE_CHUNKS];
+        for (slot, w) in writes.iter_mut().zip(chunks.writes.iter()) {
+            *slot = SegList::of(&w)?;
         }
         let invalidate = responder::single_handle(chunks);
-        KBox::new(CallChunks { reply, writes, payloads, next: 0, invalidate }, GFP_KERNEL).ok()
+        let c = CallChunks {
+            reply,
+            writes,
+            nwrites: chunks.writes.len(),
+            payloads: [None; MAX_WRITE_CHUNKS],
+            next: 0,
+            invalidate,
+        };
+        KBox::new(c, GFP_KERNEL).ok()
+    }
+
+    /// The Reply chunk's segments (empty if the call offered none).
+    pub(super) fn reply(&self) -> &[v1::Segment] {
+        self.reply.as_slice()
+    }
+
+    /// The Write chunks' segments, in order.
+    pub(super) fn writes(&self) -> impl Iterator<Item = &[v1::Segment]> {
+        self.writes.iter().take(self.nwrites).map(SegList::as_slice)
+    }
+
+    /// For each Write chunk, in order, the payload it takes (offset and
+    /// length in the reply), if one.
+    pub(super) fn payloads(&self) -> &[Option<(u32, u32)>] {
+        self.payloads.get(..self.nwrites).unwrap_or_default()
     }
 
     /// The upper layer placed a result payload of `length` bytes at
@@ -146,9 +196,12 @@ impl CallChunks {
             return Ok(());
         }
         let i = self.next;
+        if i >= self.nwrites {
+            return Ok(());
+        }
         let Some(chunk) = self.writes.get(i) else { return Ok(()) };
         self.next += 1;
-        let room: u64 = chunk.iter().map(|s| u64::from(s.length)).sum();
+        let room: u64 = chunk.as_slice().iter().map(|s| u64::from(s.length)).sum();
         if u64::from(length) > room {
             return Err(E2BIG);
         }
@@ -160,21 +213,8 @@ impl CallChunks {
 
     /// True if a payload goes to a Write chunk.
     pub(super) fn has_payload(&self) -> bool {
-        self.payloads.iter().any(Option::is_some)
+        self.payloads().iter().any(Option::is_some)
     }
-}
-
-/// The segments of `r`, kept; `None` if more than this server takes, or
-/// no memory.
-fn segments(r: &v1::SegmentArray<'_>) -> Option<KVec<v1::Segment>> {
-    if r.len() > MAX_CHUNK_SEGMENTS {
-        return None;
-    }
-    let mut v = KVec::with_capacity(r.len(), GFP_KERNEL).ok()?;
-    for seg in r.iter() {
-        v.push(seg, GFP_KERNEL).ok()?;
-    }
-    Some(v)
 }
 
 /// What became of a Receive's message.

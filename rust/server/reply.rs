@@ -11,7 +11,8 @@ use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 
 use super::{
-    recv::{CallChunks, ConnState},
+    recv::{CallChunks, ConnState, MAX_WRITE_CHUNKS},
+    stats::COUNTERS,
     xprt::ServerXprt,
 };
 use crate::{
@@ -22,7 +23,7 @@ use crate::{
         PAGE_SIZE,
     },
     proto::{responder, v1, v2::Version},
-    verbs::{Connection, Copying, Lender, Mapping, RwSeg, SendWriter},
+    verbs::{Connection, Copying, RwChunk, RwSeg, SendWriter},
 };
 
 /// How long a reply waits for a Send buffer before the connection is
@@ -73,8 +74,8 @@ impl ConnState {
                 Ok(()) => return Ok(rq.reply_len()),
                 Err(e) if e == errno::ENOBUFS() => self.wait_sends(seen, SEND_WAIT_MS)?,
                 Err(e) if e == errno::EMSGSIZE() => {
-                    return match rq.ctxt().filter(|c| !c.reply.is_empty()) {
-                        Some(c) => self.send_reply_chunk(&conn, rq, &c.reply),
+                    return match rq.ctxt().filter(|c| !c.reply().is_empty()) {
+                        Some(c) => self.send_reply_chunk(&conn, rq, c.reply()),
                         None => self.send_error_chunk(&conn, xid).map(|()| 0),
                     };
                 }
@@ -85,8 +86,8 @@ impl ConnState {
 
     /// Writes the reply of `rq` into the Reply chunk `offered` by RDMA
     /// Write and sends an RDMA_NOMSG header returning the chunk, the Send
-    /// chained after the Writes (RFC 8166 section 3.5.4); waits until the
-    /// Send is done. A chunk too small for the reply gets ERR_CHUNK.
+    /// chained after the Writes (RFC 8166 section 3.5.4). A chunk too small
+    /// for the reply gets ERR_CHUNK.
     fn send_reply_chunk(
         &self,
         conn: &Connection<ServerXprt>,
@@ -99,11 +100,18 @@ impl ConnState {
             return self.send_error_chunk(conn, xid).map(|()| 0);
         };
         let returned = ret.get(..n).unwrap_or_default();
-        let pages = copy_out(rq, 0, len)?;
-        let local = pieces(&pages, returned)?;
+        let copy;
+        let local = match flat_pieces(&[(0, returned)], |_, pos| rq.reply_piece(pos))? {
+            Some(p) => p,
+            None => {
+                copy = copy_out(rq, 0, len)?;
+                flat_pieces(&[(0, returned)], |_, pos| owned_piece(&copy, pos))?.ok_or(EINVAL)?
+            }
+        };
+        COUNTERS.write_bytes.fetch_add(u64::from(len), Ordering::Relaxed);
         let mut segs = KVec::with_capacity(n, GFP_KERNEL)?;
-        add_segments(&mut segs, returned, &local)?;
-        self.write_and_send(conn, &segs, self.invalidate(rq), |w: &mut SendWriter<'_, Mapping>| {
+        add_segments(&mut segs, returned.iter(), &local)?;
+        self.write_and_send(conn, &segs, self.invalidate(rq), |w: &mut SendWriter<'_, Copying>| {
             w.copy(|b| {
                 let lists = v1::ChunkLists { reads: &[], writes: &[], reply: Some(returned) };
                 self.encode_reply_header(b, xid, true, &lists)
@@ -115,49 +123,82 @@ impl ConnState {
     /// Writes the result payloads of `rq`'s reply into the Write chunks
     /// `c` offered for them (RFC 8166 section 3.5.3) and sends the rest of
     /// the reply inline after an RDMA_MSG header returning the Write list
-    /// with the lengths written, the Send chained after the Writes; waits
-    /// until the Send is done. Each payload's XDR pad is neither written
-    /// nor sent. A reply whose rest does not fit inline gets ERR_CHUNK.
+    /// with the lengths written, the Send chained after the Writes. Each
+    /// payload's XDR pad is neither written nor sent. A reply whose rest does not fit inline gets ERR_CHUNK.
     fn send_write_chunks(&self, conn: &Connection<ServerXprt>, rq: &SendRqst<'_, CallChunks>, c: &CallChunks) -> Result<u32> {
         let (xid, len) = (rq.xid(), rq.reply_len());
         // Each Write chunk returned with the bytes of its payload (none
-        // for a chunk no payload went to), and the payloads' pages.
-        let mut returned = KVec::with_capacity(c.writes.len(), GFP_KERNEL)?;
-        let mut pages = KVec::with_capacity(c.writes.len(), GFP_KERNEL)?;
-        let mut skip = KVec::with_capacity(c.writes.len(), GFP_KERNEL)?;
-        for (offered, payload) in c.writes.iter().zip(c.payloads.iter()) {
+        // for a chunk no payload went to), one after the other; where each
+        // one's bytes start in the reply; the payloads, kept out of the
+        // inline part.
+        let nsegs: usize = c.writes().map(<[v1::Segment]>::len).sum();
+        let mut returned = KVec::from_elem(v1::Segment::default(), nsegs, GFP_KERNEL)?;
+        let mut starts = [0u32; MAX_WRITE_CHUNKS];
+        let mut skip = [(0u32, 0u32); MAX_WRITE_CHUNKS];
+        let (mut nskip, mut written, mut first) = (0, 0u64, 0usize);
+        for (i, (offered, payload)) in c.writes().zip(c.payloads().iter()).enumerate() {
             let (at, plen) = payload.unwrap_or((0, 0));
-            let mut ret = KVec::from_elem(v1::Segment::default(), offered.len(), GFP_KERNEL)?;
+            let ret = returned.get_mut(first..).ok_or(EINVAL)?;
+            first += offered.len();
             // Never: `note_payload` checked the payload fits.
             // Every offered segment comes back.
-            v1::fill_chunk(offered, plen, &mut ret).map_err(|_| E2BIG)?;
-            returned.push(ret, GFP_KERNEL)?;
-            pages.push(copy_out(rq, at, plen)?, GFP_KERNEL)?;
+            v1::fill_chunk(offered, plen, ret).map_err(|_| E2BIG)?;
+            *starts.get_mut(i).ok_or(EINVAL)? = at;
+            written += u64::from(plen);
             if plen > 0 {
                 // The payload and its XDR pad stay out of the inline part.
                 let end = at.checked_add(plen.next_multiple_of(4)).ok_or(EINVAL)?.min(len);
-                skip.push((at, end), GFP_KERNEL)?;
+                *skip.get_mut(nskip).ok_or(EINVAL)? = (at, end);
+                nskip += 1;
             }
         }
-        let mut inline = KVec::from_elem((0u32, 0u32), skip.len() + 1, GFP_KERNEL)?;
-        let parts = responder::inline_ranges(len, &skip, &mut inline).map_err(|_| EINVAL)?;
-        let mut all_pieces = KVec::with_capacity(returned.len(), GFP_KERNEL)?;
-        for (ret, p) in returned.iter().zip(pages.iter()) {
-            all_pieces.push(pieces(p, ret)?, GFP_KERNEL)?;
+        // Each chunk: where its payload starts in the reply, and its
+        // segments as returned.
+        let mut chunks = [(0u32, &[][..]); MAX_WRITE_CHUNKS];
+        let mut rest = &returned[..];
+        for ((ch, offered), &at) in chunks.iter_mut().zip(c.writes()).zip(starts.iter()) {
+            let (these, more) = rest.split_at(offered.len().min(rest.len()));
+            *ch = (at, these);
+            rest = more;
         }
-        let mut segs = KVec::new();
-        for (ret, p) in returned.iter().zip(all_pieces.iter()) {
-            add_segments(&mut segs, ret, p)?;
+        let nchunks = c.writes().count();
+        let chunks = chunks.get(..nchunks).unwrap_or_default();
+        let mut inline = [(0u32, 0u32); MAX_WRITE_CHUNKS + 1];
+        let parts = responder::inline_ranges(len, skip.get(..nskip).unwrap_or_default(), &mut inline)
+            .map_err(|_| EINVAL)?;
+        // The payloads' bytes where the reply holds them, or copied into
+        // pages of ours first (each chunk's from its start).
+        let copies;
+        let local = match flat_pieces(chunks, |_, pos| rq.reply_piece(pos))? {
+            Some(p) => p,
+            None => {
+                let mut v = KVec::with_capacity(nchunks, GFP_KERNEL)?;
+                for payload in c.payloads() {
+                    let (at, plen) = payload.unwrap_or((0, 0));
+                    v.push(copy_out(rq, at, plen)?, GFP_KERNEL)?;
+                }
+                copies = v;
+                let mut from_start = [(0u32, &[][..]); MAX_WRITE_CHUNKS];
+                for (f, &(_, segs)) in from_start.iter_mut().zip(chunks.iter()) {
+                    f.1 = segs;
+                }
+                let from_start = from_start.get(..nchunks).unwrap_or_default();
+                flat_pieces(from_start, |i, pos| owned_piece(copies.get(i)?, pos))?.ok_or(EINVAL)?
+            }
+        };
+        COUNTERS.write_bytes.fetch_add(written, Ordering::Relaxed);
+        let mut segs = KVec::with_capacity(nsegs, GFP_KERNEL)?;
+        add_segments(&mut segs, returned.iter(), &local)?;
+        let mut lists = [&[][..]; MAX_WRITE_CHUNKS];
+        for (l, &(_, segs)) in lists.iter_mut().zip(chunks.iter()) {
+            *l = segs;
         }
-        let mut lists = KVec::with_capacity(returned.len(), GFP_KERNEL)?;
-        for r in returned.iter() {
-            lists.push(&r[..], GFP_KERNEL)?;
-        }
+        let lists = lists.get(..nchunks).unwrap_or_default();
         let max = self.send_max() as usize;
-        let sent = self.write_and_send(conn, &segs, self.invalidate(rq), |w: &mut SendWriter<'_, Mapping>| {
+        let sent = self.write_and_send(conn, &segs, self.invalidate(rq), |w: &mut SendWriter<'_, Copying>| {
             w.copy(|b| {
                 let b = b.get_mut(..max.min(b.len())).unwrap_or_default();
-                let chunks = v1::ChunkLists { reads: &[], writes: &lists, reply: None };
+                let chunks = v1::ChunkLists { reads: &[], writes: lists, reply: None };
                 let mut n = self.encode_reply_header(b, xid, false, &chunks)?;
                 for &(from, to) in inline.iter().take(parts) {
                     let part = b.get_mut(n..n + (to - from) as usize).ok_or_else(errno::EMSGSIZE)?;
@@ -186,63 +227,61 @@ impl ConnState {
         rq.ctxt().and_then(|c| c.invalidate)
     }
 
+    /// Prepares the R/W operation over `segs`, waiting (for Sends to
+    /// complete, which destroys the writes they carried) while the
+    /// connection holds as many as it was made for.
+    pub(super) fn rw_prepare_waiting<D: Dir>(&self, conn: &Connection<ServerXprt>, segs: &[RwSeg<'_, '_, D>]) -> Result<RwChunk<D>> {
+        loop {
+            let seen = self.sends_seen();
+            match conn.rw_prepare(segs, 0) {
+                Ok(op) => return Ok(op),
+                Err(e) if e == EBUSY => self.wait_sends(seen, SEND_WAIT_MS)?,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Posts the RDMA Writes `segs` chained ahead of a Send that `fill`
     /// writes (the message naming what they wrote), a Send With
     /// Invalidate of `invalidate` if one, waiting for a Send buffer when
-    /// all are in use, and waits until the Send is done. A message `fill`
-    /// refuses (`EMSGSIZE`) writes nothing.
+    /// all are in use. Returns once posted: the Send's completion ends
+    /// the writes and lets their pages go. A message `fill` refuses
+    /// (`EMSGSIZE`) writes nothing.
     fn write_and_send(
         &self,
         conn: &Connection<ServerXprt>,
         segs: &[RwSeg<'_, '_, Outbound>],
         invalidate: Option<u32>,
-        fill: impl Fn(&mut SendWriter<'_, Mapping>) -> Result,
+        fill: impl Fn(&mut SendWriter<'_, Copying>) -> Result,
     ) -> Result {
-        let mut writes = conn.rw_prepare(segs, 0)?;
-        let lender = Lender::new();
+        let mut writes = self.rw_prepare_waiting(conn, segs)?;
         loop {
             let seen = self.sends_seen();
-            let reg = match conn.begin(&lender) {
-                Ok(r) => r,
-                Err(e) => {
-                    let _ = conn.rw_discard(writes);
-                    return Err(e);
-                }
-            };
-            match conn.send_with_writes(reg, writes, invalidate, |w: &mut SendWriter<'_, Mapping>| fill(w)) {
-                Ok(t) => {
-                    // Waits for the Send, after which the Writes are done.
-                    return match conn.release(&lender, t, None) {
-                        Ok(_) => Ok(()),
-                        Err(_) => Err(EIO),
-                    };
-                }
-                Err((f, w)) => {
-                    let _ = conn.release_unposted(&lender, f.reg);
-                    match w {
-                        // No Send buffer free: the Writes wait with it.
-                        Some(w) if f.err == errno::ENOBUFS() => {
-                            writes = w;
-                            if let Err(e) = self.wait_sends(seen, SEND_WAIT_MS) {
-                                let _ = conn.rw_discard(writes);
-                                return Err(e);
-                            }
-                        }
-                        Some(w) => {
-                            let _ = conn.rw_discard(w);
-                            return Err(f.err);
-                        }
-                        None => return Err(f.err),
+            match conn.send_after_writes(writes, invalidate, |w: &mut SendWriter<'_, Copying>| fill(w)) {
+                Ok(()) => return Ok(()),
+                // No Send buffer free: the Writes wait with it.
+                Err((e, Some(w))) if e == errno::ENOBUFS() => {
+                    writes = w;
+                    if let Err(e) = self.wait_sends(seen, SEND_WAIT_MS) {
+                        let _ = conn.rw_discard(writes);
+                        return Err(e);
                     }
                 }
+                Err((e, Some(w))) => {
+                    let _ = conn.rw_discard(w);
+                    return Err(e);
+                }
+                Err((e, None)) => return Err(e),
             }
         }
     }
 }
 
 /// Bytes `[at, at + len)` of the reply of `rq`, copied into pages of our
-/// own (the RDMA Writes read them after `sendto`'s thread moved on).
+/// own (the RDMA Writes read them after `sendto`'s thread moved on): for
+/// a reply whose bytes do not all lie in its own pages.
 fn copy_out(rq: &SendRqst<'_, CallChunks>, at: u32, len: u32) -> Result<OwnedPages> {
+    COUNTERS.chunks_copied.fetch_add(1, Ordering::Relaxed);
     let npages = len.div_ceil(PAGE_SIZE) as usize;
     let pages = OwnedPages::new(npages)?;
     let mut bounce = KVec::from_elem(0u8, PAGE_SIZE.min(len) as usize, GFP_KERNEL)?;
@@ -255,40 +294,73 @@ fn copy_out(rq: &SendRqst<'_, CallChunks>, at: u32, len: u32) -> Result<OwnedPag
     Ok(pages)
 }
 
-/// The local side of one segment of an RDMA Read or Write: (page, offset,
-/// length) pieces, each inside its page, in order.
-pub(super) type Pieces<'p, D> = KVec<(PageRef<'p, D>, u32, u32)>;
+/// One piece of the local side of an RDMA Read or Write: a page, an
+/// offset in it and a length, inside the page.
+pub(super) type Piece<'p, D> = (PageRef<'p, D>, u32, u32);
 
-/// The local side of each segment of the chunk `segs`, whose bytes
-/// `pages` holds (or takes) from its start in order: per segment, its
-/// pieces (page, offset, length), each inside one page.
-pub(super) fn pieces<'p, D: Dir>(pages: &'p OwnedPages, segs: &[v1::Segment]) -> Result<KVec<Pieces<'p, D>>> {
-    let mut all = KVec::with_capacity(segs.len(), GFP_KERNEL)?;
-    let mut pos = 0u32;
-    for seg in segs {
-        let mut v = KVec::new();
-        let mut left = seg.length;
-        while left > 0 {
-            let (page, off) = ((pos / PAGE_SIZE) as usize, pos % PAGE_SIZE);
-            let take = left.min(PAGE_SIZE - off);
-            v.push((pages.page(page).ok_or(EINVAL)?.page_ref::<D>(), off, take), GFP_KERNEL)?;
-            pos += take;
-            left -= take;
+/// The local side of the segments of `chunks` (each: where its bytes
+/// start in its source, and its segments), one chunk after the other, as
+/// one list of pieces in order: `piece(chunk, pos)` finds the page holding
+/// byte `pos` of chunk `chunk`'s source, the offset there and how many
+/// bytes follow in that page. `None` if it finds no page for a byte.
+/// [`add_segments`] cuts the list into the segments again.
+pub(super) fn flat_pieces<'p, D: Dir>(
+    chunks: &[(u32, &[v1::Segment])],
+    mut piece: impl FnMut(usize, u32) -> Option<Piece<'p, D>>,
+) -> Result<Option<KVec<Piece<'p, D>>>> {
+    // A segment's bytes span at most one page more than they fill.
+    let most: usize = chunks
+        .iter()
+        .flat_map(|(_, segs)| segs.iter())
+        .map(|s| s.length.div_ceil(PAGE_SIZE) as usize + 1)
+        .sum();
+    let mut all = KVec::with_capacity(most, GFP_KERNEL)?;
+    for (i, &(start, segs)) in chunks.iter().enumerate() {
+        let mut pos = start;
+        for seg in segs {
+            let mut left = seg.length;
+            while left > 0 {
+                let Some((page, off, n)) = piece(i, pos) else { return Ok(None) };
+                let take = left.min(n);
+                all.push((page, off, take), GFP_KERNEL)?;
+                pos = pos.checked_add(take).ok_or(EINVAL)?;
+                left -= take;
+            }
         }
-        all.push(v, GFP_KERNEL)?;
     }
-    Ok(all)
+    Ok(Some(all))
+}
+
+/// The piece of `pages` (their bytes in order) holding byte `pos`.
+pub(super) fn owned_piece<D: Dir>(pages: &OwnedPages, pos: u32) -> Option<Piece<'_, D>> {
+    let off = pos % PAGE_SIZE;
+    let page = pages.page((pos / PAGE_SIZE) as usize)?;
+    Some((page.page_ref::<D>(), off, PAGE_SIZE - off))
 }
 
 /// Adds to `out` an RDMA Write or Read for each segment of `segs` that
-/// takes bytes, from or into its `pieces`.
-pub(super) fn add_segments<'a, 'p, D: Dir>(
+/// takes bytes, from or into its pieces, the next ones of `pieces` (as
+/// [`flat_pieces`] made them for these segments, in order).
+pub(super) fn add_segments<'a, 'p, 's, D: Dir>(
     out: &mut KVec<RwSeg<'a, 'p, D>>,
-    segs: &[v1::Segment],
-    pieces: &'a [Pieces<'p, D>],
+    segs: impl IntoIterator<Item = &'s v1::Segment>,
+    pieces: &'a [Piece<'p, D>],
 ) -> Result {
-    for (seg, p) in segs.iter().zip(pieces.iter()).filter(|(s, _)| s.length > 0) {
-        out.push(RwSeg { rkey: seg.handle, addr: seg.offset, pages: p }, GFP_KERNEL)?;
+    let mut rest = pieces;
+    for seg in segs.into_iter().filter(|s| s.length > 0) {
+        // The pieces that make up this segment's length.
+        let (mut n, mut sum) = (0usize, 0u32);
+        while sum < seg.length {
+            let (_, _, l) = rest.get(n).ok_or(EINVAL)?;
+            sum = sum.checked_add(*l).ok_or(EINVAL)?;
+            n += 1;
+        }
+        if sum != seg.length {
+            return Err(EINVAL);
+        }
+        let (these, more) = rest.split_at(n);
+        rest = more;
+        out.push(RwSeg { rkey: seg.handle, addr: seg.offset, pages: these }, GFP_KERNEL)?;
     }
     Ok(())
 }

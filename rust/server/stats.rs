@@ -27,6 +27,12 @@ pub(crate) struct ServerCounters {
     /// carried (ERR_CHUNK; Version Two's ERR_BAD_HEADER), an OPTIONAL
     /// message of a type not supported (ERR_INVAL_OPTION).
     pub(crate) errors_sent: AtomicU64,
+    /// Bytes written into the clients' Write and Reply chunks by RDMA
+    /// Write.
+    pub(crate) write_bytes: AtomicU64,
+    /// Write and Reply chunks whose bytes were copied into pages of ours
+    /// first, not all of them lying in the reply's own pages.
+    pub(crate) chunks_copied: AtomicU64,
 }
 
 /// The server's counters.
@@ -37,11 +43,13 @@ pub(crate) static COUNTERS: ServerCounters = ServerCounters {
     xchar_messages: AtomicU64::new(0),
     err_vers_sent: AtomicU64::new(0),
     errors_sent: AtomicU64::new(0),
+    write_bytes: AtomicU64::new(0),
+    chunks_copied: AtomicU64::new(0),
 };
 
 impl ServerCounters {
     /// The read-only debugfs files: name and counter.
-    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 6] {
+    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 8] {
         [
             (c_str!("server_connections"), &self.connections),
             (c_str!("server_v2_connections"), &self.v2_connections),
@@ -49,6 +57,8 @@ impl ServerCounters {
             (c_str!("server_err_vers_sent"), &self.err_vers_sent),
             (c_str!("server_errors_sent"), &self.errors_sent),
             (c_str!("server_sends"), &self.verbs.sends),
+            (c_str!("server_write_bytes"), &self.write_bytes),
+            (c_str!("server_chunks_copied"), &self.chunks_copied),
         ]
     }
 }

@@ -345,6 +345,12 @@ impl<T: ConnHandler> Connection<T> {
         self.conn.rw_wait(p)
     }
 
+    /// How many R/W operations the connection holds (prepared, posted, or
+    /// carried by a Send not yet complete).
+    pub(crate) fn rw_live(&self) -> usize {
+        self.conn.rw_live()
+    }
+
     /// Ends `c`, never posted.
     pub(crate) fn rw_discard<D: Dir>(&self, c: RwChunk<D>) -> core::result::Result<(), RwChunk<D>> {
         self.conn.rw_discard(c)

@@ -23,7 +23,8 @@
 //!    [`Connection::rw_wait`]), releases the held Receive and answers with
 //!    RDMA Writes of two patterns into the two writable pages chained
 //!    ahead of a Send With Invalidate of the first one's rkey, one post
-//!    ([`Connection::send_with_writes`]);
+//!    ([`Connection::send_after_writes`]), whose completion destroys the
+//!    writes (no R/W operation is left);
 //! 4. the active side sees the remote invalidation, invalidates the rest
 //!    (three LOCAL_INVs), finds the patterns in its pages, and sends once
 //!    more: the passive side has a single Receive buffer, so that message
@@ -97,6 +98,8 @@ struct Seen {
     invalidated: Option<RemoteInv>,
     held: Option<HeldRecv>,
     requests: u32,
+    /// Send completions (signalled, or flushed).
+    sends_done: u32,
 }
 
 /// One side's handler.
@@ -214,6 +217,8 @@ impl ConnHandler for Side {
     }
 
     fn send_done(&self, how: Completion) {
+        self.seen.lock().sends_done += 1;
+        self.changed.notify_all();
         if self.flush_expected.load(Ordering::Relaxed) {
             return;
         }
@@ -728,23 +733,17 @@ fn serve_and_check(
     let p2 = [(sources[1].page_ref::<Outbound>(), 0, LEN as u32)];
     let write = [RwSeg { rkey: w1.0, addr: w1.1, pages: &p1 }, RwSeg { rkey: w2.0, addr: w2.1, pages: &p2 }];
     let writes = step_ok("prepare RDMA Writes", srv.rw_prepare(&write, 0))?;
-    let answer = Lender::new();
-    let reg = srv.begin(&answer)?;
-    let done = |out: &mut SendWriter<'_, Mapping>| out.copy(|b| copy_in(b, b"done"));
-    let t = match srv.send_with_writes(reg, writes, Some(w1.0), done) {
-        Ok(t) => t,
-        Err((f, writes)) => {
-            let _ = srv.release_unposted(&answer, f.reg);
-            if let Some(w) = writes {
-                let _ = srv.rw_discard(w);
-            }
-            return step_ok("answer with writes", Err(f.err));
+    let sends = srv_side.seen.lock().sends_done;
+    let done = |out: &mut SendWriter<'_, Copying>| out.copy(|b| copy_in(b, b"done"));
+    if let Err((e, writes)) = srv.send_after_writes(writes, Some(w1.0), done) {
+        if let Some(w) = writes {
+            let _ = srv.rw_discard(w);
         }
-    };
-    // Ends the writes too, once the Send is done.
-    if srv.release(&answer, t, None).is_err() {
-        return Err(EIO);
+        return step_ok("answer with writes", Err(e));
     }
+    // The Send's completion destroys the writes: nothing is left of them
+    // once it came (the wait times out otherwise).
+    srv_side.wait("writes destroyed by the answer's completion", |s| s.sends_done > sends && srv.rw_live() == 0)?;
 
     // The active side sees the remote invalidation.
     cli_side.wait("answer", |s| s.msgs >= 1)?;

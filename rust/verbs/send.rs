@@ -184,22 +184,23 @@ impl<T: ConnHandler> Connection<T> {
         Ok(t)
     }
 
-    /// [`Connection::send`] with the RDMA Writes of `writes` chained in
-    /// front of the Send (a responder's Write chunks): the returned token
-    /// holds them until the Send is done. See
-    /// [`Conn::send_with_writes`](crate::kapi::ib::Conn::send_with_writes)
-    /// for what comes back on failure.
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn send_with_writes(
+    /// Sends a message copied whole into a Send buffer with the RDMA
+    /// Writes of `writes` chained in front of it (a responder's Write and
+    /// Reply chunks), as a Send With Invalidate of the peer's
+    /// `invalidate` rkey if there is one. No token: the Send's completion
+    /// destroys the writes and lets their pages go, and nobody waits for
+    /// it. See [`Conn::send_after_writes`](crate::kapi::ib::Conn::send_after_writes)
+    /// for what comes back on failure (`ENOBUFS`: no Send buffer free or
+    /// no room in the queue, the writes back to post again).
+    pub(crate) fn send_after_writes(
         &self,
-        reg: Registration,
         writes: RwChunk<Outbound>,
         invalidate: Option<u32>,
-        fill: impl Fill<Mapping>,
-    ) -> core::result::Result<InFlight, (SendFailed, Option<RwChunk<Outbound>>)> {
-        let (t, sent) = self.conn.send_with_writes(reg, writes, invalidate, fill)?;
+        fill: impl Fill<Copying>,
+    ) -> core::result::Result<(), (kernel::error::Error, Option<RwChunk<Outbound>>)> {
+        let sent = self.conn.send_after_writes(writes, invalidate, fill)?;
         self.conn.events().count(sent);
-        Ok(t)
+        Ok(())
     }
 
     /// Sends a message that is copied whole into a Send buffer and names

@@ -293,11 +293,12 @@ def parse_block_runs(text):
     return out
 
 
-def kernel_symbols():
+def kernel_symbols(path="/proc/kallsyms"):
     """(address, symbol, module) of the kernel's code, modules included
-    (module "" for the kernel image), sorted, from /proc/kallsyms."""
+    (module "" for the kernel image), sorted, from /proc/kallsyms (or a
+    copy of another guest's at `path`)."""
     syms = []
-    with open("/proc/kallsyms") as f:
+    with open(path) as f:
         for line in f:
             parts = line.split()
             if len(parts) >= 3 and parts[1] in "tT":
@@ -311,10 +312,28 @@ def module_symbols(name):
     return [(a, s) for a, s, m in kernel_symbols() if m == name]
 
 
-def instructions_by_function(before, after):
+# The server guest's symbols while it serves with SERVING[0]: a module
+# loaded again moves.
+SERVER_SYMS = {}
+
+
+def server_symbols():
+    """The server guest's kernel_symbols(), as it serves now."""
+    key = SERVING[0]
+    if key not in SERVER_SYMS:
+        out = server_cmd("kallsyms")
+        if "rc=0" not in out:
+            raise RuntimeError(f"server kallsyms: {out}")
+        SERVER_SYMS.clear()
+        SERVER_SYMS[key] = kernel_symbols(f"{SHARE}/kallsyms.server")
+    return SERVER_SYMS[key]
+
+
+def instructions_by_function(before, after, syms=None):
     """Instructions executed per kernel function between two block_runs()
-    readings, keyed by (module, symbol) (module "" for the kernel image)."""
-    syms = kernel_symbols()
+    readings, keyed by (module, symbol) (module "" for the kernel image),
+    of this guest or of the guest whose kernel_symbols() `syms` are."""
+    syms = syms if syms is not None else kernel_symbols()
     addrs = [a for a, _, _ in syms]
     out = collections.Counter()
     for pc, (n, runs) in after.items():
@@ -392,6 +411,13 @@ def delta(before, after):
     return tuple(a - b for a, b in zip(after, before))
 
 
+# scripts/server-bench.sh --profile: the server guest's instructions by
+# kernel function too (testbed.sh --count-kernel-blocks).
+SERVER_PROFILE = os.environ.get("BENCH_SERVER_PROFILE") == "1"
+# The server functions reported per workload, the most instructions first.
+SERVER_TOP = 400
+
+
 class Meter:
     """Client CPU, RPCs and (with server=True) server CPU across one
     workload; and both guests' instructions if the testbed counts them
@@ -416,6 +442,8 @@ class Meter:
             # out takes longer, and the other counters are not to wait
             # for that.
             self._kept0 = block_snapshot()
+        if SERVER_PROFILE:
+            self._skept0 = block_snapshot("server")
         return self
 
     def __exit__(self, *exc):
@@ -427,6 +455,15 @@ class Meter:
             # Taken as soon as the counts above, read after.
             self.blocks1 = read_block_runs(block_snapshot()) if exc[0] is None else {}
             self.blocks0 = read_block_runs(self._kept0)
+        if SERVER_PROFILE:
+            kept1 = block_snapshot("server") if exc[0] is None else None
+            self.server_functions = {}
+            if kept1 is not None and self.rpcs:
+                by = instructions_by_function(read_block_runs(self._skept0), read_block_runs(kept1),
+                                              server_symbols())
+                self.server_functions = {f"{m}:{f}": n / self.rpcs for (m, f), n in by.most_common(SERVER_TOP)}
+            else:
+                read_block_runs(self._skept0)
         if self.server and exc[0] is None:
             self.server_cpu = server_busy_jiffies() - self.server_cpu
 
@@ -443,8 +480,12 @@ class Meter:
     def counted(self):
         """Instructions and translated blocks per RPC of both guests: their
         work per RPC in units the host's speed does not change (none if the
-        testbed does not count them)."""
+        testbed does not count them); with SERVER_PROFILE the server's by
+        kernel function ("module:function", module empty for the kernel
+        image)."""
         out = {}
+        if SERVER_PROFILE:
+            out["server_functions"] = self.server_functions
         for role, prefix in (("client", ""), ("server", "server_")):
             n = self.insns.get(role)
             if n is not None and self.rpcs:

@@ -414,6 +414,12 @@ server)
             for f in /sys/kernel/slab/*/shrink; do echo 1 > "$f"; done 2> /dev/null; sleep 0.5
             awk '/^SUnreclaim:/ { k += $2 } /^VmallocUsed:/ { k += $2 } /^MemFree:/ { f = $2 } END { print k, f }' /proc/meminfo
             echo "rc=0"; } > "$share/res.$id.tmp" 2>&1 ;;
+        kallsyms)
+          # The server's kernel symbols, modules included, into the share
+          # (kallsyms.server): where its instruction counts land
+          # (scripts/server-bench.sh --profile).
+          { cat /proc/kallsyms > "$share/kallsyms.server.tmp" && mv "$share/kallsyms.server.tmp" "$share/kallsyms.server"
+            echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
         server-counter\ *)
           # server-counter NAME: our server's debugfs counter server_NAME.
           { n=$(basename "${cmd#server-counter }")

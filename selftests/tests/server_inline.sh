@@ -12,9 +12,11 @@
 # Version Two (server_version_two.sh tests that). (NFSv4.2 runs without a backchannel: the
 # server has no backchannel class yet, so knfsd reports the callback path
 # down and the client works without delegations.) A READLINK reply of
-# 4.1 KB comes back in the Reply chunk the client offered, by RDMA Write.
+# 4.1 KB comes back in the Reply chunk the client offered, by RDMA Write
+# from the reply's own pages.
 # READs with Write chunks (64 KiB rsize) read a file back right, its data
-# written into the chunks; WRITEs with Read chunks (64 KiB wsize, NFSv3
+# written into the chunks from the reply's own pages, with no copy (the
+# server's counters); WRITEs with Read chunks (64 KiB wsize, NFSv3
 # and NFSv4.2) write one, its data pulled by RDMA Read, and a SYMLINK
 # whose call is too long to send inline (a Long Call: the whole call in a
 # position-zero Read chunk) makes the link it says. Then
@@ -74,15 +76,18 @@ reads0=$(rdma_xprt_field 11)
 ln -sfn "$target" "$MNT/long.link" || fail "the long SYMLINK (a Long Call) failed"
 reads1=$(rdma_xprt_field 11)
 umount "$MNT" && mount_rs || fail "remount for the long READLINK failed"
-rdma0=$(rdma_xprt_field 15)
+rdma0=$(rdma_xprt_field 15); sc0=$(server_counter chunks_copied)
 got=$(readlink "$MNT/long.link")
-rdma1=$(rdma_xprt_field 15)
+rdma1=$(rdma_xprt_field 15); sc=$(( $(server_counter chunks_copied) - sc0 ))
 rm -f "$MNT/long.link"
 umount "$MNT" || fail "umount failed"
-diag "long SYMLINK: $((reads1 - reads0)) Read chunks; long READLINK: ${#got} bytes back, $((rdma1 - rdma0)) bytes in Reply chunks"
+diag "long SYMLINK: $((reads1 - reads0)) Read chunks; long READLINK: ${#got} bytes back, $((rdma1 - rdma0)) bytes in Reply chunks, $sc chunks copied first by the server"
 [ $((reads1 - reads0)) -ge 1 ] || fail "the long SYMLINK did not go as a Long Call"
 [ "$got" = "$target" ] || fail "the long READLINK returned ${#got} bytes, not the 4000 of the link"
 [ $((rdma1 - rdma0)) -gt 4000 ] || fail "the long READLINK reply did not come in a Reply chunk"
+# Written from the reply's own pages (its head, the link in its page
+# list, its tail), not copied first.
+[ "$sc" = 0 ] || fail "the server copied the READLINK reply before writing it into the Reply chunk"
 # Through a knfsd restart, over IPv6.
 RS_OPTS=vers=3,proto=rdma,port=20049,rsize=1024,wsize=1024,nolock,retry=0
 mount_rs "$SERVER6" || fail "mount over IPv6 failed"
@@ -106,12 +111,18 @@ head -c $((200 * 1024 + 5)) /dev/urandom > $src/chunked
 cp $src/chunked "$MNT/chunked" && sync || fail "the file for the chunked READs was not written"
 umount "$MNT" && mount_rs || fail "remount for the chunked READs failed"
 w0=$(rdma_xprt_field 12); rdma0=$(rdma_xprt_field 15); inv0=$(remote_invalidations)
+sw0=$(server_counter write_bytes); sc0=$(server_counter chunks_copied)
 got=$(dd if="$MNT/chunked" bs=64k iflag=direct status=none | sha256sum | cut -c1-64)
 w1=$(rdma_xprt_field 12); rdma1=$(rdma_xprt_field 15); inv=$(( $(remote_invalidations) - inv0 ))
-diag "chunked READs: data $( [ "$got" = "$(sha256sum < $src/chunked | cut -c1-64)" ] && echo right || echo WRONG), $((w1 - w0)) Write chunks offered, $((rdma1 - rdma0)) bytes written into chunks, $inv regions invalidated by the server"
+sw=$(( $(server_counter write_bytes) - sw0 )); sc=$(( $(server_counter chunks_copied) - sc0 ))
+diag "chunked READs: data $( [ "$got" = "$(sha256sum < $src/chunked | cut -c1-64)" ] && echo right || echo WRONG), $((w1 - w0)) Write chunks offered, $((rdma1 - rdma0)) bytes written into chunks ($sw by the server's count, $sc chunks copied first), $inv regions invalidated by the server"
 [ "$got" = "$(sha256sum < $src/chunked | cut -c1-64)" ] || fail "the file read back through Write chunks is wrong"
 [ $((w1 - w0)) -ge 4 ] || fail "the READs offered no Write chunks"
 [ $((rdma1 - rdma0)) -ge $((200 * 1024)) ] || fail "the READs' data did not come in Write chunks"
+# The server wrote each READ's data from the reply's own pages (knfsd's
+# page cache pages, spliced), with no copy first.
+[ "$sw" -ge $((200 * 1024)) ] || fail "the server counted $sw bytes written into chunks, not the 200 KiB read"
+[ "$sc" = 0 ] || fail "the server copied $sc READ payloads before writing them, not mapping the reply's pages"
 # Each READ's reply is a Send With Invalidate of its Write chunk's one
 # region (our client counts them; the C client does not).
 if [ "$XPRT_MOD" = rpcrdma_rs ]; then

@@ -10,7 +10,7 @@ use core::{
     marker::PhantomData,
     pin::Pin,
     ptr,
-    sync::atomic::{AtomicBool, AtomicU64},
+    sync::atomic::{AtomicBool, AtomicU16, AtomicU64},
 };
 
 use kernel::{
@@ -64,6 +64,11 @@ pub(crate) struct DmaBuf {
     /// A Send buffer: its last Send mapped pages that are not unmapped yet
     /// (written under the Send lock).
     pub(super) mapped: AtomicBool,
+    /// A Send buffer: the R/W operation chained in front of its last Send
+    /// that the Send's completion destroys (`NO_RW`: none), see
+    /// [`Conn::send_after_writes`](super::Conn::send_after_writes).
+    /// Written under the Send lock.
+    pub(super) carried_rw: AtomicU16,
     /// What the buffer's holder writes: a sender between taking the buffer
     /// and posting it, the device while it is posted, the completion that
     /// takes it back.
@@ -195,6 +200,7 @@ impl DmaBuf {
                 posted_seq: AtomicU64::new(0),
                 wrs_end: AtomicU64::new(0),
                 mapped: AtomicBool::new(false),
+                carried_rw: AtomicU16::new(super::token::NO_RW),
                 cell: LeaseCell::new(BufState {
                     data,
                     sge: [sys::ib_sge { addr: dma, length: size as u32, lkey }; MAX_SEND_SGES],

@@ -196,7 +196,8 @@ pub(crate) struct Conn<V: Events> {
     /// waiters.
     #[pin]
     pub(super) inv_lock: SpinLock<()>,
-    /// Woken by every LOCAL_INV and R/W completion.
+    /// Woken by every LOCAL_INV completion (an R/W operation has a wait
+    /// of its own).
     #[pin]
     pub(super) inv_wait: CondVar,
     pub(super) recv_local: RecvLocalCell<V::RecvLocal>,

@@ -169,30 +169,8 @@ impl<V: Events> Conn<V> {
         if reg.conn != self.conn_id() {
             return Err(SendFailed { err: EINVAL, reg });
         }
-        match self.send_chained(&reg, 0, RegChain { conn: self, reg: &reg }, invalidate, false, fill) {
-            Ok(r) => Ok(r),
-            Err((err, _)) => Err(SendFailed { err, reg }),
-        }
-    }
-
-    /// [`Conn::send`], with `chain` building the work requests in front of
-    /// the Send (given the Send's, it returns the chain's head): the
-    /// REG_MRs of `reg` and `extra` more. On a failure, whether part of
-    /// the chain was posted (then the regions are out of use until the
-    /// connection goes, and releasing the token moves the queue pair to
-    /// the error state).
-    #[inline(always)]
-    pub(super) fn send_chained(
-        &self,
-        reg: &Registration,
-        extra: usize,
-        chain: impl Chain,
-        invalidate: Option<u32>,
-        reads_pages: bool,
-        fill: impl Fill<Mapping>,
-    ) -> core::result::Result<(InFlight, Sent), (kernel::error::Error, bool)> {
-        let wrs = usize::from(reg.count).wrapping_add(extra).wrapping_add(1);
-        match self.post_send(reg.lender, wrs, chain, invalidate, reads_pages, fill) {
+        let wrs = usize::from(reg.count).wrapping_add(1);
+        match self.post_send(reg.lender, wrs, RegChain { conn: self, reg: &reg }, invalidate, false, NO_RW, fill) {
             // INVARIANT: the regions' REG_MRs went out with the Send; the
             // token moves into the `InFlight`.
             Ok(p) => Ok((
@@ -203,7 +181,6 @@ impl<V: Events> Conn<V> {
                     count: reg.count,
                     mapped: p.mapped,
                     seq: p.seq,
-                    rw: NO_RW,
                 },
                 Sent { signaled: p.signaled, mapped: p.mapped },
             )),
@@ -211,9 +188,9 @@ impl<V: Events> Conn<V> {
                 if partial {
                     // Some REG_MRs may be posted: the regions stay out of
                     // use (and releasing the token breaks the queue pair).
-                    self.mark_broken(reg);
+                    self.mark_broken(&reg);
                 }
-                Err((err, partial))
+                Err(SendFailed { err, reg })
             }
         }
     }
@@ -227,7 +204,7 @@ impl<V: Events> Conn<V> {
         invalidate: Option<u32>,
         fill: impl Fill<Copying>,
     ) -> Result<Sent> {
-        match self.post_send(ANY_OWNER, 1, NoChain, invalidate, false, fill) {
+        match self.post_send(ANY_OWNER, 1, NoChain, invalidate, false, NO_RW, fill) {
             Ok(p) => Ok(Sent { signaled: p.signaled, mapped: p.mapped }),
             Err(f) => Err(f.err),
         }
@@ -350,7 +327,7 @@ impl<V: Events> Conn<V> {
         m.next = NO_MR;
         let mut m = Some(m);
         let chain = OneRegChain { m: &mut m };
-        match self.post_send(lender.id(), 2, chain, None, false, OneFill { fill, seg: &seg }) {
+        match self.post_send(lender.id(), 2, chain, None, false, NO_RW, OneFill { fill, seg: &seg }) {
             // INVARIANT: the region's REG_MR went out with the Send; the
             // region's hand-off and the lender's are the token's.
             Ok(p) => Ok((
@@ -361,7 +338,6 @@ impl<V: Events> Conn<V> {
                     count: 1,
                     mapped: p.mapped,
                     seq: p.seq,
-                    rw: NO_RW,
                 },
                 Sent { signaled: p.signaled, mapped: p.mapped },
                 seg,

@@ -18,7 +18,7 @@ use super::{
     frwr::mr_completion,
     mr::{note_invalidated, FrMr},
     rq::RemoteInv,
-    token::{Closed, InFlight, Invalidation, Lender, Registration, Released, NO_RW},
+    token::{Closed, InFlight, Invalidation, Lender, Registration, Released},
 };
 use crate::{kapi::trace, sys};
 
@@ -151,16 +151,9 @@ impl<V: Events> Conn<V> {
             unsafe { self.invalidate_posting(t.head, t.count, remotely_invalidated, fail, reuse) }
         };
         // The reply can overtake the Send's completion: the pages it maps
-        // (or the writes chained in front of it read) are the lender's
-        // again only once the HCA is done reading them.
+        // are the lender's again only once the HCA is done reading them.
         if t.mapped {
             self.wait_send(t.seq);
-        }
-        if t.rw != NO_RW {
-            if let Ok(qp) = self.qp() {
-                // Done with the Send: nothing of them is posted.
-                self.rw_end(qp, t.rw);
-            }
         }
         Ok(how)
     }

@@ -9,8 +9,8 @@
 //! references of the operation's, the contexts map them), then either
 //! posted alone and waited for ([`Conn::rw_post`], [`Conn::rw_wait`]: an
 //! RDMA Read of a call's Read chunk, say) or chained ahead of a Send
-//! ([`Conn::send_with_writes`]: a reply's Write chunks, done when the Send
-//! is). The data moves in the operation's direction: an RDMA Write sends
+//! ([`Conn::send_after_writes`]: a reply's Write chunks, destroyed by the
+//! Send's completion). The data moves in the operation's direction: an RDMA Write sends
 //! `Outbound` pages, an RDMA Read fills `Inbound` ones. Operations belong
 //! to the connection (a table sized for the R/W contexts its queue pair
 //! was made for); their tokens name them, and the connection's teardown
@@ -29,18 +29,20 @@ use kernel::{
         code::{EBUSY, EINVAL},
         Error, Result,
     },
+    new_condvar,
+    prelude::*,
+    sync::CondVar,
     types::Opaque,
 };
 
 use super::{
-    buf::{Fill, Mapping},
+    buf::{Copying, Fill},
     conn::Conn,
     cq::Completion,
     events::Events,
     frwr::Sent,
     qp::Qp,
-    sq::Chain,
-    token::{InFlight, Registration, SendFailed},
+    sq::{Chain, PostFailed},
 };
 use crate::{
     kapi::{
@@ -63,7 +65,7 @@ pub(crate) struct RwSeg<'a, 'p, D: Dir> {
 
 /// An R/W operation prepared on a connection, not posted: post it
 /// ([`Conn::rw_post`]), chain it ahead of a Send
-/// ([`Conn::send_with_writes`]) or discard it ([`Conn::rw_discard`]).
+/// ([`Conn::send_after_writes`]) or discard it ([`Conn::rw_discard`]).
 ///
 /// # Invariants
 ///
@@ -133,6 +135,7 @@ impl RwTable {
 /// ranges `ranges` of `sg` on the connection's queue pair (which maps
 /// them), and are destroyed (unmapping them) before the entries' pages are
 /// let go and before the queue pair is.
+#[pin_data(PinnedDrop)]
 pub(super) struct RwOp {
     /// Written once; ib_core reads it when the last work request completes.
     cqe: sys::ib_cqe,
@@ -147,6 +150,11 @@ pub(super) struct RwOp {
     /// Set (under the connection's wait lock) by the completion.
     done: AtomicBool,
     status: AtomicU32,
+    /// Woken by the completion, with the connection's wait lock held: the
+    /// thread waiting for this operation alone, not every thread waiting
+    /// on the connection.
+    #[pin]
+    done_wait: CondVar,
 }
 
 // SAFETY: the contexts and scatterlist are the operation's own, reached by
@@ -186,8 +194,9 @@ impl RwOp {
     }
 }
 
-impl Drop for RwOp {
-    fn drop(&mut self) {
+#[pinned_drop]
+impl PinnedDrop for RwOp {
+    fn drop(self: Pin<&mut Self>) {
         for e in self.sg.iter().take(self.refs) {
             // SAFETY: the entry holds the reference its preparation took
             // (type invariant); its context was destroyed, or never made,
@@ -226,8 +235,8 @@ impl<V: Events> Conn<V> {
         for _ in segs {
             ctxs.push(Opaque::uninit(), GFP_KERNEL)?;
         }
-        let mut op = KBox::pin(
-            RwOp {
+        let mut op = KBox::pin_init(
+            pin_init!(RwOp {
                 cqe: sys::ib_cqe { done: Some(rw_done::<V>) },
                 ctxs,
                 ranges: KVec::new(),
@@ -238,7 +247,8 @@ impl<V: Events> Conn<V> {
                 cookie,
                 done: AtomicBool::new(false),
                 status: AtomicU32::new(0),
-            },
+                done_wait <- new_condvar!("rpcrdma_rs:rw_done"),
+            }),
             GFP_KERNEL,
         )?;
         // SAFETY: nothing is moved out of the pinned box: fields are
@@ -399,7 +409,7 @@ impl<V: Events> Conn<V> {
         let op = unsafe { &*op };
         let mut g = self.inv_lock.lock();
         while !op.done.load(Ordering::Acquire) {
-            self.inv_wait.wait(&mut g);
+            op.done_wait.wait(&mut g);
         }
         drop(g);
         let how = match op.status.load(Ordering::Relaxed) {
@@ -424,6 +434,12 @@ impl<V: Events> Conn<V> {
         }
     }
 
+    /// How many R/W operations the connection holds: prepared, posted, or
+    /// carried by a Send not yet complete.
+    pub(crate) fn rw_live(&self) -> usize {
+        self.rw.lock().ops.iter().filter(|e| e.is_some()).count()
+    }
+
     /// Takes operation `index` out of the table and destroys it. The
     /// caller consumed its token, and none of its work requests is posted.
     pub(super) fn rw_end(&self, qp: &Qp, index: u16) {
@@ -435,61 +451,73 @@ impl<V: Events> Conn<V> {
         }
     }
 
-    /// Sends one message with the RDMA Writes of `writes` chained in front
-    /// of it (after the REG_MRs of `reg`): one post, and the queue pair's
-    /// order makes the data land before the peer sees the message. The
-    /// returned token holds the writes too: they are destroyed (their
-    /// pages let go) by [`Conn::release`], once the Send is done. On a
-    /// failure the registration comes back, and the writes too if they were
-    /// not yet linked to the Send; once linked they are destroyed (their
-    /// last work request names the Send), after a post that stopped part
-    /// of the way only once the queue pair in the error state is flushed.
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn send_with_writes(
+    /// Sends one message that `fill` copies into a Send buffer, with the
+    /// RDMA Writes of `writes` chained in front of it: one post, and the
+    /// queue pair's order makes the data land before the peer sees the
+    /// message. The Send always asks for its completion, which destroys
+    /// the writes (their pages let go): no token comes back and nobody
+    /// waits. On a failure the writes come back if they were not yet
+    /// linked to the Send; once linked they are destroyed here (after a
+    /// post that stopped part of the way, once the queue pair in the
+    /// error state is flushed: sleeps then).
+    pub(crate) fn send_after_writes(
         &self,
-        reg: Registration,
         writes: RwChunk<Outbound>,
         invalidate: Option<u32>,
-        fill: impl Fill<Mapping>,
-    ) -> core::result::Result<(InFlight, Sent), (SendFailed, Option<RwChunk<Outbound>>)> {
-        if reg.conn != self.conn_id() || writes.conn != self.conn_id() {
-            return Err((SendFailed { err: EINVAL, reg }, Some(writes)));
+        fill: impl Fill<Copying>,
+    ) -> core::result::Result<Sent, (Error, Option<RwChunk<Outbound>>)> {
+        if writes.conn != self.conn_id() {
+            return Err((EINVAL, Some(writes)));
         }
-        let rw_wrs = writes.wrs as usize;
+        let wrs = (writes.wrs as usize).wrapping_add(1);
         let index = writes.index;
-        // Once linked to the Send, the operation's last work request keeps
-        // pointing at it (`rdma_rw_ctx_wrs` sets `next` only when chaining):
-        // such an operation is never posted on its own.
         let linked = core::cell::Cell::new(false);
-        let chain = RwRegChain { conn: self, index, reg: &reg, linked: &linked };
-        match self.send_chained(&reg, rw_wrs, chain, invalidate, true, fill) {
-            Ok((mut t, sent)) => {
-                // The Send reads the lender's pages through the writes:
-                // its token waits for it, and then ends them.
-                t.mapped = true;
-                t.rw = index;
-                // The token's operation now belongs to `t`.
+        let chain = RwChain { conn: self, index, linked: &linked };
+        match self.post_send(ANY_OWNER, wrs, chain, invalidate, true, index, fill) {
+            Ok(p) => {
+                // Posted: the operation is the Send's now, destroyed by its
+                // completion.
                 let RwChunk { .. } = writes;
-                Ok((t, sent))
+                Ok(Sent { signaled: p.signaled, mapped: p.mapped })
             }
-            Err((err, partial)) => {
+            Err(PostFailed { err, partial }) => {
                 if !linked.get() {
-                    return Err((SendFailed { err, reg }, Some(writes)));
+                    return Err((err, Some(writes)));
                 }
                 if let Ok(qp) = self.qp() {
                     if partial {
-                        // Flushed now (the queue pair is in the error
-                        // state): nothing of the writes is posted after.
+                        // Flushed now: nothing of the writes is posted
+                        // after.
                         qp.drain_sq();
                     }
-                    // Not posted (or flushed): destroyed, pages let go.
                     self.rw_end(qp, index);
                 }
-                // Without a queue pair the table was emptied at teardown.
                 let RwChunk { .. } = writes;
-                Err((SendFailed { err, reg }, None))
+                Err((err, None))
             }
         }
+    }
+}
+
+/// The work requests of an R/W operation in front of a Send on `conn`;
+/// `linked` says once the operation's last work request names the Send.
+struct RwChain<'a, V: Events> {
+    conn: &'a Conn<V>,
+    index: u16,
+    linked: &'a core::cell::Cell<bool>,
+}
+
+// SAFETY: the operation's work requests are its contexts' own allocations,
+// live until it is destroyed, which happens only once nothing of it is
+// posted (its token is consumed by the caller, who hands it to the Send's
+// completion or destroys it after a failed post); it is not posted (the
+// token says so). The caller counts its work requests in `wrs`.
+unsafe impl<V: Events> Chain for RwChain<'_, V> {
+    #[inline(always)]
+    fn chain(self, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr> {
+        let head = self.conn.rw_chain(self.index, Some(send)).ok()?;
+        self.linked.set(true);
+        Some(head)
     }
 }
 
@@ -513,37 +541,15 @@ unsafe extern "C" fn rw_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut sys::ib_wc
     let how = Completion::of(wc);
     let cookie = op.cookie;
     let g = conn.inv_lock.lock();
-    // After this (and the unlock) the waiter may destroy the op.
     op.status.store(wc.status, Ordering::Relaxed);
     op.done.store(true, Ordering::Release);
+    // Woken before the unlock, after which the waiter may destroy the op
+    // (its wait included): nothing of it is touched after.
+    op.done_wait.notify_all();
     drop(g);
-    conn.inv_wait.notify_all();
     if how == Completion::Flushed {
         conn.note_flushed();
     }
     conn.events.rw_done(cookie, how);
 }
 
-/// The work requests of an R/W operation, then the REG_MRs of `reg`, in
-/// front of a Send on `conn`; `linked` says once the operation's last work
-/// request names the Send.
-struct RwRegChain<'a, V: Events> {
-    conn: &'a Conn<V>,
-    index: u16,
-    reg: &'a Registration,
-    linked: &'a core::cell::Cell<bool>,
-}
-
-// SAFETY: the operation's work requests are its contexts' own allocations,
-// live until it is destroyed, which its token (consumed by the caller, who
-// destroys it only once nothing of it is posted) keeps from happening
-// before; it is not posted (the token says so). The REG_MRs are as for
-// `RegChain`. The caller counts the operation's work requests in `wrs`.
-unsafe impl<V: Events> Chain for RwRegChain<'_, V> {
-    #[inline(always)]
-    fn chain(self, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr> {
-        let head = self.conn.rw_chain(self.index, Some(send)).ok()?;
-        self.linked.set(true);
-        self.conn.chain_regs(self.reg, head)
-    }
-}

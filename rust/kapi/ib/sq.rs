@@ -29,6 +29,7 @@ use super::{
     events::{completion, Events},
     cq::Completion,
     qp::PostError,
+    token::NO_RW,
 };
 use crate::{
     kapi::{errno, trace},
@@ -184,7 +185,13 @@ impl<V: Events> Conn<V> {
     /// it registered is reachable by the peer) before their pages go back:
     /// the caller's, outside any spinlock (moving a queue pair's state may
     /// sleep). Inlined into each caller, whose fill is its own.
+    ///
+    /// `carried_rw` (`NO_RW`: none) is an R/W operation `chain` put in
+    /// front of the Send that the Send's completion destroys: the caller
+    /// hands its token over if the post succeeds. Such a Send always asks
+    /// for its completion.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn post_send<M>(
         &self,
         owner: u64,
@@ -192,6 +199,7 @@ impl<V: Events> Conn<V> {
         chain: impl Chain,
         invalidate: Option<u32>,
         reads_pages: bool,
+        carried_rw: u16,
         fill: impl Fill<M>,
     ) -> core::result::Result<Posted, PostFailed> {
         let objs = self.objs.as_ref().ok_or_else(errno::ENOTCONN)?;
@@ -218,6 +226,12 @@ impl<V: Events> Conn<V> {
         if old_seq > self.done_seq.load(Ordering::Relaxed) {
             return Err(EBUSY.into());
         }
+        // Its last Send's completion has not destroyed the R/W operation
+        // it carried yet. (Never: that completion comes before any that
+        // could have made the Send known done, and destroys it then.)
+        if buf.carried_rw.load(Ordering::Relaxed) != NO_RW {
+            return Err(EBUSY.into());
+        }
         // SAFETY: the buffer's last Send (if any) is numbered no higher
         // than one known done (checked above), and the queue pair
         // completes in order: the device is done with it.
@@ -242,7 +256,7 @@ impl<V: Events> Conn<V> {
             buf.unmap_unposted(&mut b.pages);
             return Err(EINVAL.into());
         };
-        let reads = mapped || reads_pages;
+        let reads = mapped || reads_pages || carried_rw != NO_RW;
         let signaled = g.policy.signal(index, reads) || reads;
         b.send_wr.send_flags = if signaled { sys::ib_send_flags_IB_SEND_SIGNALED as c_int } else { 0 };
         // Numbered before the post: its completion may come before the post
@@ -289,6 +303,8 @@ impl<V: Events> Conn<V> {
         // INVARIANT: the chain's work requests are counted in.
         g.posted_wrs = g.posted_wrs.wrapping_add(wrs as u64);
         buf.wrs_end.store(g.posted_wrs, Ordering::Relaxed);
+        // Under the lock its completion takes first.
+        buf.carried_rw.store(carried_rw, Ordering::Relaxed);
         // After the post: a Receive that reads a number finds every Send
         // up to it posted (see `RemoteInv`).
         self.sent_seq.store(seq, Ordering::Release);
@@ -371,8 +387,20 @@ impl<V: Events> Conn<V> {
             self.done_seq.store(seq, Ordering::Release);
             g.done_wrs = g.done_wrs.max(buf.wrs_end.load(Ordering::Relaxed)).min(g.posted_wrs);
         }
+        // The R/W operation chained in front of this Send is done with it
+        // (the queue pair completes in order): this completion destroys
+        // it, its token having gone with the post. The completion is the
+        // buffer's last Send's: the buffer is taken again only once a
+        // completion of that Send or a later one came, and the CQ hands
+        // them over in order, that Send's first.
+        let rw = buf.carried_rw.swap(NO_RW, Ordering::Relaxed);
         let n = g.policy.completed(buf.index);
         drop(g);
+        if rw != NO_RW {
+            if let Ok(qp) = self.qp() {
+                self.rw_end(qp, rw);
+            }
+        }
         if newer && self.send_waiters.load(Ordering::Acquire) > 0 {
             self.send_wait.notify_all();
         }

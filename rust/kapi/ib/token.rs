@@ -330,7 +330,7 @@ pub(crate) struct Registration {
 /// The end of a token's list of regions.
 pub(super) const NO_MR: u16 = u16::MAX;
 
-/// No R/W operation (an [`InFlight`]'s `rw`).
+/// No R/W operation (a Send buffer's `carried_rw`).
 pub(super) const NO_RW: u16 = u16::MAX;
 
 /// What a lender has in the device's or the peer's reach after a Send:
@@ -346,9 +346,7 @@ pub(super) const NO_RW: u16 = u16::MAX;
 /// As for [`Registration`], except that the regions' REG_MRs were posted
 /// (or the queue pair went to the error state trying), and `seq` is the
 /// number of the Send on its connection, which reads pages of the lender
-/// if `mapped` (mapped in place, or through the R/W operation `rw` of the
-/// connection chained in front of it, which the token holds: [`NO_RW`]
-/// for none).
+/// it mapped in place if `mapped`.
 #[must_use = "the peer can reach these regions until they are invalidated"]
 pub(crate) struct InFlight {
     pub(super) lender: u64,
@@ -357,7 +355,6 @@ pub(crate) struct InFlight {
     pub(super) count: u16,
     pub(super) mapped: bool,
     pub(super) seq: u64,
-    pub(super) rw: u16,
 }
 
 impl InFlight {

@@ -24,7 +24,7 @@ use kernel::{
 use crate::{
     kapi::{
         errno,
-        page::{self, OwnedPage},
+        page::{self, OwnedPage, Outbound, PageRef, ANY_OWNER},
     },
     sys,
 };
@@ -283,6 +283,28 @@ impl<C> SendRqst<'_, C> {
     pub(crate) fn reply_len(&self) -> u32 {
         // SAFETY: as in `xid`.
         unsafe { (*self.raw).rq_res.len }
+    }
+
+    /// Where the reply's byte `at` lies: its page, the offset there, and
+    /// how many of the reply's bytes follow contiguously in that page, if
+    /// the page is one of the reply's own, which the core lets go once
+    /// `sendto` returns and never writes again: a reference of the page
+    /// keeps these bytes as they are. `None` for a byte past the reply or
+    /// elsewhere (to be copied, then).
+    pub(crate) fn reply_piece(&self, at: u32) -> Option<(PageRef<'_, Outbound>, u32, u32)> {
+        let mut page = core::ptr::null_mut();
+        let mut offset = 0u32;
+        // SAFETY: the request is the thread's and `rq_res` its reply (type
+        // invariant); the helper reads them and writes only the two
+        // out-parameters.
+        let n = unsafe { sys::rpcrdma_rs_svc_reply_piece(self.raw, at, &mut page, &mut offset) };
+        let n = u32::try_from(n).ok().filter(|&n| n > 0)?;
+        // SAFETY: a page of the reply's (the helper checked), held by the
+        // request until the core lets it go after `sendto`, so for at
+        // least the borrow of `self`; the device may read it, and it is no
+        // lender's.
+        let page = unsafe { PageRef::new(page, ANY_OWNER) }?;
+        Some((page, offset, n))
     }
 
     /// Copies the reply into the start of `dst`; returns its length.
