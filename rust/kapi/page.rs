@@ -219,6 +219,11 @@ pub(crate) struct OwnedPage {
     ptr: NonNull<sys::page>,
 }
 
+// SAFETY: the value owns its page reference (`kernel::page::Page` is
+// `Send`); `ptr` only names that page, which any thread may free or read
+// through the value it moved to.
+unsafe impl Send for OwnedPage {}
+
 impl OwnedPage {
     /// Allocates a zeroed page. Sleeps.
     pub(crate) fn new() -> kernel::error::Result<Self> {
@@ -273,6 +278,10 @@ pub(crate) struct OwnedPages {
     pages: kernel::alloc::KVec<OwnedPage>,
     ptrs: kernel::alloc::KVec<*mut sys::page>,
 }
+
+// SAFETY: the pages are `OwnedPage`s (`Send`); `ptrs` only names them
+// (type invariant) and moves with them.
+unsafe impl Send for OwnedPages {}
 
 impl OwnedPages {
     /// Allocates `n` zeroed pages. Sleeps.

@@ -5,14 +5,19 @@
 //! whole call in a position-zero Read chunk (a Long Call, RDMA_NOMSG).
 //! The chunks are checked and planned while the call's Receive is held
 //! ([`Pull::of`], [`crate::proto::responder::plan_call`]), then, the
-//! Receive given back, pulled by RDMA Read into pages of our own and the
-//! call rebuilt in the thread's pages ([`Pull::run`]).
+//! Receive given back, pulled by RDMA Read into pages of our own
+//! ([`Pull::start`]: the thread posts the Reads and moves on), and once
+//! the Reads completed a thread rebuilds the call in its pages
+//! ([`InPull::finish`]).
+
+use core::sync::atomic::Ordering;
 
 use kernel::prelude::*;
 
 use super::{
     recv::{CallChunks, ConnState},
     reply::{add_segments, flat_pieces, owned_piece, SEND_WAIT_MS},
+    stats::COUNTERS,
     xprt::ServerXprt,
 };
 use crate::{
@@ -27,7 +32,7 @@ use crate::{
         responder::{self, CallPiece},
         v1,
     },
-    verbs::{Completion, Connection, RwSeg},
+    verbs::{Completion, Connection, RwPosted, RwSeg},
 };
 
 /// Most Read chunks of a call this server takes: a Long Call's and a data
@@ -106,29 +111,44 @@ impl Pull {
         .ok()
     }
 
-    /// Pulls the call's chunks from the client by RDMA Read, all in one
-    /// operation, into pages of our own, and gives `rq` the call they
-    /// rebuild, with the chunks kept for its reply. An error: the call is
+    /// Starts pulling the call's chunks from the client by RDMA Read, all
+    /// in one operation, into pages of our own: posts the Reads and
+    /// returns. Their completion ([`ServerXprt::rw_done`]) has a thread
+    /// take the call up again ([`InPull::finish`]). An error: the call is
     /// lost, and the caller closes the connection (the client sends it
     /// again on its next).
-    pub(super) fn run(mut self: KBox<Self>, st: &ConnState, conn: &Connection<ServerXprt>, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
+    ///
+    /// [`ServerXprt::rw_done`]: crate::verbs::ConnHandler::rw_done
+    pub(super) fn start(self: KBox<Self>, st: &ConnState, conn: &Connection<ServerXprt>) -> Result<InPull> {
         let mut pages = KVec::with_capacity(self.chunks.len(), GFP_KERNEL)?;
+        let mut total = 0u64;
         for c in self.chunks.iter() {
             // Below `MAX_CALL` (the plan checked each chunk's length).
             let len: u64 = c.iter().map(|s| u64::from(s.length)).sum();
             pages.push(OwnedPages::new(len.div_ceil(u64::from(PAGE_SIZE)) as usize)?, GFP_KERNEL)?;
+            total += len;
         }
-        // Each chunk's data from the start of its pages (`of` kept at most
-        // `MAX_READ_CHUNKS`).
-        let mut chunks = [(0u32, &[][..]); MAX_READ_CHUNKS];
-        for (ch, c) in chunks.iter_mut().zip(self.chunks.iter()) {
-            ch.1 = &c[..];
-        }
-        let chunks = chunks.get(..self.chunks.len()).ok_or(EINVAL)?;
-        let local = flat_pieces::<Inbound>(chunks, |i, pos| owned_piece(pages.get(i)?, pos))?.ok_or(EINVAL)?;
-        let mut segs = KVec::with_capacity(self.chunks.iter().map(|c| c.len()).sum(), GFP_KERNEL)?;
-        add_segments(&mut segs, self.chunks.iter().flatten(), &local)?;
-        match st.read(conn, &segs)? {
+        let posted = {
+            // Each chunk's data from the start of its pages (`of` kept at
+            // most `MAX_READ_CHUNKS`).
+            let mut chunks = [(0u32, &[][..]); MAX_READ_CHUNKS];
+            for (ch, c) in chunks.iter_mut().zip(self.chunks.iter()) {
+                ch.1 = &c[..];
+            }
+            let chunks = chunks.get(..self.chunks.len()).ok_or(EINVAL)?;
+            let local = flat_pieces::<Inbound>(chunks, |i, pos| owned_piece(pages.get(i)?, pos))?.ok_or(EINVAL)?;
+            let mut segs = KVec::with_capacity(self.chunks.iter().map(|c| c.len()).sum(), GFP_KERNEL)?;
+            add_segments(&mut segs, self.chunks.iter().flatten(), &local)?;
+            st.post_read(conn, &segs)?
+        };
+        COUNTERS.read_bytes.fetch_add(total, Ordering::Relaxed);
+        Ok(InPull { pull: self, pages, posted })
+    }
+
+    /// Gives `rq` the call that `pages`, pulled as `how` says, rebuild,
+    /// with the chunks kept for its reply. An error: the call is lost.
+    fn finish(mut self: KBox<Self>, how: Completion, pages: &[OwnedPages], rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
+        match how {
             Completion::Ok => {}
             // The connection went: the call is lost with it.
             Completion::Flushed => return Err(errno::ECONNRESET()),
@@ -163,14 +183,36 @@ impl Pull {
             Err(e) if e == errno::EMSGSIZE() => return Ok(Pulled::ErrChunk(self.xid)),
             Err(e) => return Err(e),
         }
-        // The borrows of the chunks' segments end before the chunks are
-        // kept for the reply.
-        drop(segs);
-        drop(local);
         if let Some(k) = self.kept.take() {
             rq.set_ctxt(k);
         }
         Ok(Pulled::Call)
+    }
+}
+
+/// A call whose Read chunks are being pulled: the call, the pages the
+/// Reads fill and the posted Reads. Kept by its connection, in the order
+/// posted, until a thread finishes it.
+pub(super) struct InPull {
+    pull: KBox<Pull>,
+    pages: KVec<OwnedPages>,
+    posted: RwPosted<Inbound>,
+}
+
+impl InPull {
+    /// True once the Reads completed (or were flushed).
+    pub(super) fn ready(&self, conn: &Connection<ServerXprt>) -> bool {
+        conn.rw_completed(&self.posted)
+    }
+
+    /// Ends the Reads (done: no wait) and gives `rq` the call; see
+    /// [`Pull::finish`].
+    pub(super) fn finish(self, conn: &Connection<ServerXprt>, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
+        let InPull { pull, pages, posted } = self;
+        // A token the connection does not take any more: its teardown
+        // destroyed the operation, after the queue pair was drained.
+        let how = conn.rw_wait(posted).map_err(|_| errno::ENOTCONN())?;
+        pull.finish(how, &pages, rq)
     }
 }
 
@@ -187,15 +229,14 @@ fn put_pages(w: &mut CallWriter<'_>, pages: &OwnedPages, from: u32, to: u32) -> 
 }
 
 impl ConnState {
-    /// Posts the RDMA Reads `segs` as one operation and waits until they
-    /// are done: how they went. Waits for room while the connection's R/W
-    /// operations or its Send Queue are all in use.
-    fn read(&self, conn: &Connection<ServerXprt>, segs: &[RwSeg<'_, '_, Inbound>]) -> Result<Completion> {
+    /// Posts the RDMA Reads `segs` as one operation. Waits for room while
+    /// the connection's R/W operations or its Send Queue are all in use.
+    fn post_read(&self, conn: &Connection<ServerXprt>, segs: &[RwSeg<'_, '_, Inbound>]) -> Result<RwPosted<Inbound>> {
         let mut op = self.rw_prepare_waiting(conn, segs)?;
-        let posted = loop {
+        loop {
             let seen = self.sends_seen();
             match conn.rw_post(op) {
-                Ok(p) => break p,
+                Ok(p) => return Ok(p),
                 Err((e, back)) if e == errno::ENOBUFS() => {
                     op = back;
                     if let Err(e) = self.wait_sends(seen, SEND_WAIT_MS) {
@@ -208,9 +249,6 @@ impl ConnState {
                     return Err(e);
                 }
             }
-        };
-        // A token the connection does not take any more: its teardown
-        // destroyed the operation, after the queue pair was drained.
-        conn.rw_wait(posted).map_err(|_| errno::ENOTCONN())
+        }
     }
 }

@@ -13,7 +13,7 @@ use kernel::{
 };
 
 use super::{
-    read_chunk::{Pull, Pulled},
+    read_chunk::{InPull, Pull, Pulled},
     ring::Ring,
     version::ConnVersion,
     xprt::ServerXprt,
@@ -38,9 +38,10 @@ pub(crate) struct ConnState {
     /// transport, which holds it here: taking it out breaks that cycle.
     #[pin]
     conn: SpinLock<Option<Arc<Connection<ServerXprt>>>>,
-    /// Receives whose call no thread has taken yet, oldest first.
+    /// Receives whose call no thread has taken yet, and calls whose Read
+    /// chunks are being pulled, oldest first.
     #[pin]
-    calls: SpinLock<Ring<HeldRecv>>,
+    calls: SpinLock<Calls>,
     /// Bumped when a Send buffer may have come back; replies waiting for
     /// one wait on `send_wait`.
     #[pin]
@@ -72,6 +73,15 @@ pub(crate) struct ConnState {
     pub(super) peer_rem_inv: AtomicBool,
     /// Our ROPT_INITXCH went (or is going) out.
     pub(super) initxch_sent: AtomicBool,
+}
+
+/// What waits for a connection's threads.
+struct Calls {
+    /// Receives whose call no thread has taken yet.
+    held: Ring<HeldRecv>,
+    /// Calls whose Read chunks are being pulled, in the order the Reads
+    /// were posted (the order they complete in).
+    pulls: Ring<InPull>,
 }
 
 /// What [`ConnState::new`] makes a connection with.
@@ -221,7 +231,7 @@ impl CallChunks {
 enum Taken {
     /// The thread has the call.
     Call,
-    /// The call's Read chunks are to be pulled, then the thread has it.
+    /// The call's Read chunks are to be pulled, then a thread has it.
     Pull(KBox<Pull>),
     /// Nothing to do (not a call).
     Nothing,
@@ -236,7 +246,9 @@ enum Taken {
 impl ConnState {
     /// The state of a connection made with `p`.
     pub(super) fn new(p: ConnParams) -> Result<Pin<KBox<Self>>> {
-        let calls = Ring::new(p.credits as usize)?;
+        // A pull is a call whose Receive came back: no more of them than
+        // credits either.
+        let calls = Calls { held: Ring::new(p.credits as usize)?, pulls: Ring::new(p.credits as usize)? };
         let xch = Characteristics::DEFAULT;
         KBox::pin_init(
             pin_init!(ConnState {
@@ -295,7 +307,7 @@ impl ConnState {
                 }
             }
         }
-        if let Err(h) = self.calls.lock().push(msg.hold()) {
+        if let Err(h) = self.calls.lock().held.push(msg.hold()) {
             // Never: one slot per Receive. The Receive stays out of use,
             // and the connection goes.
             drop(h);
@@ -306,23 +318,38 @@ impl ConnState {
     }
 
     /// One call for the thread `rq`, if one waits and is a call this
-    /// server takes; what it cannot carry is answered with RDMA_ERROR,
-    /// once its Receive is posted again.
+    /// server takes: the oldest call whose Read chunks were pulled, else
+    /// the next Receive's; what it cannot carry is answered with
+    /// RDMA_ERROR, once its Receive is posted again. A call with Read
+    /// chunks is not the thread's yet: it posts the Reads and moves on.
     pub(super) fn recvfrom(&self, x: &ServerXprt, rq: &mut RecvRqst<'_, CallChunks>) {
         // Before a Receive is taken: one taken is given back through it.
         let Some(conn) = self.connection() else { return };
-        let h = {
+        let (h, pulled) = {
             let mut q = self.calls.lock();
-            let h = q.pop();
+            let pulled = if q.pulls.front().is_some_and(|p| p.ready(&conn)) { q.pulls.pop() } else { None };
+            let h = if pulled.is_none() { q.held.pop() } else { None };
             // Cleared under the lock: a Receive that completes after sets
-            // it again once it is queued.
-            if q.is_empty() {
+            // it again once it is queued, Reads that complete after once
+            // they took the lock (`pull_done`).
+            if q.held.is_empty() && !q.pulls.front().is_some_and(|p| p.ready(&conn)) {
                 x.svc().clear_flag(XptFlag::Data);
             }
-            h
+            (h, pulled)
         };
         // Other threads may take the next call meanwhile.
         rq.release_xprt();
+        if let Some(p) = pulled {
+            let finished = p.finish(&conn, rq);
+            // The Reads' Send Queue slots are free again.
+            self.sends_freed();
+            let taken = match finished {
+                Ok(Pulled::Call) => Taken::Call,
+                Ok(Pulled::ErrChunk(xid)) => Taken::ErrChunk(xid),
+                Err(e) => return self.pull_failed(x, e),
+            };
+            return self.answer(x, &conn, taken);
+        }
         let Some(h) = h else { return };
         let taken = conn.with_held(&h, |msg| self.take_call(rq, msg)).unwrap_or(Taken::Nothing);
         // Reposted: the credit comes back, before any RDMA_ERROR the
@@ -330,39 +357,72 @@ impl ConnState {
         if conn.release_held(h).is_err() {
             x.svc().close_later();
         }
-        let taken = match taken {
-            Taken::Pull(p) => match p.run(self, &conn, rq) {
-                Ok(Pulled::Call) => Taken::Call,
-                Ok(Pulled::ErrChunk(xid)) => Taken::ErrChunk(xid),
-                // The call is lost: the client sends it again once
-                // reconnected. The connection went, or the client's
-                // memory could not be read (said once already).
-                Err(e) if e == crate::kapi::errno::ECONNRESET() => {
-                    x.svc().close_later();
-                    return;
-                }
-                Err(e) => {
-                    static MSG: RateLimit = RateLimit::new();
-                    if MSG.allow() {
-                        pr_warn!(
-                            "rdma server: cannot pull a call's Read chunks (error {}): closing the connection\n",
-                            e.to_errno()
-                        );
-                    }
-                    x.svc().close_later();
-                    return;
-                }
-            },
-            t => t,
-        };
+        if let Taken::Pull(p) = taken {
+            match p.start(self, &conn) {
+                Ok(p) => self.pulling(x, &conn, p),
+                Err(e) => self.pull_failed(x, e),
+            }
+            return;
+        }
+        self.answer(x, &conn, taken);
+    }
+
+    /// Sends the RDMA_ERROR `taken` owes, if one.
+    fn answer(&self, x: &ServerXprt, conn: &Connection<ServerXprt>, taken: Taken) {
         let sent = match taken {
             Taken::Call | Taken::Nothing | Taken::Pull(_) => Ok(()),
-            Taken::ErrChunk(xid) => self.send_error_chunk(&conn, xid),
-            Taken::ErrVers(xid, low, high) => self.send_error_vers(&conn, xid, low, high),
+            Taken::ErrChunk(xid) => self.send_error_chunk(conn, xid),
+            Taken::ErrVers(xid, low, high) => self.send_error_vers(conn, xid, low, high),
         };
         if sent.is_err() {
             x.svc().close_later();
         }
+    }
+
+    /// Keeps `p`, whose Reads are posted, for the thread that finds them
+    /// done; one is woken now if they already are (their completion may
+    /// have found the queue without them).
+    fn pulling(&self, x: &ServerXprt, conn: &Connection<ServerXprt>, p: InPull) {
+        let mut q = self.calls.lock();
+        if let Err(p) = q.pulls.push(p) {
+            // Never: no more pulls than credits. The Reads' token is lost
+            // (the connection's teardown ends them), and the connection
+            // goes.
+            drop(q);
+            drop(p);
+            x.svc().close_later();
+            return;
+        }
+        let ready = q.pulls.front().is_some_and(|p| p.ready(conn));
+        drop(q);
+        if ready {
+            x.svc().signal(XptFlag::Data);
+        }
+    }
+
+    /// Reads of a pull completed (or were flushed): a thread finishes the
+    /// call. The lock is taken first, so that a thread deciding there is
+    /// nothing to do has decided before this.
+    pub(super) fn pull_done(&self, x: &ServerXprt) {
+        drop(self.calls.lock());
+        x.svc().signal(XptFlag::Data);
+    }
+
+    /// A call whose Read chunks could not be pulled is lost (the client
+    /// sends it again once reconnected), and the connection goes: it went
+    /// already, or the client's memory could not be read (said once
+    /// already), or `e` is logged.
+    fn pull_failed(&self, x: &ServerXprt, e: Error) {
+        if e != crate::kapi::errno::ECONNRESET() {
+            static MSG: RateLimit = RateLimit::new();
+            if MSG.allow() {
+                pr_warn!(
+                    "rdma server: cannot pull a call's Read chunks (error {}): closing the connection\n",
+                    e.to_errno()
+                );
+            }
+        }
+        x.svc().close_later();
     }
 
     /// The call in `msg` (a transport header, then the RPC message) for
@@ -495,12 +555,18 @@ impl ConnState {
         self.detach();
         let conn = self.conn.lock().take();
         loop {
-            let h = self.calls.lock().pop();
+            let h = self.calls.lock().held.pop();
             let Some(h) = h else { break };
             if let Some(c) = &conn {
                 // Of this connection: never refused.
                 let _ = c.release_held(h);
             }
+        }
+        // Calls being pulled are lost: the tokens of their Reads go with
+        // them, and the connection's teardown ends the Reads once its
+        // queue pair is drained.
+        while let Some(p) = self.calls.lock().pulls.pop() {
+            drop(p);
         }
         drop(conn);
     }

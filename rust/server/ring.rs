@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A first-in first-out queue of fixed room, allocated once ([`Ring`]):
-//! connection requests waiting for a thread, Receives waiting for theirs.
+//! connection requests waiting for a thread, Receives and pulled calls
+//! waiting for theirs.
 
 use kernel::prelude::*;
 
@@ -55,6 +56,14 @@ impl<T> Ring<T> {
         self.head = (self.head + 1) % room;
         self.len -= 1;
         v
+    }
+
+    /// The oldest value, left in place.
+    pub(super) fn front(&self) -> Option<&T> {
+        if self.len == 0 {
+            return None;
+        }
+        self.slots.get(self.head)?.as_ref()
     }
 
     /// True if nothing is queued.

@@ -33,6 +33,8 @@ pub(crate) struct ServerCounters {
     /// Write and Reply chunks whose bytes were copied into pages of ours
     /// first, not all of them lying in the reply's own pages.
     pub(crate) chunks_copied: AtomicU64,
+    /// Bytes of calls' Read chunks pulled by RDMA Read (posted).
+    pub(crate) read_bytes: AtomicU64,
 }
 
 /// The server's counters.
@@ -45,11 +47,12 @@ pub(crate) static COUNTERS: ServerCounters = ServerCounters {
     errors_sent: AtomicU64::new(0),
     write_bytes: AtomicU64::new(0),
     chunks_copied: AtomicU64::new(0),
+    read_bytes: AtomicU64::new(0),
 };
 
 impl ServerCounters {
     /// The read-only debugfs files: name and counter.
-    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 8] {
+    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 9] {
         [
             (c_str!("server_connections"), &self.connections),
             (c_str!("server_v2_connections"), &self.v2_connections),
@@ -59,6 +62,7 @@ impl ServerCounters {
             (c_str!("server_sends"), &self.verbs.sends),
             (c_str!("server_write_bytes"), &self.write_bytes),
             (c_str!("server_chunks_copied"), &self.chunks_copied),
+            (c_str!("server_read_bytes"), &self.read_bytes),
         ]
     }
 }

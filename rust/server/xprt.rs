@@ -166,9 +166,10 @@ impl ConnHandler for ServerXprt {
     fn probe_done(&self, _how: Completion) {}
 
     fn rw_done(&self, _cookie: u64, how: Completion) {
-        // Its Send Queue slots are free again.
+        // A call's Reads (the only R/W operations posted alone): a thread
+        // finishes the call.
         if let Role::Conn(c) = &self.role {
-            c.sends_freed();
+            c.pull_done(self);
         }
         if matches!(how, Completion::Failed(_)) {
             self.xprt.close_later();

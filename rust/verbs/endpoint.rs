@@ -345,6 +345,12 @@ impl<T: ConnHandler> Connection<T> {
         self.conn.rw_wait(p)
     }
 
+    /// True once `p` completed: [`Connection::rw_wait`] then returns at
+    /// once.
+    pub(crate) fn rw_completed<D: Dir>(&self, p: &RwPosted<D>) -> bool {
+        self.conn.rw_completed(p)
+    }
+
     /// How many R/W operations the connection holds (prepared, posted, or
     /// carried by a Send not yet complete).
     pub(crate) fn rw_live(&self) -> usize {

@@ -422,6 +422,16 @@ impl<V: Events> Conn<V> {
         Ok(how)
     }
 
+    /// True once `p` completed (or was flushed): [`Conn::rw_wait`] then
+    /// returns at once. False for a token of another connection.
+    pub(crate) fn rw_completed<D: Dir>(&self, p: &RwPosted<D>) -> bool {
+        if p.conn != self.conn_id() {
+            return false;
+        }
+        let t = self.rw.lock();
+        t.ops.get(usize::from(p.index)).and_then(Option::as_ref).is_some_and(|op| op.done.load(Ordering::Acquire))
+    }
+
     /// Destroys `c`, never posted. A token of another connection comes
     /// back.
     pub(crate) fn rw_discard<D: Dir>(&self, c: RwChunk<D>) -> core::result::Result<(), RwChunk<D>> {
