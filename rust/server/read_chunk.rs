@@ -131,9 +131,9 @@ impl Pull {
         let posted = {
             // Each chunk's data from the start of its pages (`of` kept at
             // most `MAX_READ_CHUNKS`).
-            let mut chunks = [(0u32, &[][..]); MAX_READ_CHUNKS];
+            let mut chunks = [&[][..]; MAX_READ_CHUNKS];
             for (ch, c) in chunks.iter_mut().zip(self.chunks.iter()) {
-                ch.1 = &c[..];
+                *ch = &c[..];
             }
             let chunks = chunks.get(..self.chunks.len()).ok_or(EINVAL)?;
             let local = flat_pieces::<Inbound>(chunks, |i, pos| owned_piece(pages.get(i)?, pos))?.ok_or(EINVAL)?;

@@ -498,7 +498,7 @@ impl ConnState {
         }
     }
 
-    /// A call with Read chunks, for [`Pull::run`]; ERR_CHUNK for chunks
+    /// A call with Read chunks, for [`Pull::start`]; ERR_CHUNK for chunks
     /// it cannot carry.
     fn pull(xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>) -> Taken {
         match Pull::of(xid, chunks, inline) {

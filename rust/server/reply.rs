@@ -101,11 +101,11 @@ impl ConnState {
         };
         let returned = ret.get(..n).unwrap_or_default();
         let copy;
-        let local = match flat_pieces(&[(0, returned)], |_, pos| rq.reply_piece(pos))? {
+        let local = match flat_pieces(&[returned], |_, pos| rq.reply_piece(pos))? {
             Some(p) => p,
             None => {
                 copy = copy_out(rq, 0, len)?;
-                flat_pieces(&[(0, returned)], |_, pos| owned_piece(&copy, pos))?.ok_or(EINVAL)?
+                flat_pieces(&[returned], |_, pos| owned_piece(&copy, pos))?.ok_or(EINVAL)?
             }
         };
         COUNTERS.write_bytes.fetch_add(u64::from(len), Ordering::Relaxed);
@@ -124,26 +124,24 @@ impl ConnState {
     /// `c` offered for them (RFC 8166 section 3.5.3) and sends the rest of
     /// the reply inline after an RDMA_MSG header returning the Write list
     /// with the lengths written, the Send chained after the Writes. Each
-    /// payload's XDR pad is neither written nor sent. A reply whose rest does not fit inline gets ERR_CHUNK.
+    /// payload's XDR pad is neither written nor sent. A reply whose rest
+    /// does not fit inline gets ERR_CHUNK.
     fn send_write_chunks(&self, conn: &Connection<ServerXprt>, rq: &SendRqst<'_, CallChunks>, c: &CallChunks) -> Result<u32> {
         let (xid, len) = (rq.xid(), rq.reply_len());
         // Each Write chunk returned with the bytes of its payload (none
-        // for a chunk no payload went to), one after the other; where each
-        // one's bytes start in the reply; the payloads, kept out of the
-        // inline part.
+        // for a chunk no payload went to), one after the other; the
+        // payloads, kept out of the inline part.
         let nsegs: usize = c.writes().map(<[v1::Segment]>::len).sum();
         let mut returned = KVec::from_elem(v1::Segment::default(), nsegs, GFP_KERNEL)?;
-        let mut starts = [0u32; MAX_WRITE_CHUNKS];
         let mut skip = [(0u32, 0u32); MAX_WRITE_CHUNKS];
         let (mut nskip, mut written, mut first) = (0, 0u64, 0usize);
-        for (i, (offered, payload)) in c.writes().zip(c.payloads().iter()).enumerate() {
+        for (offered, payload) in c.writes().zip(c.payloads().iter()) {
             let (at, plen) = payload.unwrap_or((0, 0));
             let ret = returned.get_mut(first..).ok_or(EINVAL)?;
             first += offered.len();
             // Never: `note_payload` checked the payload fits.
             // Every offered segment comes back.
             v1::fill_chunk(offered, plen, ret).map_err(|_| E2BIG)?;
-            *starts.get_mut(i).ok_or(EINVAL)? = at;
             written += u64::from(plen);
             if plen > 0 {
                 // The payload and its XDR pad stay out of the inline part.
@@ -152,24 +150,24 @@ impl ConnState {
                 nskip += 1;
             }
         }
-        // Each chunk: where its payload starts in the reply, and its
-        // segments as returned.
-        let mut chunks = [(0u32, &[][..]); MAX_WRITE_CHUNKS];
+        // Each chunk's segments as returned: the Write list sent back.
+        let mut lists = [&[][..]; MAX_WRITE_CHUNKS];
         let mut rest = &returned[..];
-        for ((ch, offered), &at) in chunks.iter_mut().zip(c.writes()).zip(starts.iter()) {
+        for (l, offered) in lists.iter_mut().zip(c.writes()) {
             let (these, more) = rest.split_at(offered.len().min(rest.len()));
-            *ch = (at, these);
+            *l = these;
             rest = more;
         }
         let nchunks = c.writes().count();
-        let chunks = chunks.get(..nchunks).unwrap_or_default();
+        let lists = lists.get(..nchunks).unwrap_or_default();
         let mut inline = [(0u32, 0u32); MAX_WRITE_CHUNKS + 1];
         let parts = responder::inline_ranges(len, skip.get(..nskip).unwrap_or_default(), &mut inline)
             .map_err(|_| EINVAL)?;
-        // The payloads' bytes where the reply holds them, or copied into
-        // pages of ours first (each chunk's from its start).
+        // The payloads' bytes where the reply holds them (each from where
+        // its payload starts), or copied into pages of ours first.
         let copies;
-        let local = match flat_pieces(chunks, |_, pos| rq.reply_piece(pos))? {
+        let start = |i: usize| c.payloads().get(i).copied().flatten().map(|(at, _)| at);
+        let local = match flat_pieces(lists, |i, pos| rq.reply_piece(start(i)?.checked_add(pos)?))? {
             Some(p) => p,
             None => {
                 let mut v = KVec::with_capacity(nchunks, GFP_KERNEL)?;
@@ -178,22 +176,12 @@ impl ConnState {
                     v.push(copy_out(rq, at, plen)?, GFP_KERNEL)?;
                 }
                 copies = v;
-                let mut from_start = [(0u32, &[][..]); MAX_WRITE_CHUNKS];
-                for (f, &(_, segs)) in from_start.iter_mut().zip(chunks.iter()) {
-                    f.1 = segs;
-                }
-                let from_start = from_start.get(..nchunks).unwrap_or_default();
-                flat_pieces(from_start, |i, pos| owned_piece(copies.get(i)?, pos))?.ok_or(EINVAL)?
+                flat_pieces(lists, |i, pos| owned_piece(copies.get(i)?, pos))?.ok_or(EINVAL)?
             }
         };
         COUNTERS.write_bytes.fetch_add(written, Ordering::Relaxed);
         let mut segs = KVec::with_capacity(nsegs, GFP_KERNEL)?;
         add_segments(&mut segs, returned.iter(), &local)?;
-        let mut lists = [&[][..]; MAX_WRITE_CHUNKS];
-        for (l, &(_, segs)) in lists.iter_mut().zip(chunks.iter()) {
-            *l = segs;
-        }
-        let lists = lists.get(..nchunks).unwrap_or_default();
         let max = self.send_max() as usize;
         let sent = self.write_and_send(conn, &segs, self.invalidate(rq), |w: &mut SendWriter<'_, Copying>| {
             w.copy(|b| {
@@ -298,25 +286,25 @@ fn copy_out(rq: &SendRqst<'_, CallChunks>, at: u32, len: u32) -> Result<OwnedPag
 /// offset in it and a length, inside the page.
 pub(super) type Piece<'p, D> = (PageRef<'p, D>, u32, u32);
 
-/// The local side of the segments of `chunks` (each: where its bytes
-/// start in its source, and its segments), one chunk after the other, as
-/// one list of pieces in order: `piece(chunk, pos)` finds the page holding
-/// byte `pos` of chunk `chunk`'s source, the offset there and how many
-/// bytes follow in that page. `None` if it finds no page for a byte.
-/// [`add_segments`] cuts the list into the segments again.
+/// The local side of the segments of `chunks` (each chunk's segments),
+/// one chunk after the other, as one list of pieces in order:
+/// `piece(chunk, pos)` finds the page holding byte `pos` of chunk
+/// `chunk`'s bytes, the offset there and how many bytes follow in that
+/// page. `None` if it finds no page for a byte. [`add_segments`] cuts the
+/// list into the segments again.
 pub(super) fn flat_pieces<'p, D: Dir>(
-    chunks: &[(u32, &[v1::Segment])],
+    chunks: &[&[v1::Segment]],
     mut piece: impl FnMut(usize, u32) -> Option<Piece<'p, D>>,
 ) -> Result<Option<KVec<Piece<'p, D>>>> {
     // A segment's bytes span at most one page more than they fill.
     let most: usize = chunks
         .iter()
-        .flat_map(|(_, segs)| segs.iter())
+        .flat_map(|segs| segs.iter())
         .map(|s| s.length.div_ceil(PAGE_SIZE) as usize + 1)
         .sum();
     let mut all = KVec::with_capacity(most, GFP_KERNEL)?;
-    for (i, &(start, segs)) in chunks.iter().enumerate() {
-        let mut pos = start;
+    for (i, &segs) in chunks.iter().enumerate() {
+        let mut pos = 0u32;
         for seg in segs {
             let mut left = seg.length;
             while left > 0 {

@@ -170,7 +170,7 @@ impl<V: Events> Conn<V> {
             return Err(SendFailed { err: EINVAL, reg });
         }
         let wrs = usize::from(reg.count).wrapping_add(1);
-        match self.post_send(reg.lender, wrs, RegChain { conn: self, reg: &reg }, invalidate, false, NO_RW, fill) {
+        match self.post_send(reg.lender, wrs, RegChain { conn: self, reg: &reg }, invalidate, NO_RW, fill) {
             // INVARIANT: the regions' REG_MRs went out with the Send; the
             // token moves into the `InFlight`.
             Ok(p) => Ok((
@@ -204,7 +204,7 @@ impl<V: Events> Conn<V> {
         invalidate: Option<u32>,
         fill: impl Fill<Copying>,
     ) -> Result<Sent> {
-        match self.post_send(ANY_OWNER, 1, NoChain, invalidate, false, NO_RW, fill) {
+        match self.post_send(ANY_OWNER, 1, NoChain, invalidate, NO_RW, fill) {
             Ok(p) => Ok(Sent { signaled: p.signaled, mapped: p.mapped }),
             Err(f) => Err(f.err),
         }
@@ -327,7 +327,7 @@ impl<V: Events> Conn<V> {
         m.next = NO_MR;
         let mut m = Some(m);
         let chain = OneRegChain { m: &mut m };
-        match self.post_send(lender.id(), 2, chain, None, false, NO_RW, OneFill { fill, seg: &seg }) {
+        match self.post_send(lender.id(), 2, chain, None, NO_RW, OneFill { fill, seg: &seg }) {
             // INVARIANT: the region's REG_MR went out with the Send; the
             // region's hand-off and the lender's are the token's.
             Ok(p) => Ok((

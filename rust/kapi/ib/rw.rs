@@ -10,11 +10,12 @@
 //! posted alone and waited for ([`Conn::rw_post`], [`Conn::rw_wait`]: an
 //! RDMA Read of a call's Read chunk, say) or chained ahead of a Send
 //! ([`Conn::send_after_writes`]: a reply's Write chunks, destroyed by the
-//! Send's completion). The data moves in the operation's direction: an RDMA Write sends
-//! `Outbound` pages, an RDMA Read fills `Inbound` ones. Operations belong
-//! to the connection (a table sized for the R/W contexts its queue pair
-//! was made for); their tokens name them, and the connection's teardown
-//! destroys those whose tokens were lost, after its queue pair drained.
+//! Send's completion). The data moves in the operation's direction: an
+//! RDMA Write sends `Outbound` pages, an RDMA Read fills `Inbound` ones.
+//! Operations belong to the connection (a table sized for the R/W
+//! contexts its queue pair was made for); their tokens name them, and the
+//! connection's teardown destroys those whose tokens were lost, after its
+//! queue pair drained.
 
 use core::{
     marker::PhantomData,
@@ -483,7 +484,7 @@ impl<V: Events> Conn<V> {
         let index = writes.index;
         let linked = core::cell::Cell::new(false);
         let chain = RwChain { conn: self, index, linked: &linked };
-        match self.post_send(ANY_OWNER, wrs, chain, invalidate, true, index, fill) {
+        match self.post_send(ANY_OWNER, wrs, chain, invalidate, index, fill) {
             Ok(p) => {
                 // Posted: the operation is the Send's now, destroyed by its
                 // completion.

@@ -173,10 +173,9 @@ impl<V: Events> Conn<V> {
     /// `chain` puts in front of it (given the Send's work request, it
     /// returns the chain's head, with `wrs` requests in all); the Send
     /// invalidates the peer's `invalidate` rkey if given. A writer in
-    /// `Mapping` mode maps pages of the lender `owner`. A Send that reads
-    /// the lender's pages (mapped in place, or through R/W operations
-    /// `chain` put in front of it: `reads_pages`) always asks for its
-    /// completion, whatever the policy says: its token waits for it.
+    /// `Mapping` mode maps pages of the lender `owner`. A Send that maps
+    /// the lender's pages in place always asks for its completion,
+    /// whatever the policy says: its token waits for it.
     ///
     /// On failure nothing was posted, unless `partial` says the chain
     /// reached the queue pair only in part: the Send itself was not
@@ -188,17 +187,15 @@ impl<V: Events> Conn<V> {
     ///
     /// `carried_rw` (`NO_RW`: none) is an R/W operation `chain` put in
     /// front of the Send that the Send's completion destroys: the caller
-    /// hands its token over if the post succeeds. Such a Send always asks
-    /// for its completion.
+    /// hands its token over if the post succeeds. Such a Send, which reads
+    /// pages through the operation, always asks for its completion too.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn post_send<M>(
         &self,
         owner: u64,
         wrs: usize,
         chain: impl Chain,
         invalidate: Option<u32>,
-        reads_pages: bool,
         carried_rw: u16,
         fill: impl Fill<M>,
     ) -> core::result::Result<Posted, PostFailed> {
@@ -256,7 +253,7 @@ impl<V: Events> Conn<V> {
             buf.unmap_unposted(&mut b.pages);
             return Err(EINVAL.into());
         };
-        let reads = mapped || reads_pages || carried_rw != NO_RW;
+        let reads = mapped || carried_rw != NO_RW;
         let signaled = g.policy.signal(index, reads) || reads;
         b.send_wr.send_flags = if signaled { sys::ib_send_flags_IB_SEND_SIGNALED as c_int } else { 0 };
         // Numbered before the post: its completion may come before the post
