@@ -548,6 +548,32 @@ void rpcrdma_rs_svc_xprt_clear_flag(struct svc_xprt *xprt, unsigned int bit)
 	clear_bit(bit, &xprt->xpt_flags);
 }
 
+bool rpcrdma_rs_svc_xprt_test_flag(struct svc_xprt *xprt, unsigned int bit)
+{
+	return test_bit(bit, &xprt->xpt_flags);
+}
+
+/* Whether @svc has a backchannel transport already. */
+bool rpcrdma_rs_svc_xprt_has_bc(struct svc_xprt *svc)
+{
+	return READ_ONCE(svc->xpt_bc_xprt);
+}
+
+/*
+ * Makes @xprt, a backchannel transport just set up, @svc's: bound and
+ * connected for as long as @svc's connection lasts, found by the next
+ * callback client made for @svc (rpc_create() reuses it), and held by
+ * @svc with a reference that svc_xprt_free() drops.
+ */
+void rpcrdma_rs_link_bc_xprt(struct svc_xprt *svc, struct rpc_xprt *xprt)
+{
+	xprt_set_bound(xprt);
+	xprt_set_connected(xprt);
+	xprt_get(xprt);
+	xprt->bc_xprt = svc;
+	WRITE_ONCE(svc->xpt_bc_xprt, xprt);
+}
+
 /*
  * @rqstp as xpo_recvfrom() starts: on a kernel whose reply pages share
  * the call's array (6.12), an empty reply page range, for a call that

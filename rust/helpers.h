@@ -148,6 +148,9 @@ void rpcrdma_rs_svc_xprt_init(struct net *net, struct svc_xprt_class *xcl,
 void rpcrdma_rs_svc_xprt_uninit(struct svc_xprt *xprt, bool core);
 void rpcrdma_rs_svc_xprt_set_flag(struct svc_xprt *xprt, unsigned int bit);
 void rpcrdma_rs_svc_xprt_clear_flag(struct svc_xprt *xprt, unsigned int bit);
+bool rpcrdma_rs_svc_xprt_test_flag(struct svc_xprt *xprt, unsigned int bit);
+bool rpcrdma_rs_svc_xprt_has_bc(struct svc_xprt *svc);
+void rpcrdma_rs_link_bc_xprt(struct svc_xprt *svc, struct rpc_xprt *xprt);
 void rpcrdma_rs_svc_recv_begin(struct svc_rqst *rqstp);
 int rpcrdma_rs_svc_recv_room(struct svc_rqst *rqstp, u32 len);
 void rpcrdma_rs_svc_recv_put(struct svc_rqst *rqstp, u32 at, const u8 *buf, u32 len);

@@ -78,7 +78,10 @@ module! {
 
 struct RpcRdma {
     // Dropped in declaration order: the classes go before the device client.
-    _server: Option<kapi::svc::SvcClassRegistration<server::xprt::ServerXprt>>,
+    _server: Option<(
+        kapi::svc::SvcClassRegistration<server::xprt::ServerXprt>,
+        kapi::rpc::ClassRegistration<server::backchannel::BcClass>,
+    )>,
     _class: kapi::rpc::ClassRegistration<client::class::RdmaTransport>,
     _devices: kapi::ib::ClientRegistration<client::device::Devices>,
     _debugfs: kapi::debugfs::Counters,
@@ -103,8 +106,14 @@ impl kernel::Module for RpcRdma {
                     e.to_errno()
                 );
             })?;
+            let bc = kapi::rpc::ClassRegistration::new(module).inspect_err(|e| {
+                pr_err!(
+                    "cannot register the 'rdma backchannel' RPC transport class: error {} (is the in-tree rpcrdma module loaded?)\n",
+                    e.to_errno()
+                );
+            })?;
             pr_info!("RPC-over-RDMA server transport {} registered (experimental)\n", VERSION);
-            Some(r)
+            Some((r, bc))
         } else {
             None
         };

@@ -6,7 +6,7 @@
 //! how far it is built: listeners, connections accepted from a server
 //! thread with RFC 8797 private data, calls inline or with Read chunks
 //! (pulled by RDMA Read), replies inline, in Write chunks or in the Reply
-//! chunk (pushed by RDMA Write).
+//! chunk (pushed by RDMA Write), callbacks over the backchannel.
 //!
 //! - [`xprt`]: the transport object (a listener or a connection) and the
 //!   class the core calls.
@@ -16,6 +16,8 @@
 //! - [`read_chunk`]: calls with Read chunks and Long Calls, pulled by RDMA Read.
 //! - [`reply`]: replies, RDMA Writes of Write and Reply chunks, and
 //!   RDMA_ERROR for what cannot be carried.
+//! - [`backchannel`]: the `rdma backchannel` class: NFSv4.1 callbacks
+//!   over the forward connection, their replies found among the calls.
 //! - [`version`]: the protocol version of a connection (One or Two), its
 //!   headers and RDMA_ERRORs.
 //! - [`xchar`]: transport characteristics (xcharext) on Version Two.
@@ -25,6 +27,7 @@
 #![deny(unsafe_code)]
 
 mod accept;
+pub(crate) mod backchannel;
 mod listen;
 mod read_chunk;
 mod recv;

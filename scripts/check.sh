@@ -218,7 +218,7 @@ fi
 # C's: its own tests (Version Two end to end, the hostile client, faults
 # under verified I/O), and the data tests of the client (Read, Write and
 # Reply chunks, Long Calls, fio's verified I/O) with knfsd serving over it.
-server_tests="server_inline server_version_two server_hostile_client server_faults nfs3_inline_io nfs_chunked_io nfs_long_call nfs_large_directory nfs_fio_verify"
+server_tests="server_inline server_version_two server_hostile_client server_faults nfs3_inline_io nfs41_backchannel nfs_chunked_io nfs_long_call nfs_large_directory nfs_fio_verify"
 selftests server-ours --server-module ours -- $server_tests
 if [ "${RDMARS_KERNEL:-regular}" != debug ]; then
   selftests server-ours-c-client --server-module ours --client-module c -- $server_tests

@@ -9,6 +9,7 @@ use core::sync::atomic::Ordering;
 use kernel::{prelude::*, sync::Arc};
 
 use super::{
+    backchannel::BC_REQUESTS,
     listen::ListenState,
     recv::{ConnParams, ConnState},
     stats::COUNTERS,
@@ -39,9 +40,10 @@ const INLINE_RECV: u32 = 4096;
 /// nothing and the server writes nothing.
 const INLINE_SEND: u32 = 8192;
 
-/// Queues for a connection: one Receive per credit, as many Send buffers
-/// (a reply per call in flight) and R/W operations (a call's RDMA Reads,
-/// a reply's RDMA Writes), no memory regions (the server registers
+/// Queues for a connection: one Receive per credit and per backward call
+/// in flight (for its reply), as many Send buffers (a reply per call in
+/// flight, a backward call each), R/W operations for the forward calls
+/// (a call's RDMA Reads, a reply's RDMA Writes), no memory regions (the server registers
 /// nothing: the R/W API maps its pages). The Send Queue takes the Sends
 /// and the R/W operations' work requests, each of which carries up to
 /// [`MAX_SEND_SGES`] pages, or the device's `max_send_sge` if fewer (a
@@ -49,16 +51,16 @@ const INLINE_SEND: u32 = 8192;
 /// Sends; more wait for room.
 fn config(max_send_sge: u32) -> QpConfig {
     QpConfig {
-        send_bufs: CREDITS as usize,
+        send_bufs: (CREDITS + BC_REQUESTS) as usize,
         send_buf_size: INLINE_SEND as usize,
         send_sges: MAX_SEND_SGES.min(max_send_sge as usize).max(1),
-        recv_bufs: CREDITS as usize,
+        recv_bufs: (CREDITS + BC_REQUESTS) as usize,
         recv_batch: 1,
         recv_buf_size: INLINE_RECV as usize,
         mrs: 0,
         max_mrs: 0,
         mr_pages: 1,
-        send_wrs: SEND_WRS,
+        send_wrs: SEND_WRS + BC_REQUESTS as usize,
         max_send_regs: 0,
         rdma_ctxs: CREDITS,
         signal_interval: 1,
@@ -76,6 +78,7 @@ pub(super) fn accept(x: &ServerXprt, l: &ListenState, new: NewXprt<'_, ServerXpr
     let (local, remote) = req.addrs();
     let params = ConnParams {
         credits: CREDITS,
+        recvs: CREDITS + BC_REQUESTS,
         send_buf: INLINE_SEND,
         recv_buf: INLINE_RECV,
         send_max: ours.send_threshold,

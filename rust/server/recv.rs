@@ -13,8 +13,10 @@ use kernel::{
 };
 
 use super::{
+    backchannel::BcXprt,
     read_chunk::{InPull, Pull, Pulled},
     ring::Ring,
+    stats::COUNTERS,
     version::ConnVersion,
     xprt::ServerXprt,
 };
@@ -50,6 +52,11 @@ pub(crate) struct ConnState {
     send_wait: CondVar,
     /// The core took the transport down: Receives are no longer held.
     detached: AtomicBool,
+    /// The backchannel transport nfsd's callbacks go out on, once made,
+    /// until the core takes the connection down. Replies to its calls are
+    /// completed under the lock.
+    #[pin]
+    bc: SpinLock<Option<Arc<BcXprt>>>,
     /// Credits granted: the Receives the connection has.
     pub(super) credits: u32,
     /// Bytes of our Send and Receive buffers.
@@ -86,8 +93,11 @@ struct Calls {
 
 /// What [`ConnState::new`] makes a connection with.
 pub(super) struct ConnParams {
-    /// Credits granted: the Receives the connection has.
+    /// Credits granted.
     pub(super) credits: u32,
+    /// The Receives the connection has: one per credit, and one per
+    /// backward call in flight (for its reply).
+    pub(super) recvs: u32,
     /// Bytes of our Send and Receive buffers.
     pub(super) send_buf: u32,
     pub(super) recv_buf: u32,
@@ -246,9 +256,10 @@ enum Taken {
 impl ConnState {
     /// The state of a connection made with `p`.
     pub(super) fn new(p: ConnParams) -> Result<Pin<KBox<Self>>> {
-        // A pull is a call whose Receive came back: no more of them than
-        // credits either.
-        let calls = Calls { held: Ring::new(p.credits as usize)?, pulls: Ring::new(p.credits as usize)? };
+        // Room for a call in every Receive (a client that sends more calls
+        // than it has credits may fill them all); a pull is a call whose
+        // Receive came back: no more of them either.
+        let calls = Calls { held: Ring::new(p.recvs as usize)?, pulls: Ring::new(p.recvs as usize)? };
         let xch = Characteristics::DEFAULT;
         KBox::pin_init(
             pin_init!(ConnState {
@@ -257,6 +268,7 @@ impl ConnState {
                 sends_back <- new_spinlock!(0, "rpcrdma_rs:svc_sends_back"),
                 send_wait <- new_condvar!("rpcrdma_rs:svc_send_wait"),
                 detached: AtomicBool::new(false),
+                bc <- new_spinlock!(None, "rpcrdma_rs:svc_bc"),
                 credits: p.credits,
                 send_buf: p.send_buf,
                 recv_buf: p.recv_buf,
@@ -284,6 +296,29 @@ impl ConnState {
         self.conn.lock().clone()
     }
 
+    /// True once the core took the transport down.
+    pub(super) fn is_detached(&self) -> bool {
+        self.detached.load(Ordering::Acquire)
+    }
+
+    /// Keeps `bc`, the backchannel made for the connection, until the
+    /// core takes the connection down: `ENOTCONN` if it did already,
+    /// `EEXIST` if the connection has one.
+    pub(super) fn attach_backchannel(&self, bc: Arc<BcXprt>) -> Result {
+        let mut g = self.bc.lock();
+        // Checked under the lock `detach` takes after setting the flag.
+        let refused = if self.is_detached() {
+            crate::kapi::errno::ENOTCONN()
+        } else if g.is_some() {
+            EEXIST
+        } else {
+            *g = Some(bc);
+            return Ok(());
+        };
+        drop(g);
+        Err(refused)
+    }
+
     /// A Receive completed: its call is held for a thread, and the
     /// transport signalled. (The queue has room for every Receive: a
     /// client that sends more calls than it has credits finds no Receive
@@ -297,6 +332,17 @@ impl ConnState {
         }
         if let Ok(p) = v1::peek(msg.data) {
             let v = self.version.check(p.vers);
+            // The reply to a backward call: completed now, the Receive
+            // reposted when `msg` goes.
+            if let Some(r) = v.ok().and_then(|_| responder::backward_reply(msg.data, p.vers)) {
+                match self.bc.lock().as_ref() {
+                    Some(bc) => bc.complete(&r),
+                    None => {
+                        COUNTERS.bc_replies_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                return;
+            }
             if v == Ok(Version::V2) && p.procedure == v2::RDMA2_OPTIONAL {
                 if let Ok((h, _)) = v2::Header::decode(msg.data) {
                     if let v2::Body::Optional(o) = h.body {
@@ -450,7 +496,7 @@ impl ConnState {
                 Ok((h, call)) => match h.body {
                     v2::Body::Msg(c) if c.direction == v2::Direction::Call => Self::take_chunks(rq, h.xid, &c.lists, Some(call)),
                     v2::Body::NoMsg(c) if c.direction == v2::Direction::Call => Self::take_chunks(rq, h.xid, &c.lists, None),
-                    // Replies to backward calls (none are sent yet),
+                    // Replies to backward calls (taken as they came),
                     // RDMA2_ERROR, and OPTIONAL (taken as it came).
                     _ => Taken::Nothing,
                 },
@@ -543,6 +589,10 @@ impl ConnState {
     /// connection is asked to go.
     pub(super) fn detach(&self) {
         self.detached.store(true, Ordering::Release);
+        // The backchannel's calls fail from now on (the core closes its
+        // transport next); it is SUNRPC's to free.
+        let bc = self.bc.lock().take();
+        drop(bc);
         self.send_wait.notify_all();
         if let Some(c) = self.connection() {
             c.disconnect();

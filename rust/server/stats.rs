@@ -35,6 +35,13 @@ pub(crate) struct ServerCounters {
     pub(crate) chunks_copied: AtomicU64,
     /// Bytes of calls' Read chunks pulled by RDMA Read (posted).
     pub(crate) read_bytes: AtomicU64,
+    /// Backward calls (NFSv4.1 callbacks) sent.
+    pub(crate) bc_calls: AtomicU64,
+    /// Replies to backward calls that completed their call.
+    pub(crate) bc_replies: AtomicU64,
+    /// Replies to backward calls that answered no call waiting (a late
+    /// reply, or none was sent on the connection): dropped.
+    pub(crate) bc_replies_dropped: AtomicU64,
 }
 
 /// The server's counters.
@@ -48,11 +55,14 @@ pub(crate) static COUNTERS: ServerCounters = ServerCounters {
     write_bytes: AtomicU64::new(0),
     chunks_copied: AtomicU64::new(0),
     read_bytes: AtomicU64::new(0),
+    bc_calls: AtomicU64::new(0),
+    bc_replies: AtomicU64::new(0),
+    bc_replies_dropped: AtomicU64::new(0),
 };
 
 impl ServerCounters {
     /// The read-only debugfs files: name and counter.
-    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 9] {
+    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 12] {
         [
             (c_str!("server_connections"), &self.connections),
             (c_str!("server_v2_connections"), &self.v2_connections),
@@ -63,6 +73,9 @@ impl ServerCounters {
             (c_str!("server_write_bytes"), &self.write_bytes),
             (c_str!("server_chunks_copied"), &self.chunks_copied),
             (c_str!("server_read_bytes"), &self.read_bytes),
+            (c_str!("server_bc_calls"), &self.bc_calls),
+            (c_str!("server_bc_replies"), &self.bc_replies),
+            (c_str!("server_bc_replies_dropped"), &self.bc_replies_dropped),
         ]
     }
 }

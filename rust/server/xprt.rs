@@ -20,7 +20,7 @@ use crate::{
 
 /// `XPRT_TRANSPORT_RDMA`: the ident nfsd finds the backchannel's class by
 /// (with `XPRT_TRANSPORT_BC` set).
-const XPRT_TRANSPORT_RDMA: u32 = 256;
+pub(super) const XPRT_TRANSPORT_RDMA: u32 = 256;
 
 /// Most bytes of an RPC's payload (`RPCSVC_MAXPAYLOAD_RDMA` on 6.12).
 pub(super) const MAX_PAYLOAD: u32 = 1 << 20;

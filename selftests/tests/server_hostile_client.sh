@@ -10,7 +10,8 @@
 # with the connection kept, ERR_INVAL_OPTION for OPTIONAL messages not
 # supported, ROPT_RESPXCH for ROPT_REQXCH, plain Sends where the client
 # takes no Send With Invalidate, junk private data ignored, a Long Call
-# served and one abandoned mid-read let go. Every scenario must pass;
+# served and one abandoned mid-read let go, replies to backward calls
+# never made dropped and counted. Every scenario must pass;
 # the server's error counters must have moved; afterwards a mount over
 # the server still writes and reads a file back, and the server's kernel
 # log stays clean.
@@ -22,7 +23,7 @@ peer=/run/repo/tools/rdma-peer/target/release/rdma-peer
 server_versions 2,1
 unload_all
 dmesg_mark
-e0=$(server_counter errors_sent) v0=$(server_counter err_vers_sent)
+e0=$(server_counter errors_sent) v0=$(server_counter err_vers_sent) d0=$(server_counter bc_replies_dropped)
 scenarios=$($peer --list | awk '$1 ~ /^c-/ { print $1 }')
 [ "$(printf '%s\n' "$scenarios" | wc -l)" -ge 10 ] || fail "the hostile client's catalogue is short: $scenarios"
 failed=
@@ -40,6 +41,8 @@ e=$(( $(server_counter errors_sent) - e0 )) v=$(( $(server_counter err_vers_sent
 diag "the server sent $e RDMA_ERRORs and $v ERR_VERS"
 [ "$e" -ge 8 ] || fail "the server counted $e RDMA_ERRORs, not the catalogue's 8"
 [ "$v" -ge 1 ] || fail "the server counted no ERR_VERS"
+d=$(( $(server_counter bc_replies_dropped) - d0 ))
+[ "$d" -ge 16 ] || fail "the server dropped $d stray backward replies, not c-stray-bc-reply's 16"
 # The server still serves.
 mount_rs || fail "mount after the hostile client failed"
 head -c $((256 << 10)) /dev/urandom > /tmp/hc.src

@@ -9,9 +9,8 @@
 # reads come from the server, everything read back identical and listed;
 # no bad reply on either mount; our client's thresholds are the 4 KiB of
 # the server's private data, and its Version Two probe is answered in
-# Version Two (server_version_two.sh tests that). (NFSv4.2 runs without a backchannel: the
-# server has no backchannel class yet, so knfsd reports the callback path
-# down and the client works without delegations.) A READLINK reply of
+# Version Two (server_version_two.sh tests that). (Its callbacks go over
+# our backchannel: nfs41_backchannel.sh tests that.) A READLINK reply of
 # 4.1 KB comes back in the Reply chunk the client offered, by RDMA Write
 # from the reply's own pages.
 # READs with Write chunks (64 KiB rsize) read a file back right, its data

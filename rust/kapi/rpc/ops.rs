@@ -50,6 +50,13 @@ pub(crate) trait Transport: Send + Sync + Sized {
     fn timer(&self, _xprt: Xprt<'_>) {
         kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
+    /// Closes a transport whose closer may not hold the send lock: a
+    /// server's backchannel, which the server closes as it takes its
+    /// connection down (`svc_delete_xprt`). A transport that has this
+    /// never has [`Transport::close`] called.
+    fn close_unlocked(&self, _xprt: Xprt<'_>) {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
     /// Fault injection: drop the connection.
     fn inject_disconnect(&self, _xprt: Xprt<'_>) {
         kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
@@ -154,7 +161,11 @@ impl<T: Transport> OpsTable<T> {
         wait_for_reply_request: Some(sys::xprt_wait_for_reply_request_def),
         timer: if T::HAS_TIMER { Some(timer::<T>) } else { None },
         release_request: Some(sys::xprt_release_rqst_cong),
-        close: Some(close::<T>),
+        close: if T::HAS_CLOSE_UNLOCKED {
+            Some(close_unlocked::<T> as unsafe extern "C" fn(*mut sys::rpc_xprt))
+        } else {
+            Some(close::<T> as unsafe extern "C" fn(*mut sys::rpc_xprt))
+        },
         destroy: Some(destroy::<T>),
         set_connect_timeout: Some(set_connect_timeout::<T>),
         print_stats: if T::HAS_PRINT_STATS { Some(print_stats::<T>) } else { None },
@@ -255,9 +266,18 @@ unsafe extern "C" fn close<T: Transport>(xprt: *mut sys::rpc_xprt) {
     // SAFETY: SUNRPC's one caller, its autoclose work, holds the send lock
     // for the call (it took it before queueing the work); this is the
     // call's only proof of it. (The server's `svc_delete_xprt` closes a
-    // backchannel transport without it: not a class made here.)
+    // backchannel transport without it: those have `close_unlocked`.)
     let mut locked = unsafe { SendLocked::new(x.raw) };
     t.close(x, &mut locked);
+}
+
+/// # Safety
+///
+/// See [`connect`]; the caller may or may not hold the send lock.
+unsafe extern "C" fn close_unlocked<T: Transport>(xprt: *mut sys::rpc_xprt) {
+    // SAFETY: see `connect`.
+    let (x, t) = unsafe { Xprt::transport::<T>(xprt) };
+    t.close_unlocked(x);
 }
 
 /// # Safety

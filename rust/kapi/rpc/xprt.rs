@@ -20,7 +20,7 @@ use kernel::{
 };
 
 use super::{connect_cookie, xdr::read_once, ConnectLock, CreateArgs, OpsTable, PinnedRqst, SendLocked, Task, Transport};
-use crate::kapi::net::Net;
+use crate::kapi::{net::Net, svc::SvcTransport};
 use crate::sys;
 
 /// `struct rpc_xprt` followed by the pointer to its Rust transport object
@@ -273,6 +273,52 @@ pub(crate) fn new_xprt<T: Transport>(
     Ok(NewXprt { raw: xprt })
 }
 
+/// Checks, where [`new_bc_xprt`] is used, that its transport closes
+/// without the send lock.
+struct ClosesUnlocked<T>(PhantomData<T>);
+
+impl<T: Transport> ClosesUnlocked<T> {
+    const OK: () = assert!(
+        T::HAS_CLOSE_UNLOCKED,
+        "a server's backchannel is closed without the send lock: implement close_unlocked"
+    );
+}
+
+/// A backchannel transport for `args` (SUNRPC asks for one for a server
+/// transport, `args.bc_xprt`, when NFSv4.1 makes its callback client): as
+/// [`new_xprt`], `make` also given the server transport, if it is one of
+/// `S`'s class (`EPROTONOSUPPORT` if not); then made the server
+/// transport's, bound and connected (SUNRPC's callback clients find it
+/// there; the server transport drops its reference when it is freed).
+/// `EEXIST` if the server transport has one already.
+pub(crate) fn new_bc_xprt<T: Transport, S: SvcTransport>(
+    args: &CreateArgs<'_>,
+    module: &'static ThisModule,
+    params: &XprtParams,
+    netid: &'static CStr,
+    make: impl FnOnce(XprtRef, Arc<S>) -> Result<Arc<T>>,
+) -> Result<NewXprt> {
+    #[allow(clippy::let_unit_value)]
+    let () = ClosesUnlocked::<T>::OK;
+    let svc = args.raw().bc_xprt;
+    if svc.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: the callback client being made holds a reference of the
+    // server transport (nfsd's connection record) for the call.
+    let owner = unsafe { crate::kapi::svc::owner_arc::<S>(svc) }.ok_or_else(crate::kapi::errno::EPROTONOSUPPORT)?;
+    // SAFETY: live for the call (see above); the helper reads one field.
+    if unsafe { sys::rpcrdma_rs_svc_xprt_has_bc(svc) } {
+        return Err(EEXIST);
+    }
+    let new = new_xprt::<T>(args, module, params, netid, |r| make(r, owner))?;
+    // SAFETY: both live; the new transport is nobody else's yet. (Two
+    // made at once for one server transport: the later one is kept, the
+    // earlier one's reference leaks.)
+    unsafe { sys::rpcrdma_rs_link_bc_xprt(svc, new.raw.as_ptr()) };
+    Ok(new)
+}
+
 impl<'a> Xprt<'a> {
     /// `alloc_slot` found no free request: `task` waits on the
     /// transport's backlog (with `EAGAIN`) until one is lent to it.
@@ -421,6 +467,14 @@ impl<'a> Xprt<'a> {
             *cookie = (*cookie).wrapping_add(1);
             sys::xprt_disconnect_done(x);
         }
+    }
+
+    /// Marks the transport disconnected and fails the tasks waiting for
+    /// replies with `ENOTCONN` (SUNRPC takes its own lock): a server's
+    /// backchannel whose connection went.
+    pub(crate) fn mark_disconnected(&self) {
+        // SAFETY: valid transport; the function takes transport_lock.
+        unsafe { sys::xprt_disconnect_done(self.raw.as_ptr()) }
     }
 
     /// Asks SUNRPC to close the transport from process context.

@@ -200,6 +200,30 @@ fn class_of<T: SvcTransport>() -> *mut sys::svc_xprt_class {
     T::SLOT.get().raw()
 }
 
+/// The transport `raw` as a counted reference of its owner, if it is a
+/// transport of `T`'s class the core holds: what a backchannel made for
+/// it keeps ([`new_bc_xprt`](crate::kapi::rpc::new_bc_xprt)).
+///
+/// # Safety
+///
+/// `raw` is a live `svc_xprt` of which the caller holds a reference (the
+/// core's `svc_xprt_get`) for the call.
+pub(in crate::kapi) unsafe fn owner_arc<T: SvcTransport>(raw: *mut sys::svc_xprt) -> Option<Arc<T>> {
+    // SAFETY: live (the contract); one field read, which the core set
+    // when the transport was made and never changes.
+    if unsafe { (*raw).xpt_class } != class_of::<T>() {
+        return None;
+    }
+    // SAFETY: a transport of `T`'s class is one made by `NewXprt::xprt`,
+    // an `SvcXprt<T>`; the caller's reference keeps the core's, so
+    // `xpo_free` does not give the owner back during the call.
+    let t = unsafe { owner_of::<T>(raw) }?;
+    // SAFETY: the owner lies in the `Arc` the core holds one reference
+    // of (type invariant of `SvcXprt`), live for the call.
+    let b = unsafe { kernel::sync::ArcBorrow::from_raw(ptr::from_ref(t)) };
+    Some(b.into())
+}
+
 /// # Safety
 ///
 /// Called by the core for a class of `T` (`_svc_xprt_create`): `serv` and

@@ -48,6 +48,9 @@ pub(crate) enum XptFlag {
 /// transport or the core).
 const XPT_CLOSE: u32 = 2;
 
+/// `XPT_DEAD`: the core took the transport down (its own bit).
+const XPT_DEAD: u32 = 5;
+
 /// A `struct svc_xprt` embedded in its owner `T`.
 ///
 /// # Invariants
@@ -153,6 +156,14 @@ impl<T: SvcXprtOwner> SvcXprt<T> {
     pub(crate) fn clear_flag(&self, flag: XptFlag) {
         // SAFETY: as in `set_flag`.
         unsafe { sys::rpcrdma_rs_svc_xprt_clear_flag(self.as_ptr(), flag as u32) };
+    }
+
+    /// True once the core took the transport down (`XPT_DEAD`): it is
+    /// being, or was, deleted.
+    pub(crate) fn is_dead(&self) -> bool {
+        // SAFETY: initialised (type invariant); the bit is read
+        // atomically, as the core reads it.
+        unsafe { sys::rpcrdma_rs_svc_xprt_test_flag(self.as_ptr(), XPT_DEAD) }
     }
 
     /// True while the core holds the transport: handed over, and

@@ -7,8 +7,14 @@
 //!
 //! Both take what a peer sent as untrusted: every position, length and
 //! order is checked here, before the caller posts an RDMA Read.
+//!
+//! A responder that calls its requester back (RFC 8167) finds the replies
+//! to those calls among the calls it receives: [`backward_reply`].
 
-use super::v1::{Chunks, ReadList};
+use super::{
+    v1::{self, Chunks, ReadList},
+    v2,
+};
 
 /// One piece of a call a responder rebuilds, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,6 +239,44 @@ pub fn inline_ranges(len: u32, skip: &[(u32, u32)], out: &mut [(u32, u32)]) -> R
     Ok(n)
 }
 
+/// A reply to a backward call (RFC 8167), as [`backward_reply`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackwardReply<'a> {
+    /// The XID of the backward call it answers.
+    pub xid: u32,
+    /// The requester's grant of backward credits (RFC 8167 section 4.3).
+    pub credits: u32,
+    /// The RPC reply.
+    pub reply: &'a [u8],
+}
+
+/// The reply to a backward call that `msg`, a message in protocol version
+/// `vers` (1 or 2) that came in on a responder's Receive, is; `None` for
+/// anything else (a forward call, above all). Backward replies come inline
+/// with no chunk (RFC 8167 section 5.1): Version One's RDMA_MSG with empty
+/// lists whose RPC message is a reply with the header's XID (the
+/// convention of section 4.2, which both kernels follow), Version Two's
+/// RDMA2_MSG whose header says Reply, which its RPC message must say too.
+pub fn backward_reply(msg: &[u8], vers: u32) -> Option<BackwardReply<'_>> {
+    let (xid, credits, reply) = match vers {
+        v1::VERSION => v1::decode_plain_msg(msg)?,
+        v2::RPCRDMA_VERSION_2 => {
+            let (h, reply) = v2::Header::decode_with(msg, &v2::Limits::DEFAULT).ok()?;
+            match h.body {
+                v2::Body::Msg(c) if c.direction == v2::Direction::Reply && c.lists.is_none() => (h.xid, h.credit, reply),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    let (rpc_xid, rest) = reply.split_first_chunk::<4>()?;
+    let (direction, _) = rest.split_first_chunk::<4>()?;
+    if u32::from_be_bytes(*rpc_xid) != xid || u32::from_be_bytes(*direction) != v2::MSG_REPLY {
+        return None;
+    }
+    Some(BackwardReply { xid, credits, reply })
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -240,6 +284,76 @@ mod tests {
 
     use super::*;
     use crate::v1::{encode_msg, ChunkLists, Header, Limits, ReadSegment, Segment};
+
+    /// An RPC message `xid` of direction `dir` (0 call, 1 reply) and a
+    /// few more words.
+    fn rpc(xid: u32, dir: u32) -> Vec<u8> {
+        let mut m = Vec::new();
+        for w in [xid, dir, 0, 0, 7] {
+            m.extend_from_slice(&w.to_be_bytes());
+        }
+        m
+    }
+
+    #[test]
+    fn backward_replies_are_found_in_both_versions() {
+        let body = rpc(0x1234_5678, 1);
+        let mut buf = vec![0u8; 64];
+        let n = encode_msg(&mut buf, 0x1234_5678, 3, &ChunkLists::NONE).unwrap();
+        buf.truncate(n);
+        buf.extend_from_slice(&body);
+        let r = backward_reply(&buf, 1).unwrap();
+        assert_eq!(r, BackwardReply { xid: 0x1234_5678, credits: 3, reply: &body[..] });
+        // Not in the version the connection speaks.
+        assert_eq!(backward_reply(&buf, 2), None);
+        assert_eq!(backward_reply(&buf, 3), None);
+
+        let c = v2::Chunks { direction: v2::Direction::Reply, lists: ChunkLists::NONE };
+        let h = v2::Header { xid: 0x1234_5678, credit: 2, body: v2::Body::Msg(c) };
+        let mut buf2 = vec![0u8; 64];
+        let n = h.encode(&mut buf2).unwrap();
+        buf2.truncate(n);
+        buf2.extend_from_slice(&body);
+        let r = backward_reply(&buf2, 2).unwrap();
+        assert_eq!(r, BackwardReply { xid: 0x1234_5678, credits: 2, reply: &body[..] });
+        assert_eq!(backward_reply(&buf2, 1), None);
+    }
+
+    #[test]
+    fn forward_calls_and_odd_replies_are_not_backward_replies() {
+        let mut buf = vec![0u8; 64];
+        let n = encode_msg(&mut buf, 9, 3, &ChunkLists::NONE).unwrap();
+        let with = |body: &[u8]| {
+            let mut b = buf[..n].to_vec();
+            b.extend_from_slice(body);
+            b
+        };
+        // A forward call.
+        assert_eq!(backward_reply(&with(&rpc(9, 0)), 1), None);
+        // A reply whose XID is not the header's.
+        assert_eq!(backward_reply(&with(&rpc(10, 1)), 1), None);
+        // Too short to say.
+        assert_eq!(backward_reply(&with(&[0, 0, 0, 9, 0, 0]), 1), None);
+        // A reply with chunks.
+        let w = [Segment { handle: 1, length: 8, offset: 0 }];
+        let writes: &[&[Segment]] = &[&w];
+        let lists = ChunkLists { reads: &[], writes, reply: None };
+        let mut b = vec![0u8; 128];
+        let m = encode_msg(&mut b, 9, 3, &lists).unwrap();
+        b.truncate(m);
+        b.extend_from_slice(&rpc(9, 1));
+        assert_eq!(backward_reply(&b, 1), None);
+        // Version Two: the header says Call, or the message says call.
+        for (dir, rpc_dir) in [(v2::Direction::Call, 1), (v2::Direction::Reply, 0)] {
+            let c = v2::Chunks { direction: dir, lists: ChunkLists::NONE };
+            let h = v2::Header { xid: 9, credit: 2, body: v2::Body::Msg(c) };
+            let mut b = vec![0u8; 64];
+            let m = h.encode(&mut b).unwrap();
+            b.truncate(m);
+            b.extend_from_slice(&rpc(9, rpc_dir));
+            assert_eq!(backward_reply(&b, 2), None);
+        }
+    }
 
     /// A header with read list `reads`, decoded: the list as a responder
     /// sees it.

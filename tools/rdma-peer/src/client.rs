@@ -47,11 +47,16 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     ("c-junk-pdata", "junk CM private data: ignored, the connection carries calls"),
     ("c-long-call", "a Long Call (RDMA_NOMSG, the NULL call in a position-zero Read chunk): answered"),
     ("c-drop-during-read", "a Long Call of 1 MiB, the connection gone at once: the server lets go, a new connection works"),
+    ("c-stray-bc-reply", "8 replies to backward calls never made, in Version One and in Two: dropped unanswered; the connection carries calls"),
 ];
 
 /// NFS's RPC program and version the calls name.
 const NFS_PROGRAM: u32 = 100003;
 const NFS_V3: u32 = 3;
+
+/// Replies to backward calls never made that `c-stray-bc-reply` sends in
+/// each version.
+const STRAY_BC_REPLIES: u32 = 8;
 
 /// How long an answer may take.
 const ANSWER_WAIT: Duration = Duration::from_secs(20);
@@ -450,6 +455,30 @@ pub fn run(addr: SocketAddrV4, scenario: &str, log: Log) -> Result<(), String> {
             std::thread::sleep(Duration::from_secs(2));
             let mut c = Client::connect(addr, &pd, log)?;
             c.null(false, v1::ChunkLists::NONE).map(|_| ())
+        }
+        "c-stray-bc-reply" => {
+            for v2 in [false, true] {
+                let mut c = Client::connect(addr, &pd, log)?;
+                c.null(v2, v1::ChunkLists::NONE)?;
+                for i in 0..STRAY_BC_REPLIES {
+                    let xid = 0x7e00_0000 + i;
+                    let mut m = vec![0u8; 1024];
+                    let n = if v2 {
+                        let ch = v2::Chunks { direction: v2::Direction::Reply, lists: v1::ChunkLists::NONE };
+                        v2::Header { xid, credit: 4, body: v2::Body::Msg(ch) }.encode(&mut m).map_err(|e| format!("{e:?}"))?
+                    } else {
+                        v1::encode_msg(&mut m, xid, 4, &v1::ChunkLists::NONE).map_err(|e| format!("{e:?}"))?
+                    };
+                    m.truncate(n);
+                    // An RPC reply, accepted, successful, AUTH_NONE.
+                    m.extend([xid, 1, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()));
+                    c.send("a reply to a backward call never made", &m)?;
+                }
+                // Its answer is its own reply: the strays got none.
+                c.null(v2, v1::ChunkLists::NONE)?;
+                c.log.line("the stray replies were dropped and the connection carries calls");
+            }
+            Ok(())
         }
         other => Err(format!("unknown scenario {other}")),
     }

@@ -2,10 +2,12 @@
 //! Fuzzes the RPC-over-RDMA Version Two header decoder and the version
 //! negotiation classifier: decoding arbitrary bytes must never panic, and a
 //! successful decode must re-encode to a header of the same length that
-//! decodes to the same value.
+//! decodes to the same value. A backward reply a responder finds in them
+//! (either version) is a suffix of them, an RPC REPLY with its XID.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use rpcrdma_proto::responder::backward_reply;
 use rpcrdma_proto::v1::peek;
 use rpcrdma_proto::v2::{probe_reply, Body, Decision, Header, Limits, Negotiation, ProtocolVersion};
 
@@ -42,4 +44,11 @@ fuzz_target!(|data: &[u8]| {
         let _ = (n.version(), n.inline_threshold(), n.next_connection_version());
     }
     let _ = probe_reply(0, data);
+    for vers in [1, 2] {
+        if let Some(r) = backward_reply(data, vers) {
+            assert!(data.ends_with(r.reply));
+            assert_eq!(r.reply.get(..4), Some(&r.xid.to_be_bytes()[..]));
+            assert_eq!(r.reply.get(4..8), Some(&[0u8, 0, 0, 1][..]));
+        }
+    }
 });
