@@ -553,6 +553,12 @@ bool rpcrdma_rs_svc_xprt_test_flag(struct svc_xprt *xprt, unsigned int bit)
 	return test_bit(bit, &xprt->xpt_flags);
 }
 
+/* @xprt's peer address as text (set when it was made), in @len bytes. */
+void rpcrdma_rs_svc_xprt_peer_copy(struct svc_xprt *xprt, char *buf, size_t len)
+{
+	strscpy(buf, xprt->xpt_remotebuf, len);
+}
+
 /* Whether @svc has a backchannel transport already. */
 bool rpcrdma_rs_svc_xprt_has_bc(struct svc_xprt *svc)
 {

@@ -150,6 +150,7 @@ void rpcrdma_rs_svc_xprt_set_flag(struct svc_xprt *xprt, unsigned int bit);
 void rpcrdma_rs_svc_xprt_clear_flag(struct svc_xprt *xprt, unsigned int bit);
 bool rpcrdma_rs_svc_xprt_test_flag(struct svc_xprt *xprt, unsigned int bit);
 bool rpcrdma_rs_svc_xprt_has_bc(struct svc_xprt *svc);
+void rpcrdma_rs_svc_xprt_peer_copy(struct svc_xprt *xprt, char *buf, size_t len);
 void rpcrdma_rs_link_bc_xprt(struct svc_xprt *svc, struct rpc_xprt *xprt);
 void rpcrdma_rs_svc_recv_begin(struct svc_rqst *rqstp);
 int rpcrdma_rs_svc_recv_room(struct svc_rqst *rqstp, u32 len);

@@ -394,6 +394,92 @@ TRACE_EVENT(rpcrdma_rs_mrs_refresh,
 		  __entry->made, __entry->total)
 );
 
+/*
+ * The server (server=1). A connection accepted (status 0) or refused
+ * (-errno), from an nfsd thread.
+ */
+DEFINE_EVENT(rpcrdma_rs_peer_status, rpcrdma_rs_svc_accept,
+	TP_PROTO(const char *peer, int status), TP_ARGS(peer, status));
+
+/*
+ * A call a server thread takes (or starts pulling): how its message came
+ * (rtype: inline, read list, *read list for a Long Call), the bytes that
+ * came inline.
+ */
+TRACE_EVENT(rpcrdma_rs_svc_call,
+	TP_PROTO(u32 xid, u32 version, u32 rtype, u32 len),
+	TP_ARGS(xid, version, rtype, len),
+	TP_STRUCT__entry(
+		__field(u32, xid)
+		__field(u32, version)
+		__field(u32, rtype)
+		__field(u32, len)
+	),
+	TP_fast_assign(
+		__entry->xid = xid;
+		__entry->version = version;
+		__entry->rtype = rtype;
+		__entry->len = len;
+	),
+	TP_printk("xid=0x%08x vers=%u rtype=%s len=%u", __entry->xid,
+		  __entry->version, rpcrdma_rs_show_chunktype(__entry->rtype),
+		  __entry->len)
+);
+
+/*
+ * A reply sent: how (wtype: inline, write list, reply chunk), its length,
+ * and the handle its Send invalidates (0: a plain Send).
+ */
+TRACE_EVENT(rpcrdma_rs_svc_reply,
+	TP_PROTO(u32 xid, u32 wtype, u32 len, u32 inv),
+	TP_ARGS(xid, wtype, len, inv),
+	TP_STRUCT__entry(
+		__field(u32, xid)
+		__field(u32, wtype)
+		__field(u32, len)
+		__field(u32, inv)
+	),
+	TP_fast_assign(
+		__entry->xid = xid;
+		__entry->wtype = wtype;
+		__entry->len = len;
+		__entry->inv = inv;
+	),
+	TP_printk("xid=0x%08x wtype=%s len=%u inv=0x%08x", __entry->xid,
+		  rpcrdma_rs_show_chunktype(__entry->wtype), __entry->len,
+		  __entry->inv)
+);
+
+/* An RDMA_ERROR sent (err as rpcrdma_rs_err's; ERR_VERS with its range). */
+TRACE_EVENT(rpcrdma_rs_svc_err,
+	TP_PROTO(u32 xid, u32 err, u32 min, u32 max),
+	TP_ARGS(xid, err, min, max),
+	TP_STRUCT__entry(
+		__field(u32, xid)
+		__field(u32, err)
+		__field(u32, min)
+		__field(u32, max)
+	),
+	TP_fast_assign(
+		__entry->xid = xid;
+		__entry->err = err;
+		__entry->min = min;
+		__entry->max = max;
+	),
+	TP_printk("xid=0x%08x err=%s min=%u max=%u", __entry->xid,
+		  __print_symbolic(__entry->err, { 1, "ERR_VERS" },
+				   { 2, "ERR_CHUNK/BAD_HEADER" },
+				   { 3, "INVAL_OPTION" }),
+		  __entry->min, __entry->max)
+);
+
+/* A callback (backward call) sent to a client. */
+DEFINE_EVENT(rpcrdma_rs_xid_class, rpcrdma_rs_svc_cb_call,
+	TP_PROTO(const char *peer, u32 xid), TP_ARGS(peer, xid));
+/* Its reply completed it. */
+DEFINE_EVENT(rpcrdma_rs_xid_class, rpcrdma_rs_svc_cb_reply,
+	TP_PROTO(const char *peer, u32 xid), TP_ARGS(peer, xid));
+
 #endif /* _RPCRDMA_RS_TRACE_H */
 
 #undef TRACE_INCLUDE_PATH

@@ -118,3 +118,33 @@ notrace void rpcrdma_rs_trace_cb_reply(const char *peer, u32 xid)
 {
 	trace_rpcrdma_rs_cb_reply(peer, xid);
 }
+
+notrace void rpcrdma_rs_trace_svc_accept(const char *peer, int status)
+{
+	trace_rpcrdma_rs_svc_accept(peer, status);
+}
+
+notrace void rpcrdma_rs_trace_svc_call(u32 xid, u32 version, u32 rtype, u32 len)
+{
+	trace_rpcrdma_rs_svc_call(xid, version, rtype, len);
+}
+
+notrace void rpcrdma_rs_trace_svc_reply(u32 xid, u32 wtype, u32 len, u32 inv)
+{
+	trace_rpcrdma_rs_svc_reply(xid, wtype, len, inv);
+}
+
+notrace void rpcrdma_rs_trace_svc_err(u32 xid, u32 err, u32 min, u32 max)
+{
+	trace_rpcrdma_rs_svc_err(xid, err, min, max);
+}
+
+notrace void rpcrdma_rs_trace_svc_cb_call(const char *peer, u32 xid)
+{
+	trace_rpcrdma_rs_svc_cb_call(peer, xid);
+}
+
+notrace void rpcrdma_rs_trace_svc_cb_reply(const char *peer, u32 xid)
+{
+	trace_rpcrdma_rs_svc_cb_reply(peer, xid);
+}

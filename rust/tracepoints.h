@@ -35,5 +35,11 @@ void rpcrdma_rs_trace_wc_receive(u32 cid, u32 status, u32 vendor_err,
 		u32 received);
 void rpcrdma_rs_trace_cb_call(const char *peer, u32 xid);
 void rpcrdma_rs_trace_cb_reply(const char *peer, u32 xid);
+void rpcrdma_rs_trace_svc_accept(const char *peer, int status);
+void rpcrdma_rs_trace_svc_call(u32 xid, u32 version, u32 rtype, u32 len);
+void rpcrdma_rs_trace_svc_reply(u32 xid, u32 wtype, u32 len, u32 inv);
+void rpcrdma_rs_trace_svc_err(u32 xid, u32 err, u32 min, u32 max);
+void rpcrdma_rs_trace_svc_cb_call(const char *peer, u32 xid);
+void rpcrdma_rs_trace_svc_cb_reply(const char *peer, u32 xid);
 
 #endif

@@ -90,6 +90,12 @@ mod keys {
         __tracepoint_rpcrdma_rs_xchar,
         __tracepoint_rpcrdma_rs_probe,
         __tracepoint_rpcrdma_rs_mrs_refresh,
+        __tracepoint_rpcrdma_rs_svc_accept,
+        __tracepoint_rpcrdma_rs_svc_call,
+        __tracepoint_rpcrdma_rs_svc_reply,
+        __tracepoint_rpcrdma_rs_svc_err,
+        __tracepoint_rpcrdma_rs_svc_cb_call,
+        __tracepoint_rpcrdma_rs_svc_cb_reply,
     );
 }
 
@@ -317,4 +323,25 @@ events! {
     /// Memory regions made on demand: `made` now, `total` in all.
     fn mrs_refresh(peer: impl FnOnce() -> AddrText => peer, made: u32 => val, total: u32 => val)
         => __tracepoint_rpcrdma_rs_mrs_refresh, rpcrdma_rs_trace_mrs_refresh;
+    /// The server accepted a connection (`status` 0) or refused it
+    /// (-errno).
+    fn svc_accept(peer: impl FnOnce() -> AddrText => peer, status: i32 => val)
+        => __tracepoint_rpcrdma_rs_svc_accept, rpcrdma_rs_trace_svc_accept;
+    /// The server took a call (`rtype`: a [`ChunkType`], `len`: bytes
+    /// inline).
+    fn svc_call(xid: u32 => val, version: u32 => val, rtype: u32 => val, len: u32 => val)
+        => __tracepoint_rpcrdma_rs_svc_call, rpcrdma_rs_trace_svc_call;
+    /// The server sent a reply (`wtype`: a [`ChunkType`]; `inv`: the
+    /// handle its Send invalidates, 0 for none).
+    fn svc_reply(xid: u32 => val, wtype: u32 => val, len: u32 => val, inv: u32 => val)
+        => __tracepoint_rpcrdma_rs_svc_reply, rpcrdma_rs_trace_svc_reply;
+    /// The server sent an RDMA_ERROR (`err` as in [`err`]).
+    fn svc_err(xid: u32 => val, err: u32 => val, min: u32 => val, max: u32 => val)
+        => __tracepoint_rpcrdma_rs_svc_err, rpcrdma_rs_trace_svc_err;
+    /// The server sent a callback.
+    fn svc_cb_call(peer: impl FnOnce() -> AddrText => peer, xid: u32 => val)
+        => __tracepoint_rpcrdma_rs_svc_cb_call, rpcrdma_rs_trace_svc_cb_call;
+    /// A callback's reply completed it.
+    fn svc_cb_reply(peer: impl FnOnce() -> AddrText => peer, xid: u32 => val)
+        => __tracepoint_rpcrdma_rs_svc_cb_reply, rpcrdma_rs_trace_svc_cb_reply;
 }

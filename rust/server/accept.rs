@@ -16,7 +16,7 @@ use super::{
     xprt::{Role, ServerXprt},
 };
 use crate::{
-    kapi::{self, svc::NewXprt},
+    kapi::{self, svc::NewXprt, trace},
     proto::cm::{self, PrivateData},
     verbs::{Connection, QpConfig, MAX_SEND_SGES},
 };
@@ -109,10 +109,12 @@ pub(super) fn accept(x: &ServerXprt, l: &ListenState, new: NewXprt<'_, ServerXpr
                 s.set_connection(c);
             }
             COUNTERS.connections.fetch_add(1, Ordering::Relaxed);
+            trace::svc_accept(|| conn_x.svc().peer_text(), 0);
             Some(conn_x)
         }
         Err((e, req)) => {
             pr_warn!("rdma server: cannot accept a connection: error {}\n", e.to_errno());
+            trace::svc_accept(|| conn_x.svc().peer_text(), e.to_errno());
             // Refused, out of any lock.
             drop(req);
             None

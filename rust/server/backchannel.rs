@@ -37,7 +37,7 @@ use crate::{
             self, ClassSlot, ClassSlotRef, CreateArgs, FreedRqst, Lent, Rqst, RqstStorage, RpcTimeout, SendLocked, Task,
             TransportClass, Xprt, XprtParams, XprtRef, MAX_NETIDS,
         },
-        time, PAGE_SIZE,
+        time, trace, PAGE_SIZE,
     },
     proto::{
         responder::BackwardReply,
@@ -156,6 +156,7 @@ impl BcXprt {
         let Ok(done) = s.released(p, closed) else { return };
         x.set_cwnd(u64::from(r.credits.clamp(1, BC_REQUESTS)) << RPC_CWNDSHIFT);
         COUNTERS.bc_replies.fetch_add(1, Ordering::Relaxed);
+        trace::svc_cb_reply(|| self.server.svc().peer_text(), r.xid);
         done.complete_with(r.reply);
     }
 }
@@ -217,8 +218,10 @@ impl rpc::Transport for BcXprt {
         let server = &this.server;
         let c = this.conn_state().filter(|_| !server.svc().is_dead()).ok_or_else(errno::ENOTCONN)?;
         let r = c.send_backward(rqst);
-        if r.as_ref().is_err_and(|e| *e == errno::ENOTCONN()) {
-            server.svc().close_later();
+        match &r {
+            Ok(()) => trace::svc_cb_call(|| server.svc().peer_text(), u32::from_be(rqst.xid_be())),
+            Err(e) if *e == errno::ENOTCONN() => server.svc().close_later(),
+            Err(_) => {}
         }
         r
     }

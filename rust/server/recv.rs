@@ -24,6 +24,7 @@ use crate::{
     kapi::{
         ratelimit::RateLimit,
         svc::{RecvRqst, XptFlag},
+        trace::{self, ChunkType},
     },
     proto::{
         responder, v1,
@@ -481,8 +482,8 @@ impl ConnState {
             Err((low, high)) => Taken::ErrVers(p.xid, low, high),
             Ok(Version::V1) => match v1::Header::decode_split(msg, &v1::Limits::DEFAULT) {
                 Ok((h, call)) => match h.body {
-                    v1::Body::Msg(chunks) => Self::take_chunks(rq, h.xid, &chunks, Some(call)),
-                    v1::Body::NoMsg(chunks) => Self::take_chunks(rq, h.xid, &chunks, None),
+                    v1::Body::Msg(chunks) => Self::take_chunks(rq, p.vers, h.xid, &chunks, Some(call)),
+                    v1::Body::NoMsg(chunks) => Self::take_chunks(rq, p.vers, h.xid, &chunks, None),
                     // RFC 5666's RDMA_MSGP.
                     v1::Body::Msgp { .. } => Taken::ErrChunk(h.xid),
                     // Not calls.
@@ -494,8 +495,8 @@ impl ConnState {
             },
             Ok(Version::V2) => match v2::Header::decode_with(msg, &v2::Limits::DEFAULT) {
                 Ok((h, call)) => match h.body {
-                    v2::Body::Msg(c) if c.direction == v2::Direction::Call => Self::take_chunks(rq, h.xid, &c.lists, Some(call)),
-                    v2::Body::NoMsg(c) if c.direction == v2::Direction::Call => Self::take_chunks(rq, h.xid, &c.lists, None),
+                    v2::Body::Msg(c) if c.direction == v2::Direction::Call => Self::take_chunks(rq, p.vers, h.xid, &c.lists, Some(call)),
+                    v2::Body::NoMsg(c) if c.direction == v2::Direction::Call => Self::take_chunks(rq, p.vers, h.xid, &c.lists, None),
                     // Replies to backward calls (taken as they came),
                     // RDMA2_ERROR, and OPTIONAL (taken as it came).
                     _ => Taken::Nothing,
@@ -506,11 +507,17 @@ impl ConnState {
         }
     }
 
-    /// A call `xid` whose header offered `chunks`, its RPC message
+    /// A call `xid` (in version `vers`) whose header offered `chunks`, its RPC message
     /// `inline` after the header (RDMA_MSG) or none (RDMA_NOMSG): the
     /// thread takes it now, or once its Read chunks are pulled; what
     /// cannot be carried gets ERR_CHUNK.
-    fn take_chunks(rq: &mut RecvRqst<'_, CallChunks>, xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>) -> Taken {
+    fn take_chunks(rq: &mut RecvRqst<'_, CallChunks>, vers: u32, xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>) -> Taken {
+        let rtype = match (chunks.reads.is_empty(), inline) {
+            (true, _) => ChunkType::Inline,
+            (false, None) => ChunkType::LongCall,
+            (false, Some(_)) => ChunkType::ReadList,
+        };
+        trace::svc_call(xid, vers, rtype as u32, inline.map_or(0, |c| c.len() as u32));
         // Data items in Read chunks (RDMA_MSG), or the whole call in a
         // position-zero one (RDMA_NOMSG, a Long Call): checked and
         // planned now, pulled once the Receive is back.

@@ -20,6 +20,7 @@ use crate::{
         errno,
         page::{Dir, OwnedPages, Outbound, PageRef},
         svc::SendRqst,
+        trace::{self, ChunkType},
         PAGE_SIZE,
     },
     proto::{responder, v1, v2::Version},
@@ -71,7 +72,11 @@ impl ConnState {
                 w.copied(n.saturating_add(m))
             });
             match sent {
-                Ok(()) => return Ok(rq.reply_len()),
+                Ok(()) => {
+                    let inv = self.invalidate(rq).unwrap_or(0);
+                    trace::svc_reply(xid, ChunkType::Inline as u32, rq.reply_len(), inv);
+                    return Ok(rq.reply_len());
+                }
                 Err(e) if e == errno::ENOBUFS() => self.wait_sends(seen, SEND_WAIT_MS)?,
                 Err(e) if e == errno::EMSGSIZE() => {
                     return match rq.ctxt().filter(|c| !c.reply().is_empty()) {
@@ -117,6 +122,7 @@ impl ConnState {
                 self.encode_reply_header(b, xid, true, &lists)
             })
         })?;
+        trace::svc_reply(xid, ChunkType::ReplyChunk as u32, len, self.invalidate(rq).unwrap_or(0));
         Ok(len)
     }
 
@@ -197,7 +203,10 @@ impl ConnState {
             })
         });
         match sent {
-            Ok(()) => Ok(len),
+            Ok(()) => {
+                trace::svc_reply(xid, ChunkType::WriteList as u32, len, self.invalidate(rq).unwrap_or(0));
+                Ok(len)
+            }
             // The rest does not fit inline: with a Reply chunk too, step 2
             // does not combine them.
             Err(e) if e == errno::EMSGSIZE() => self.send_error_chunk(conn, xid).map(|()| 0),

@@ -12,6 +12,7 @@ use kernel::prelude::*;
 
 use super::{recv::ConnState, stats::COUNTERS, xprt::ServerXprt};
 use crate::{
+    kapi::trace,
     proto::{
         v1,
         v2::{self, Version},
@@ -106,6 +107,7 @@ impl ConnState {
         let credits = self.credits;
         let v = self.version.get();
         COUNTERS.errors_sent.fetch_add(1, Ordering::Relaxed);
+        trace::svc_err(xid, 2, 0, 0);
         conn.send_copied(|w: &mut SendWriter<'_, Copying>| {
             let n = match v {
                 Version::V1 => v1::encode_err_chunk(w.room(), xid, credits).map_err(|_| EINVAL)?,
@@ -123,6 +125,7 @@ impl ConnState {
     pub(super) fn send_error_vers(&self, conn: &Connection<ServerXprt>, xid: u32, low: u32, high: u32) -> Result {
         let credits = self.credits;
         COUNTERS.err_vers_sent.fetch_add(1, Ordering::Relaxed);
+        trace::svc_err(xid, 1, low, high);
         conn.send_copied(|w: &mut SendWriter<'_, Copying>| {
             let n = v1::encode_err_vers(w.room(), xid, credits, low, high).map_err(|_| EINVAL)?;
             w.copied(n)

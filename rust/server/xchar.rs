@@ -10,7 +10,7 @@ use kernel::prelude::*;
 
 use super::{recv::ConnState, stats::COUNTERS, xprt::ServerXprt};
 use crate::{
-    kapi::ratelimit::RateLimit,
+    kapi::{ratelimit::RateLimit, trace},
     proto::{
         v2,
         xchar::{self, Characteristics, XchOp, Xchar, XcharSpec, XcharSubset},
@@ -50,6 +50,7 @@ impl ConnState {
         };
         let error = |e: v2::ErrorBody| {
             COUNTERS.errors_sent.fetch_add(1, Ordering::Relaxed);
+            trace::svc_err(xid, if e == v2::ErrorBody::InvalOption { 3 } else { 2 }, 0, 0);
             answer(&|buf| v2::Header::error(xid, credits, e).encode(buf).map_err(|_| EINVAL));
         };
         if !xchar::is_xchar_opttype(o.opttype) {

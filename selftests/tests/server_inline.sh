@@ -17,12 +17,15 @@
 # written into the chunks from the reply's own pages, with no copy (the
 # server's counters); WRITEs with Read chunks (64 KiB wsize, NFSv3
 # and NFSv4.2) write one, its data pulled by RDMA Read, and a SYMLINK
-# whose call is too long to send inline (a Long Call: the whole call in a
-# position-zero Read chunk) makes the link it says. Then
+# whose call is too long to send inline (both clients put its target in
+# a Read chunk, the server's trace shows) makes the link it says. Then
 # knfsd restarted under a live mount, over IPv6 (knfsd listens on both
 # families): the core takes the connection down, the client connects
 # again and reads its file back; and knfsd stopped and the module
 # unloaded and loaded again on the server: nothing of its class keeps it.
+# From the long SYMLINK on, the server's trace events are recorded: they
+# must show the connections accepted, calls inline and with Read chunks,
+# and replies inline, in Write chunks and in the Reply chunk.
 # The server guest must run our server, and its kernel log must stay
 # clean.
 . "$(dirname "$0")/../lib.sh"
@@ -64,15 +67,19 @@ if [ "$XPRT_MOD" = rpcrdma_rs ]; then
     fail "the connection's thresholds are not the 4096 of the server's private data"
 fi
 # A call too long for the server's Receives: SYMLINK to a 4000-byte
-# target (about 4.1 KB) goes as a Long Call, the whole call in a
-# position-zero Read chunk the server pulls by RDMA Read. A reply too long
+# target (about 4.1 KB) goes with its target in a Read chunk the server
+# pulls by RDMA Read (Long Calls: server_hostile_client's c-long-call). A reply too long
 # for the client's Receives: READLINK of it comes back in the Reply chunk
 # the call offered, written there by RDMA Write.
 target=$(printf 'y%.0s' $(seq 1 4000))
+svc_events="accept call reply err"
+out=$(server_cmd "trace-start $(printf 'rpcrdma_rs:rpcrdma_rs_svc_%s ' $svc_events)")
+printf '%s' "$out" | grep -q 'rc=0' || fail "cannot record the server's trace events: $out"
+server_cmd "trace-mark server_inline: traced" > /dev/null
 RS_OPTS=vers=3,proto=rdma,port=20049,rsize=1024,wsize=1024,nolock,retry=0
 mount_rs || fail "mount for the long SYMLINK and READLINK failed"
 reads0=$(rdma_xprt_field 11)
-ln -sfn "$target" "$MNT/long.link" || fail "the long SYMLINK (a Long Call) failed"
+ln -sfn "$target" "$MNT/long.link" || fail "the long SYMLINK (its target in a Read chunk) failed"
 reads1=$(rdma_xprt_field 11)
 umount "$MNT" && mount_rs || fail "remount for the long READLINK failed"
 rdma0=$(rdma_xprt_field 15); sc0=$(server_counter chunks_copied)
@@ -81,7 +88,7 @@ rdma1=$(rdma_xprt_field 15); sc=$(( $(server_counter chunks_copied) - sc0 ))
 rm -f "$MNT/long.link"
 umount "$MNT" || fail "umount failed"
 diag "long SYMLINK: $((reads1 - reads0)) Read chunks; long READLINK: ${#got} bytes back, $((rdma1 - rdma0)) bytes in Reply chunks, $sc chunks copied first by the server"
-[ $((reads1 - reads0)) -ge 1 ] || fail "the long SYMLINK did not go as a Long Call"
+[ $((reads1 - reads0)) -ge 1 ] || fail "the long SYMLINK sent no Read chunk"
 [ "$got" = "$target" ] || fail "the long READLINK returned ${#got} bytes, not the 4000 of the link"
 [ $((rdma1 - rdma0)) -gt 4000 ] || fail "the long READLINK reply did not come in a Reply chunk"
 # Written from the reply's own pages (its head, the link in its page
@@ -160,6 +167,15 @@ for v in 3 4.2; do
     [ "$inv" -ge 4 ] || fail "vers=$v: the server invalidated $inv of the WRITEs' regions, not each"
   fi
   [ "${bad:-0}" = 0 ] || fail "vers=$v: bad replies"
+done
+trace=$(server_cmd "trace-since server_inline: traced")
+server_cmd trace-stop > /dev/null
+diag "the server's trace: $(printf '%s\n' "$trace" | grep -c ': rpcrdma_rs_svc_') events; some of them:"
+printf '%s\n' "$trace" | grep -E ': rpcrdma_rs_svc_(accept|err):|rtype=\*|wtype=(reply|write)' | sed -E 's/^ *//; s/^/#   /' | head -8
+for want in 'rpcrdma_rs_svc_accept: peer=[^ ]* status=0' 'rpcrdma_rs_svc_call: xid=0x[0-9a-f]* vers=[12] rtype=inline len=[1-9]' \
+    'rpcrdma_rs_svc_call: .* rtype=read list len=[1-9]' \
+    'rpcrdma_rs_svc_reply: .* wtype=inline' 'rpcrdma_rs_svc_reply: .* wtype=write list' 'rpcrdma_rs_svc_reply: .* wtype=reply chunk len=4[0-9][0-9][0-9]'; do
+  printf '%s\n' "$trace" | grep -q -- "$want" || fail "the server's trace has no event like '$want'"
 done
 unload $XPRT_MOD
 out=$(server_cmd reload-server-module)

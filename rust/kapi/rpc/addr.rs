@@ -199,6 +199,15 @@ pub(crate) struct AddrText {
 compat::printable!(AddrText);
 
 impl AddrText {
+    /// The text `fill` writes into a buffer (NUL-terminated within it; the
+    /// last byte is made a NUL whatever it wrote).
+    pub(in crate::kapi) fn filled(fill: impl FnOnce(&mut [u8])) -> Self {
+        let mut t = AddrText { buf: [0; ADDR_TEXT_LEN] };
+        fill(&mut t.buf);
+        t.buf[ADDR_TEXT_LEN - 1] = 0;
+        t
+    }
+
     /// The text as a C string (NUL-terminated: the copy leaves room for
     /// the NUL), for C.
     pub(crate) fn as_c_ptr(&self) -> *const kernel::ffi::c_char {

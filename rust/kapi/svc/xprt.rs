@@ -158,6 +158,17 @@ impl<T: SvcXprtOwner> SvcXprt<T> {
         unsafe { sys::rpcrdma_rs_svc_xprt_clear_flag(self.as_ptr(), flag as u32) };
     }
 
+    /// The peer's address as text (a listener's: "listener"), for trace
+    /// events and messages.
+    pub(crate) fn peer_text(&self) -> crate::kapi::rpc::AddrText {
+        crate::kapi::rpc::AddrText::filled(|b| {
+            // SAFETY: initialised (type invariant): the text was written
+            // when the transport was made, before anyone could read it;
+            // the helper writes at most `b.len()` bytes, NUL included.
+            unsafe { sys::rpcrdma_rs_svc_xprt_peer_copy(self.as_ptr(), b.as_mut_ptr().cast(), b.len()) }
+        })
+    }
+
     /// True once the core took the transport down (`XPT_DEAD`): it is
     /// being, or was, deleted.
     pub(crate) fn is_dead(&self) -> bool {
