@@ -271,7 +271,7 @@ TRACE_EVENT(rpcrdma_rs_bad_reply,
  * An RDMA_ERROR arrived (err: 1 ERR_VERS with its range, 2 ERR_CHUNK, in
  * Version Two BAD_HEADER, 3 INVAL_OPTION).
  */
-TRACE_EVENT(rpcrdma_rs_err,
+DECLARE_EVENT_CLASS(rpcrdma_rs_err_class,
 	TP_PROTO(u32 xid, u32 err, u32 min, u32 max),
 	TP_ARGS(xid, err, min, max),
 	TP_STRUCT__entry(
@@ -292,6 +292,9 @@ TRACE_EVENT(rpcrdma_rs_err,
 				   { 3, "INVAL_OPTION" }),
 		  __entry->min, __entry->max)
 );
+
+DEFINE_EVENT(rpcrdma_rs_err_class, rpcrdma_rs_err,
+	TP_PROTO(u32 xid, u32 err, u32 min, u32 max), TP_ARGS(xid, err, min, max));
 
 DECLARE_EVENT_CLASS(rpcrdma_rs_xid_class,
 	TP_PROTO(const char *peer, u32 xid),
@@ -450,28 +453,9 @@ TRACE_EVENT(rpcrdma_rs_svc_reply,
 		  __entry->inv)
 );
 
-/* An RDMA_ERROR sent (err as rpcrdma_rs_err's; ERR_VERS with its range). */
-TRACE_EVENT(rpcrdma_rs_svc_err,
-	TP_PROTO(u32 xid, u32 err, u32 min, u32 max),
-	TP_ARGS(xid, err, min, max),
-	TP_STRUCT__entry(
-		__field(u32, xid)
-		__field(u32, err)
-		__field(u32, min)
-		__field(u32, max)
-	),
-	TP_fast_assign(
-		__entry->xid = xid;
-		__entry->err = err;
-		__entry->min = min;
-		__entry->max = max;
-	),
-	TP_printk("xid=0x%08x err=%s min=%u max=%u", __entry->xid,
-		  __print_symbolic(__entry->err, { 1, "ERR_VERS" },
-				   { 2, "ERR_CHUNK/BAD_HEADER" },
-				   { 3, "INVAL_OPTION" }),
-		  __entry->min, __entry->max)
-);
+/* An RDMA_ERROR sent (fields as rpcrdma_rs_err's). */
+DEFINE_EVENT(rpcrdma_rs_err_class, rpcrdma_rs_svc_err,
+	TP_PROTO(u32 xid, u32 err, u32 min, u32 max), TP_ARGS(xid, err, min, max));
 
 /* A callback (backward call) sent to a client. */
 DEFINE_EVENT(rpcrdma_rs_xid_class, rpcrdma_rs_svc_cb_call,
