@@ -107,9 +107,28 @@ T=/sys/kernel/tracing
 tracefs_ready || fail "no tracefs: the marshal trace event proves where the payload went"
 if [ $XPRT_MOD = rpcrdma_rs ]; then ev=$T/events/rpcrdma_rs/rpcrdma_rs_marshal; else ev=$T/events/rpcrdma/xprtrdma_marshal; fi
 # (Tracing itself switched on here: a test before may have left it off.)
-trace_on() { echo > $T/trace; echo 1 > $ev/enable && echo 1 > $T/tracing_on || fail "cannot enable $ev"; }
-trace_off() { echo 0 > $ev/enable; echo 0 > $T/tracing_on; cp $T/trace /tmp/krb5.trace; echo > $T/trace; }
-calls() { grep -cE "$1" /tmp/krb5.trace; }
+# The RPC layer's rpc_request event too (it names each call's
+# procedure), so that a failure can show how the READs themselves went.
+more_ev=$T/events/sunrpc/rpc_request
+trace_on() {
+  echo > $T/trace; echo 1 > $ev/enable || fail "cannot enable $ev"
+  for e in $more_ev; do [ ! -d $e ] || echo 1 > $e/enable; done
+  echo 1 > $T/tracing_on || fail "cannot switch tracing on"
+}
+trace_off() {
+  echo 0 > $ev/enable; for e in $more_ev; do [ ! -d $e ] || echo 0 > $e/enable; done
+  echo 0 > $T/tracing_on; cp $T/trace /tmp/krb5.trace; echo > $T/trace
+}
+calls() { grep -E ' (rpcrdma_rs|xprtrdma)_marshal: ' /tmp/krb5.trace | grep -cE "$1"; }
+# show_calls PROC: the traced calls of procedure PROC (at most 8), each
+# with its marshal event (the next one of the same task).
+show_calls() {
+  awk -v proc="$1" '
+    / rpc_request: / && index($0, " " proc " (") { match($0, /task:[0-9a-f]+@[0-9a-f]+/)
+      want[substr($0, RSTART, RLENGTH)] = 1; if (++n <= 8) print; next }
+    /_marshal: / { match($0, /task:[0-9a-f]+@[0-9a-f]+/); t = substr($0, RSTART, RLENGTH)
+      if (t in want) { delete want[t]; if (++m <= 8) print } }' /tmp/krb5.trace | sed 's/^ */#   /'
+}
 full=${RDMARS_KRB5_FULL:-0}
 # The client's RPCSEC_GSS checksum verdicts (rpcgss_verify_mic, the same
 # event for both clients: the kernel's auth_rpcgss checks them), traced
@@ -220,6 +239,8 @@ for v in "${versions[@]}"; do
     rchunks=$(rdma_xprt_field 11) longcalls=$(rdma_xprt_field 21)
     umount "$MNT" && m || kfail "$what: remount failed"
     as_user cmp -s $src "$MNT/krb5/file"; same=$?
+    stats2=$(awk '$1 == "sec:" { print $2; exit }' /proc/self/mountstats)
+    [ "$stats2" = "$stats" ] || fail "$what: mounted again, mountstats says $stats2, not $stats"
     wchunks=$(rdma_xprt_field 12) replies=$(rdma_xprt_field 13) bad=$(rdma_xprt_field 20)
     trace_off
     as_user rm -f "$MNT/krb5/file"
@@ -234,7 +255,8 @@ for v in "${versions[@]}"; do
     [ "$bad" = 0 ] || fail "$what: $bad bad replies"
     if [ $sec = krb5 ]; then
       [ "${rchunks:-0}" -gt 0 ] || fail "$what: no Read chunk for the WRITEs' payload"
-      [ "${wchunks:-0}" -gt 0 ] || fail "$what: no Write chunk for the READs' payload"
+      [ "${wchunks:-0}" -gt 0 ] || { show_calls READ
+        fail "$what: no Write chunk for the READs' payload"; }
       [ "$ddp" -gt 0 ] || fail "$what: no traced call placed data directly"
     else
       [ "$ddp" = 0 ] || { grep -E ' read list/|/write list' /tmp/krb5.trace | head -3 | sed 's/^/#   /'
