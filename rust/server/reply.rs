@@ -61,13 +61,21 @@ impl ConnState {
         if let Some(c) = rq.ctxt().filter(|c| c.has_payload()) {
             return self.send_write_chunks(&conn, rq, c);
         }
+        // The Write chunks offered go back, nothing written into them.
+        let unused = rq.ctxt().filter(|c| c.writes().next().is_some()).map(unused_writes).transpose()?;
+        let mut lists = [&[][..]; MAX_WRITE_CHUNKS];
+        let nchunks = match (rq.ctxt(), &unused) {
+            (Some(c), Some(u)) => split_chunks(c, u, &mut lists),
+            _ => 0,
+        };
+        let chunks = v1::ChunkLists { reads: &[], writes: lists.get(..nchunks).unwrap_or_default(), reply: None };
         let max = self.send_max() as usize;
         loop {
             let seen = self.sends_seen();
             let sent = conn.send_copied_invalidating(self.invalidate(rq), |w: &mut SendWriter<'_, Copying>| {
                 let room = w.room();
                 let room = room.get_mut(..max.min(room.len())).unwrap_or_default();
-                let n = self.encode_reply_header(room, xid, false, &v1::ChunkLists::NONE)?;
+                let n = self.encode_reply_header(room, xid, false, &chunks)?;
                 let m = rq.copy_reply(room.get_mut(n..).unwrap_or_default())?;
                 w.copied(n.saturating_add(m))
             });
@@ -80,7 +88,7 @@ impl ConnState {
                 Err(e) if e == errno::ENOBUFS() => self.wait_sends(seen, SEND_WAIT_MS)?,
                 Err(e) if e == errno::EMSGSIZE() => {
                     return match rq.ctxt().filter(|c| !c.reply().is_empty()) {
-                        Some(c) => self.send_reply_chunk(&conn, rq, c.reply()),
+                        Some(c) => self.send_reply_chunk(&conn, rq, c.reply(), chunks.writes),
                         None => self.send_error_chunk(&conn, xid).map(|()| 0),
                     };
                 }
@@ -98,6 +106,7 @@ impl ConnState {
         conn: &Connection<ServerXprt>,
         rq: &SendRqst<'_, CallChunks>,
         offered: &[v1::Segment],
+        unused: &[&[v1::Segment]],
     ) -> Result<u32> {
         let (xid, len) = (rq.xid(), rq.reply_len());
         let mut ret = KVec::from_elem(v1::Segment::default(), offered.len(), GFP_KERNEL)?;
@@ -118,7 +127,7 @@ impl ConnState {
         add_segments(&mut segs, returned.iter(), &local)?;
         self.write_and_send(conn, &segs, self.invalidate(rq), |w: &mut SendWriter<'_, Copying>| {
             w.copy(|b| {
-                let lists = v1::ChunkLists { reads: &[], writes: &[], reply: Some(returned) };
+                let lists = v1::ChunkLists { reads: &[], writes: unused, reply: Some(returned) };
                 self.encode_reply_header(b, xid, true, &lists)
             })
         })?;
@@ -158,13 +167,7 @@ impl ConnState {
         }
         // Each chunk's segments as returned: the Write list sent back.
         let mut lists = [&[][..]; MAX_WRITE_CHUNKS];
-        let mut rest = &returned[..];
-        for (l, offered) in lists.iter_mut().zip(c.writes()) {
-            let (these, more) = rest.split_at(offered.len().min(rest.len()));
-            *l = these;
-            rest = more;
-        }
-        let nchunks = c.writes().count();
+        let nchunks = split_chunks(c, &returned, &mut lists);
         let lists = lists.get(..nchunks).unwrap_or_default();
         let mut inline = [(0u32, 0u32); MAX_WRITE_CHUNKS + 1];
         let parts = responder::inline_ranges(len, skip.get(..nskip).unwrap_or_default(), &mut inline)
@@ -360,4 +363,33 @@ pub(super) fn add_segments<'a, 'p, 's, D: Dir>(
         out.push(RwSeg { rkey: seg.handle, addr: seg.offset, pages: these }, GFP_KERNEL)?;
     }
     Ok(())
+}
+
+/// The Write chunks `c` offered, as a reply that placed no payload in
+/// them returns them: every segment, each with length 0 (svcrdma does
+/// the same; a requester finds each chunk it offered in the reply).
+fn unused_writes(c: &CallChunks) -> Result<KVec<v1::Segment>> {
+    let n: usize = c.writes().map(<[v1::Segment]>::len).sum();
+    let mut out = KVec::from_elem(v1::Segment::default(), n, GFP_KERNEL)?;
+    let mut at = 0;
+    for offered in c.writes() {
+        let rest = out.get_mut(at..).ok_or(EINVAL)?;
+        at += v1::fill_chunk(offered, 0, rest).map_err(|_| EINVAL)?;
+    }
+    Ok(out)
+}
+
+/// Splits `segs` (the segments of every Write chunk `c` offered, in
+/// order, as returned) into one list per chunk, in `lists`. Returns how
+/// many chunks that is.
+fn split_chunks<'a>(c: &CallChunks, segs: &'a [v1::Segment], lists: &mut [&'a [v1::Segment]; MAX_WRITE_CHUNKS]) -> usize {
+    let mut rest = segs;
+    let mut n = 0;
+    for (l, offered) in lists.iter_mut().zip(c.writes()) {
+        let (these, more) = rest.split_at(offered.len().min(rest.len()));
+        *l = these;
+        rest = more;
+        n += 1;
+    }
+    n
 }
