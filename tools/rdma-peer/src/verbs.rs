@@ -240,6 +240,9 @@ pub struct Conn {
     mr: *mut sys::ibv_mr,
     buf: Box<[u8]>,
     next_send: usize,
+    /// For each send slot, the Send posted from it that has not completed
+    /// yet: the slot is not written again before it has.
+    slot_wr: [Option<u64>; SENDS],
     qp_created: bool,
     /// Completions polled while waiting for a particular one.
     stash: VecDeque<Completion>,
@@ -271,6 +274,7 @@ impl Conn {
             mr: ptr::null_mut(),
             buf: vec![0u8; total].into_boxed_slice(),
             next_send: 0,
+            slot_wr: [None; SENDS],
             qp_created: false,
             stash: VecDeque::new(),
             credits: Account::default(),
@@ -556,6 +560,15 @@ impl Conn {
             return Ok(None);
         }
         let recv = wc.wr_id & WR_RECV != 0;
+        if !recv {
+            // A Send done with (or flushed): its slot may be written again.
+            let slot = (wc.wr_id & 0xffff) as usize;
+            if let Some(w) = slot.checked_sub(RECVS).and_then(|i| self.slot_wr.get_mut(i)) {
+                if *w == Some(wc.wr_id) {
+                    *w = None;
+                }
+            }
+        }
         if wc.status != sys::ibv_wc_status::IBV_WC_SUCCESS {
             return Ok(Some(Completion::Failed { status: wc.status, recv, wr_id: wc.wr_id }));
         }
@@ -645,6 +658,17 @@ impl Conn {
         // slot number could match an older Send and return too early.
         let wr_id = ((self.next_send as u64) << 34) | slot as u64;
         self.next_send += 1;
+        // The device may still be reading the slot for the last Send from
+        // it (an RNR wait, a slow responder): not overwritten before that
+        // Send completed.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while self.slot_wr[slot - RECVS].is_some() {
+            match self.poll_cq()? {
+                Some(c) => self.stash.push_back(c),
+                None if Instant::now() > deadline => return Err(io::Error::other("a Send did not complete in 120 s")),
+                None => std::thread::sleep(Duration::from_micros(50)),
+            }
+        }
         let n = msg.len().min(SLOT);
         self.buf[slot * SLOT..slot * SLOT + n].copy_from_slice(&msg[..n]);
         let lkey = self.lkey();
@@ -696,6 +720,7 @@ impl Conn {
         if unsafe { sys::ibv_post_send(self.qp(), first, &mut bad) } != 0 {
             return Err(os_err("ibv_post_send"));
         }
+        self.slot_wr[slot - RECVS] = Some(wr_id);
         if wait {
             self.wait_for(wr_id)?;
         }
