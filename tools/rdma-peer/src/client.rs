@@ -47,6 +47,9 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     ("c-junk-pdata", "junk CM private data: ignored, the connection carries calls"),
     ("c-long-call", "a Long Call (RDMA_NOMSG, the NULL call in a position-zero Read chunk): answered"),
     ("c-drop-during-read", "a Long Call of 1 MiB, the connection gone at once: the server lets go, a new connection works"),
+    ("c-short-write", "an NFSv4 READ of 8 KiB with an 8 KiB Write chunk (the file's bytes placed), then with one of 1000 bytes: the READ fails, no byte past the chunk written; the connection carries calls"),
+    ("c-credit-overrun", "twice the granted credits of NULL calls sent at once: each answered, the connection kept"),
+    ("c-connect-storm", "32 connections opened at once, a NULL call on each, all dropped together: a new connection works"),
     ("c-stray-bc-reply", "8 replies to backward calls never made, in Version One and in Two: dropped unanswered; the connection carries calls"),
 ];
 
@@ -58,12 +61,106 @@ const NFS_V3: u32 = 3;
 /// each version.
 const STRAY_BC_REPLIES: u32 = 8;
 
+/// NFSv4.0's COMPOUND and the operations of `read_call`.
+const NFS_V4: u32 = 4;
+const NFSPROC4_COMPOUND: u32 = 1;
+const OP_LOOKUP: u32 = 15;
+const OP_PUTROOTFH: u32 = 24;
+const OP_READ: u32 = 25;
+const AUTH_SYS: u32 = 1;
+
+/// The file c-short-write reads, at the root of the server's export, and
+/// its length: the test makes it with `rdma-peer --pattern 16384`.
+const READ_FILE: &str = "hostile-read";
+const READ_FILE_LEN: usize = 16384;
+
+/// Byte `i` of the file c-short-write reads.
+pub fn pattern(i: usize) -> u8 {
+    (i % 251) as u8
+}
+
+/// What c-short-write puts where the server must not write.
+const CANARY: u8 = 0xa5;
+
+/// The most calls c-credit-overrun sends (twice the grant, up to this).
+const CREDIT_OVERRUN_MAX: u32 = 256;
+
+/// Connections c-connect-storm opens at once.
+const STORM: usize = 32;
+
 /// How long an answer may take.
 const ANSWER_WAIT: Duration = Duration::from_secs(20);
 
 /// The NULL call with XID `xid` (AUTH_NONE): 40 bytes.
 fn null_call(xid: u32) -> Vec<u8> {
     [xid, 0, 2, NFS_PROGRAM, NFS_V3, 0, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect()
+}
+
+/// An NFSv4.0 COMPOUND (AUTH_SYS as root): PUTROOTFH, LOOKUP of
+/// [`READ_FILE`], READ of `count` bytes at offset 0 with the anonymous
+/// stateid.
+fn read_call(xid: u32, count: u32) -> Vec<u8> {
+    let name = READ_FILE.as_bytes();
+    let mut w = vec![xid, 0, 2, NFS_PROGRAM, NFS_V4, NFSPROC4_COMPOUND];
+    // The credential: stamp, machine name "peer", uid 0, gid 0, no
+    // groups; the verifier AUTH_NONE.
+    w.extend([AUTH_SYS, 24, 0, 4, u32::from_be_bytes(*b"peer"), 0, 0, 0, 0, 0]);
+    // No tag, minor version 0, three operations.
+    w.extend([0, 0, 3, OP_PUTROOTFH, OP_LOOKUP, name.len() as u32]);
+    let mut m: Vec<u8> = w.iter().flat_map(|x| x.to_be_bytes()).collect();
+    m.extend_from_slice(name);
+    m.resize(m.len().next_multiple_of(4), 0);
+    // The anonymous stateid (all zeroes), offset 0, count.
+    m.extend([OP_READ, 0, 0, 0, 0, 0, 0, count].iter().flat_map(|x| x.to_be_bytes()));
+    m
+}
+
+/// The READ's outcome in a COMPOUND reply to [`read_call`]: the status of
+/// the COMPOUND, and for a READ done, the length of its data (which went
+/// to the Write chunk: only the length is inline).
+fn read_result(rpc: &[u8]) -> Result<(u32, Option<u32>), String> {
+    let w = |i: usize| rpc.get(i * 4..i * 4 + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    // xid, REPLY, MSG_ACCEPTED, the verifier (flavour, length, body).
+    let vlen = w(4).ok_or("a short RPC reply")?;
+    let at = 5 + vlen.div_ceil(4) as usize;
+    if (w(1), w(2), w(at)) != (Some(1), Some(0), Some(0)) {
+        return Err(format!("not an accepted, successful RPC reply: {}", hex(rpc)));
+    }
+    // COMPOUND4res: status, tag (empty: we sent none), results.
+    let status = w(at + 1).ok_or("no COMPOUND status")?;
+    let taglen = w(at + 2).ok_or("no tag")?;
+    let mut i = at + 3 + taglen.div_ceil(4) as usize;
+    let n = w(i).ok_or("no result count")?;
+    i += 1;
+    for _ in 0..n {
+        let (op, st) = (w(i).ok_or("a short result")?, w(i + 1).ok_or("a short result")?);
+        i += 2;
+        if op == OP_READ && st == 0 {
+            // eof, then the data's length.
+            return Ok((status, Some(w(i + 1).ok_or("no READ length")?)));
+        }
+        if st != 0 {
+            break;
+        }
+    }
+    Ok((status, None))
+}
+
+/// Checks the reply to the Version Two NULL call `xid` word by word
+/// against the draft's XDR, without the decoder the server shares with
+/// us: `rpcrdma2_hdr_prefix` (the XID, `rdma_vers` 2, a grant above 0),
+/// `rdma_htype` RDMA2_MSG (0); `rpcrdma2_chunk_lists`: the direction
+/// REPLY (1), no Read list, no Write list, no Reply chunk; then the RPC
+/// reply: the XID, REPLY, MSG_ACCEPTED, an AUTH_NONE verifier of no
+/// bytes, SUCCESS.
+fn v2_null_reply_words(bytes: &[u8], xid: u32) -> Result<(), String> {
+    let got: Vec<u32> = bytes.chunks_exact(4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let want = [Some(xid), Some(2), None, Some(0), Some(1), Some(0), Some(0), Some(0), Some(xid), Some(1), Some(0), Some(0), Some(0), Some(0)];
+    let same = bytes.len() == 4 * want.len() && got.iter().zip(want).all(|(&g, w)| w.is_none_or(|w| w == g));
+    if !same || got.get(2).is_none_or(|&c| c == 0) {
+        return Err(format!("the Version Two NULL reply is not the draft's: {}", hex(bytes)));
+    }
+    Ok(())
 }
 
 /// A message the server sent.
@@ -228,6 +325,58 @@ impl Client {
     }
 }
 
+/// How the server answered a [`read_call`].
+#[derive(Debug)]
+enum Reply {
+    /// An RDMA_ERROR.
+    Error(v1::ErrorBody),
+    /// An RPC reply: the COMPOUND's status, the READ's length if it was
+    /// done, the bytes the Write chunk came back with.
+    Read { status: u32, len: Option<u32>, written: u32 },
+}
+
+impl Client {
+    /// An NFSv4 READ of `count` bytes offering a Write chunk of `chunk`
+    /// bytes, after filling the area with [`CANARY`]: the answer, and
+    /// the area as the server left it ([`READ_FILE_LEN`] bytes).
+    fn read_into(&mut self, chunk: u32, count: u32) -> Result<(Reply, Vec<u8>), String> {
+        self.conn.write_area(READ_FILE_LEN).fill(CANARY);
+        let w = [seg(self.conn.writable(chunk))];
+        let writes = [&w[..]];
+        let xid = self.next_xid();
+        let mut m = vec![0u8; 1024];
+        let n = encode(&mut m, false, xid, false, v1::ChunkLists { reads: &[], writes: &writes, reply: None })?;
+        m.truncate(n);
+        m.extend(read_call(xid, count));
+        self.send(&format!("READ xid={xid:#x} of {count} bytes, a Write chunk of {chunk}"), &m)?;
+        let a = self.answer("the READ's reply")?;
+        let area = self.conn.write_area(READ_FILE_LEN).to_vec();
+        let (h, rpc) = v1::Header::decode_split(&a.bytes, &v1::Limits::DEFAULT)
+            .map_err(|e| format!("the READ's reply header: {e:?}"))?;
+        if h.xid != xid {
+            return Err(format!("an answer for xid {:#x}, not {xid:#x}", h.xid));
+        }
+        let c = match h.body {
+            v1::Body::Msg(c) => c,
+            v1::Body::Error(e) => return Ok((Reply::Error(e), area)),
+            other => return Err(format!("the READ's reply is {:?}", other.procedure())),
+        };
+        let mut chunks = c.writes.iter();
+        let written = match (chunks.next(), chunks.next()) {
+            (Some(segs), None) if segs.len() == 1 => segs.get(0).map(|s| s.length).unwrap_or(0),
+            _ => return Err("the reply does not return the one Write chunk of one segment offered".into()),
+        };
+        if written > chunk {
+            return Err(format!("the reply says {written} bytes were written into a chunk of {chunk}"));
+        }
+        let (status, len) = read_result(rpc)?;
+        if len.is_some_and(|l| l != written) {
+            return Err(format!("the READ returned {len:?} bytes, the Write chunk {written}"));
+        }
+        Ok((Reply::Read { status, len, written }, area))
+    }
+}
+
 /// An RDMA_ERROR a scenario expects.
 #[derive(Debug, Clone, Copy)]
 enum Want {
@@ -290,7 +439,9 @@ pub fn run(addr: SocketAddrV4, scenario: &str, log: Log) -> Result<(), String> {
         }
         "c-v2-null" => {
             let mut c = Client::connect(addr, &pd, log)?;
-            c.null(true, v1::ChunkLists::NONE)?;
+            let a = c.null(true, v1::ChunkLists::NONE)?;
+            v2_null_reply_words(&a.bytes, c.xid)?;
+            c.log.line("the reply is word for word what the draft's XDR says");
             c.null(true, v1::ChunkLists::NONE).map(|_| ())
         }
         "c-bad-vers" => {
@@ -452,6 +603,106 @@ pub fn run(addr: SocketAddrV4, scenario: &str, log: Log) -> Result<(), String> {
                 let mut l = log;
                 l.line("disconnected at once, and gone");
             }
+            std::thread::sleep(Duration::from_secs(2));
+            let mut c = Client::connect(addr, &pd, log)?;
+            c.null(false, v1::ChunkLists::NONE).map(|_| ())
+        }
+        "c-short-write" => {
+            let mut c = Client::connect(addr, &pd, log)?;
+            c.null(false, v1::ChunkLists::NONE)?;
+            // First a Write chunk large enough: the file's bytes land in
+            // it (the file is there, and placing works).
+            let (got, data) = c.read_into(8192, 8192)?;
+            match got {
+                Reply::Read { status: 0, len: Some(8192), written: 8192 } => {}
+                other => return Err(format!("a READ of 8192 bytes into a chunk of 8192: {other:?}")),
+            }
+            let (placed, past) = data.split_at(8192);
+            if let Some(i) = placed.iter().enumerate().position(|(i, &b)| b != pattern(i)) {
+                return Err(format!("the READ placed a wrong byte at {i}: {:#04x}, not {:#04x}", placed[i], pattern(i)));
+            }
+            if past.iter().any(|&b| b != CANARY) {
+                return Err("the server wrote past the Write chunk's 8192 bytes".into());
+            }
+            c.log.line("8192 bytes placed in the Write chunk, the file's own");
+            // Then one of 1000 bytes for the same READ.
+            let (got, data) = c.read_into(1000, 8192)?;
+            if let Some(i) = data.iter().skip(1000).position(|&b| b != CANARY) {
+                return Err(format!("the server wrote past the Write chunk's 1000 bytes, at byte {}", 1000 + i));
+            }
+            match got {
+                Reply::Error(v1::ErrorBody::Chunk) => c.log.line("ERR_CHUNK"),
+                Reply::Read { status, len: None, written: 0 } if status != 0 => {
+                    c.log.line(&format!("the READ failed with NFS status {status}, nothing written"))
+                }
+                other => return Err(format!("a READ of 8192 bytes into a chunk of 1000: {other:?}")),
+            }
+            c.null(false, v1::ChunkLists::NONE).map(|_| ())
+        }
+        "c-credit-overrun" => {
+            let mut c = Client::connect(addr, &pd, log)?;
+            let a = c.null(false, v1::ChunkLists::NONE)?;
+            let granted = v1::peek(&a.bytes).map(|p| p.credits).unwrap_or(0);
+            let n = (2 * granted).min(CREDIT_OVERRUN_MAX);
+            let first = c.xid.wrapping_add(1);
+            // Each Send waited for (the slots are few), none of the
+            // replies: the calls outstanding go past the grant. A server
+            // that answers them all, or one that resets the connection
+            // when its Receives run out (it posts as many as it grants,
+            // and takes no RNR retry), both keep the specs.
+            let mut sent = 0;
+            let mut reset = None;
+            for _ in 0..n {
+                let xid = c.next_xid();
+                let m = call_with(false, xid, false, v1::ChunkLists::NONE, true)?;
+                if let Err(e) = c.conn.send_chain(&m, None, &[], true) {
+                    reset = Some(format!("call {} of {n} not sent: {e}", sent + 1));
+                    break;
+                }
+                sent += 1;
+            }
+            c.log.line(&format!("{sent} NULL calls outstanding against a grant of {granted}"));
+            let mut seen = vec![false; sent as usize];
+            let mut answered = 0;
+            while reset.is_none() && answered < sent {
+                let a = match c.answer("an overrunning call's reply") {
+                    Ok(a) => a,
+                    Err(e) if e.contains("failed with status") => {
+                        reset = Some(e);
+                        break;
+                    }
+                    Err(e) => return Err(format!("after {answered} of {sent} answers: {e}")),
+                };
+                let p = v1::peek(&a.bytes).map_err(|e| format!("a reply with no header: {e:?}"))?;
+                match seen.get_mut(p.xid.wrapping_sub(first) as usize) {
+                    Some(s) if !*s && p.procedure == v1::RDMA_MSG => *s = true,
+                    _ => return Err(format!("an answer for xid {:#x}, procedure {}: not ours, or twice", p.xid, p.procedure)),
+                }
+                answered += 1;
+            }
+            match reset {
+                Some(why) => c.log.line(&format!("{answered} answered, then the connection was reset ({why})")),
+                None => c.log.line(&format!("all {sent} answered")),
+            }
+            drop(c);
+            std::thread::sleep(Duration::from_secs(1));
+            let mut c = Client::connect(addr, &pd, log)?;
+            c.null(false, v1::ChunkLists::NONE).map(|_| ())
+        }
+        "c-connect-storm" => {
+            let mut all = Vec::with_capacity(STORM);
+            for _ in 0..STORM {
+                all.push(Client::connect(addr, &pd, log)?);
+            }
+            for c in &mut all {
+                c.null(false, v1::ChunkLists::NONE)?;
+            }
+            for c in &all {
+                c.conn.disconnect();
+            }
+            drop(all);
+            let mut log = log;
+            log.line(&format!("{STORM} connections made, each carried a call, all dropped"));
             std::thread::sleep(Duration::from_secs(2));
             let mut c = Client::connect(addr, &pd, log)?;
             c.null(false, v1::ChunkLists::NONE).map(|_| ())

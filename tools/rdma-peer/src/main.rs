@@ -32,7 +32,8 @@
 //! connects to an RPC-over-RDMA server and checks its answers to the
 //! scenario's messages.
 //!
-//! `rdma-peer --list` prints the catalogue.
+//! `rdma-peer --list` prints the catalogue; `rdma-peer --pattern N` writes
+//! the N bytes of the file c-short-write reads.
 
 mod checks;
 mod client;
@@ -924,6 +925,21 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    if let Some(n) = opt("--pattern") {
+        // The file c-short-write reads, for the test to put on the server.
+        let Ok(n) = n.parse::<usize>() else {
+            eprintln!("rdma-peer: bad length {n}");
+            return ExitCode::from(2);
+        };
+        let bytes: Vec<u8> = (0..n).map(client::pattern).collect();
+        return match std::io::Write::write_all(&mut std::io::stdout(), &bytes) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("rdma-peer: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let (Some(connect), Some(scenario)) = (opt("--connect"), opt("--scenario")) {
         let Ok(addr) = connect.parse::<SocketAddrV4>() else {
             eprintln!("rdma-peer: bad address {connect}");
@@ -943,7 +959,7 @@ fn main() -> ExitCode {
     }
     let (Some(listen), Some(scenario)) = (opt("--listen"), opt("--scenario")) else {
         eprintln!(
-            "usage: rdma-peer --listen ADDR:PORT --scenario NAME [--seconds N] [--proxy ADDR:PORT] [--v2] | --connect ADDR:PORT --scenario c-NAME | --list"
+            "usage: rdma-peer --listen ADDR:PORT --scenario NAME [--seconds N] [--proxy ADDR:PORT] [--v2] | --connect ADDR:PORT --scenario c-NAME | --list | --pattern N"
         );
         return ExitCode::from(2);
     };

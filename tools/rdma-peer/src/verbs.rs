@@ -451,6 +451,13 @@ impl Conn {
         Remote { rkey: self.own_rkey(), len: len.min(WRITE_AREA as u32), addr: self.buf[at..].as_ptr() as u64 }
     }
 
+    /// The first `len` bytes of the area [`Conn::writable`] offers: what
+    /// the server wrote there by RDMA Write, or what we put there before.
+    pub fn write_area(&mut self, len: usize) -> &mut [u8] {
+        let at = (RECVS + SENDS) * SLOT;
+        &mut self.buf[at..at + len.min(WRITE_AREA)]
+    }
+
     fn lkey(&self) -> u32 {
         // SAFETY: registered in `setup`.
         unsafe { (*self.mr).lkey }
