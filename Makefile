@@ -15,7 +15,8 @@
 #                   (~2.3 GiB), a 50,000-entry directory, reconnects that
 #                   hit callbacks in flight, 20 link losses each recovered
 #                   within 10 s, every selftest over the C
-#                   client (the hostile peer included), fuzzing
+#                   client (the hostile peer included), the data tests
+#                   over soft-iWARP (siw) with both servers, fuzzing
 #   make check-all  make check with every selftest on every supported kernel
 #                   line (both test kernels and Debian's stock 7.3 image)
 #   make debug-check  make check on the debug kernel (RDMARS_KERNEL=debug)
@@ -155,7 +156,15 @@ long-check: module peer
 		env RDMARS_BASELINE_HOSTILE=1 RDMARS_PEER_TRUNCATIONS="0 3 4 8 12 15 16 24 27" selftests/run_guest.sh
 	bash scripts/testbed.sh --timeout 1800 \
 		env RDMARS_PEER_TRUNCATIONS="0 3 4 8 12 15 16 24 27" selftests/run_guest.sh hostile_peer
+	bash scripts/testbed.sh --timeout 3600 --link siw \
+		selftests/run_guest.sh $(SIW_TESTS)
+	bash scripts/testbed.sh --timeout 3600 --link siw --server-module ours \
+		selftests/run_guest.sh server_inline $(SIW_TESTS)
 	FUZZ_SECONDS=150 bash scripts/fuzz.sh
+
+# The data tests long-check runs again over soft-iWARP (testbed.sh --link
+# siw): our client with the C server, then with ours.
+SIW_TESTS = nfs3_inline_io nfs_chunked_io nfs_long_call nfs_large_directory nfs41_backchannel nfs_fio_verify
 
 clean:
 	-[ -z "$(KDIR)" ] || $(MAKE) -C "$(KDIR)" M="$(CURDIR)" LLVM=$(LLVM) clean

@@ -21,6 +21,9 @@
 #                           the in-tree C svcrdma (default) or rpcrdma_rs
 #                           loaded with server=1 (its server side; the
 #                           server guest then boots the client's kernel)
+#   --link rxe|siw          the RDMA device both guests make on their NIC:
+#                           soft-RoCE (rdma_rxe, default) or soft-iWARP
+#                           (siw, whose RDMA Read sinks must be registered)
 #   --timeout SECONDS       kill everything after this long (default 900)
 #   --smp N                 vCPUs per guest (default 1)
 #   --count-insns           count each guest's instructions (QEMU plugin
@@ -44,11 +47,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/lib.sh"
 
-client_module=ours server_module=c timeout=900 smp=1 keep=0 count_insns=0 kernel_blocks=0
+client_module=ours server_module=c rdma_link=rxe timeout=900 smp=1 keep=0 count_insns=0 kernel_blocks=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --client-module) client_module=$2; shift 2 ;;
     --server-module) server_module=$2; shift 2 ;;
+    --link) rdma_link=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
     --smp) smp=$2; shift 2 ;;
     --keep) keep=1; shift ;;
@@ -62,6 +66,7 @@ done
 [ $# -ge 1 ] || die "usage: $0 [options] SCRIPT [ARGS...]"
 case "$client_module" in ours|c) ;; *) die "--client-module takes ours or c" ;; esac
 case "$server_module" in ours|c) ;; *) die "--server-module takes ours or c" ;; esac
+case "$rdma_link" in rxe|siw) ;; *) die "--link takes rxe or siw" ;; esac
 if [ "$server_module" = ours ] && [ -n "${RDMARS_SERVER_LINE:-}${RDMARS_SERVER_KDIR:-}" ]; then
   die "--server-module ours runs the module built for the client's kernel: no RDMARS_SERVER_LINE or RDMARS_SERVER_KDIR"
 fi
@@ -170,6 +175,7 @@ boot() { # role ip4 ip6 mac netdev-args
   append+=" RDMARS_IP4=$2 RDMARS_IP6=$3 RDMARS_SERVER4=$server4 RDMARS_SERVER6=$server6"
   append+=" RDMARS_CLIENT4=$client4 RDMARS_CLIENT6=$client6 RDMARS_REPO=$repo RDMARS_KVER=$kver"
   append+=" RDMARS_CLIENT_MODULE=$client_module RDMARS_SERVER_MODULE=$server_module RDMARS_KERNEL=${RDMARS_KERNEL:-regular} RDMARS_SERVER_KVER=$server_kver"
+  append+=" RDMARS_LINK=$rdma_link"
   local extra=()
   # Under KVM no translated code runs, so there is nothing to count.
   if [ -n "$plugin" ] && [ "$accel" != kvm ]; then

@@ -5,6 +5,8 @@
 # shellcheck shell=bash
 
 KSFT_PASS=0 KSFT_FAIL=1 KSFT_SKIP=4
+# RDMA_LINK, RDMA_DEV: soft-RoCE (rxe0) or soft-iWARP (siw0).
+. "$(dirname "${BASH_SOURCE[0]}")/link.sh"
 SERVER4=${RDMARS_SERVER4:-198.18.0.1}
 SERVER6=${RDMARS_SERVER6:-2001:db8::1}
 MNT=${MNT:-/mnt/nfs}
@@ -339,7 +341,7 @@ restore_testbed() {
   host_cmd "link server on" > /dev/null
   server_cmd rxe-heal 90 > /dev/null
   host_cmd "link client on" > /dev/null
-  [ -n "$(rdma link show 2>/dev/null)" ] || rdma link add rxe0 type rxe netdev eth0
+  [ -n "$(rdma link show 2>/dev/null)" ] || rdma_link_add
   server_cmd "peer-stop" 10 > /dev/null
 }
 

@@ -25,6 +25,8 @@ if [ -w $kmemleak ]; then
 fi
 echo "TAP version 13"
 echo "1..$(( ${#tests[@]} + extra ))"
+# The RDMA device the tests run over (soft-RoCE or soft-iWARP).
+echo "# $(rdma link show 2>/dev/null | head -1)"
 # Each test runs in a session of its own (setsid), so that what it started
 # ends with it, the process groups of its own timeout(1) calls included.
 # When a test runs out of time, what lib.sh's dump_stuck shows at that

@@ -61,8 +61,10 @@ cat >> /etc/hosts <<HOSTS
 $RDMARS_SERVER4 $krb5_server rdmars-server
 $RDMARS_CLIENT4 $krb5_client rdmars-client
 HOSTS
-modprobe rdma_rxe || fail "modprobe rdma_rxe"
-rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add"
+# The RDMA device on eth0: soft-RoCE, or soft-iWARP with testbed.sh --link
+# siw (selftests/link.sh).
+. "$RDMARS_REPO/selftests/link.sh"
+rdma_link_add || fail "rdma link add ($RDMA_LINK)"
 
 start_server() {
   mkdir -p /srv/export
@@ -348,7 +350,10 @@ server)
           why=$(timeout 10 rdma resource show qp 2>/dev/null | grep -oE ' lqpn 1 type GSI state ERR')
           why=${why:+QP1 in ${why##* }}
           [ "$cmd" = "rxe-heal force" ] && why=${why:-forced}
-          if [ -n "$why" ]; then
+          # (Soft-iWARP has no QP1 to lose.)
+          if [ "$RDMA_LINK" != rxe ]; then
+            echo "rc=0 healthy ($RDMA_LINK)" > "$share/res.$id.tmp"
+          elif [ -n "$why" ]; then
             { s=$(date +%s%N)
               timeout 60 rdma link delete rxe0 && rdma link add rxe0 type rxe netdev eth0
               echo "rc=$? healed: $why, new rxe0 in $(( ($(date +%s%N) - s) / 1000000 )) ms"; } > "$share/res.$id.tmp" 2>&1
