@@ -653,25 +653,16 @@ void rpcrdma_rs_svc_recv_put_page(struct svc_rqst *rqstp, u32 at, struct page *p
 }
 
 /*
- * Ends the call of @len bytes rpcrdma_rs_svc_recv_room() readied and
- * rpcrdma_rs_svc_recv_put() wrote: rq_arg's lengths; the reply's pages
- * after the call's on a kernel whose arrays are shared (6.12: a separate
- * array on 7.x is left alone); the transport's addresses, IPPROTO_MAX as
- * svcrdma, RQ_SECURE set and RQ_LOCAL cleared (the thread's last request
- * may have been another transport's).
+ * What ends every call given to @rqstp whose arguments take the head page
+ * and @npages pages after it: the reply's pages after the call's on a
+ * kernel whose arrays are shared (6.12: a separate array on 7.x is left
+ * alone); the transport's addresses, IPPROTO_MAX as svcrdma, RQ_SECURE
+ * set and RQ_LOCAL cleared (the thread's last request may have been
+ * another transport's).
  */
-void rpcrdma_rs_svc_recv_done(struct svc_rqst *rqstp, u32 len)
+static void rpcrdma_rs_svc_recv_end(struct svc_rqst *rqstp, u32 npages)
 {
-	struct xdr_buf *arg = &rqstp->rq_arg;
-	u32 head = min_t(u32, len, PAGE_SIZE);
-	u32 npages = DIV_ROUND_UP(len - head, PAGE_SIZE);
-
-	arg->head[0].iov_len = head;
-	arg->page_len = len - head;
-	arg->tail[0].iov_base = NULL;
-	arg->tail[0].iov_len = 0;
-	arg->len = len;
-	arg->buflen = (1 + npages) * PAGE_SIZE;
+	rqstp->rq_arg.buflen = (1 + npages) * PAGE_SIZE;
 #ifndef RPCRDMA_RS_SVC_SPLIT_PAGES
 	rqstp->rq_respages = &rqstp->rq_pages[1 + npages];
 	rqstp->rq_next_page = rqstp->rq_respages + 1;
@@ -680,6 +671,65 @@ void rpcrdma_rs_svc_recv_done(struct svc_rqst *rqstp, u32 len)
 	svc_xprt_copy_addrs(rqstp, rqstp->rq_xprt);
 	set_bit(RQ_SECURE, &rqstp->rq_flags);
 	clear_bit(RQ_LOCAL, &rqstp->rq_flags);
+}
+
+/*
+ * Ends the call of @len bytes rpcrdma_rs_svc_recv_room() readied and
+ * rpcrdma_rs_svc_recv_put() wrote: rq_arg's lengths, then as
+ * rpcrdma_rs_svc_recv_end().
+ */
+void rpcrdma_rs_svc_recv_done(struct svc_rqst *rqstp, u32 len)
+{
+	struct xdr_buf *arg = &rqstp->rq_arg;
+	u32 head = min_t(u32, len, PAGE_SIZE);
+
+	arg->head[0].iov_len = head;
+	arg->page_len = len - head;
+	arg->tail[0].iov_base = NULL;
+	arg->tail[0].iov_len = 0;
+	arg->len = len;
+	rpcrdma_rs_svc_recv_end(rqstp, DIV_ROUND_UP(len - head, PAGE_SIZE));
+}
+
+/*
+ * Gives @rqstp a call whose one data item arrived in @npages pages of
+ * ours, @page_len bytes of them from offset 0 of the first (its XDR
+ * roundup included), laid out as svcrdma lays such a call: @inline_len
+ * bytes of @inline (the RPC message sent inline) copied to the head
+ * page, the head the first @pos of them, the tail the rest; the data
+ * item's pages replacing the thread's own after the head page, whose
+ * references are dropped. The references of @pages pass to @rqstp
+ * (the core keeps or drops them as its own). -EMSGSIZE, with nothing
+ * changed and the references still the caller's, if the call does not
+ * fit the thread's pages. The caller's word: @pages are @npages pages
+ * it owns a reference of each.
+ */
+int rpcrdma_rs_svc_recv_item(struct svc_rqst *rqstp, const u8 *inline_msg, u32 inline_len,
+			     u32 pos, struct page *const *pages, u32 npages, u32 page_len)
+{
+	struct xdr_buf *arg = &rqstp->rq_arg;
+	u32 i;
+
+	if (!inline_len || inline_len > PAGE_SIZE || pos > inline_len ||
+	    arg->head[0].iov_len < PAGE_SIZE || arg->page_base ||
+	    arg->pages != rqstp->rq_pages + 1 ||
+	    (u64)npages * PAGE_SIZE > arg->page_len || !npages ||
+	    page_len > npages * PAGE_SIZE || page_len <= (npages - 1) * PAGE_SIZE ||
+	    inline_len + page_len > INT_MAX)
+		return -EMSGSIZE;
+	memcpy(arg->head[0].iov_base, inline_msg, inline_len);
+	for (i = 0; i < npages; i++) {
+		if (arg->pages[i])
+			put_page(arg->pages[i]);
+		arg->pages[i] = pages[i];
+	}
+	arg->tail[0].iov_base = (u8 *)arg->head[0].iov_base + pos;
+	arg->tail[0].iov_len = inline_len - pos;
+	arg->head[0].iov_len = pos;
+	arg->page_len = page_len;
+	arg->len = inline_len + page_len;
+	rpcrdma_rs_svc_recv_end(rqstp, npages);
+	return 0;
 }
 
 /*

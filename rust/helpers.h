@@ -158,6 +158,8 @@ void rpcrdma_rs_svc_recv_put(struct svc_rqst *rqstp, u32 at, const u8 *buf, u32 
 void rpcrdma_rs_svc_recv_put_page(struct svc_rqst *rqstp, u32 at, struct page *page,
 				  u32 offset, u32 len);
 void rpcrdma_rs_svc_recv_done(struct svc_rqst *rqstp, u32 len);
+int rpcrdma_rs_svc_recv_item(struct svc_rqst *rqstp, const u8 *inline_msg, u32 inline_len,
+			     u32 pos, struct page *const *pages, u32 npages, u32 page_len);
 int rpcrdma_rs_svc_reply_piece(struct svc_rqst *rqstp, u32 at, struct page **pagep,
 			       u32 *offsetp);
 

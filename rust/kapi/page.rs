@@ -227,7 +227,13 @@ unsafe impl Send for OwnedPage {}
 impl OwnedPage {
     /// Allocates a zeroed page. Sleeps.
     pub(crate) fn new() -> kernel::error::Result<Self> {
-        let page = kernel::page::Page::alloc_page(kernel::alloc::flags::GFP_KERNEL | kernel::alloc::flags::__GFP_ZERO)?;
+        Self::alloc(true)
+    }
+
+    /// Allocates a page, zeroed if `zero`. Sleeps.
+    fn alloc(zero: bool) -> kernel::error::Result<Self> {
+        let flags = kernel::alloc::flags::GFP_KERNEL;
+        let page = kernel::page::Page::alloc_page(if zero { flags | kernel::alloc::flags::__GFP_ZERO } else { flags })?;
         let ptr = NonNull::new(page.as_ptr().cast::<sys::page>()).ok_or(kernel::error::code::ENOMEM)?;
         // INVARIANT: `ptr` is the page's.
         Ok(OwnedPage { page, ptr })
@@ -286,11 +292,23 @@ unsafe impl Send for OwnedPages {}
 impl OwnedPages {
     /// Allocates `n` zeroed pages. Sleeps.
     pub(crate) fn new(n: usize) -> kernel::error::Result<Self> {
+        Self::alloc(n, true)
+    }
+
+    /// Allocates `n` pages not zeroed: their bytes are whatever the page
+    /// allocator left in them, so only for a buffer whose every byte that
+    /// is used is written first (the sink of RDMA Reads that completed, a
+    /// copy). Sleeps.
+    pub(crate) fn new_uninit(n: usize) -> kernel::error::Result<Self> {
+        Self::alloc(n, false)
+    }
+
+    fn alloc(n: usize, zero: bool) -> kernel::error::Result<Self> {
         let flags = kernel::alloc::flags::GFP_KERNEL;
         let mut pages = kernel::alloc::KVec::with_capacity(n, flags)?;
         let mut ptrs = kernel::alloc::KVec::with_capacity(n, flags)?;
         for _ in 0..n {
-            let p = OwnedPage::new()?;
+            let p = OwnedPage::alloc(zero)?;
             ptrs.push(p.ptr.as_ptr(), flags)?;
             pages.push(p, flags)?;
         }
@@ -298,9 +316,30 @@ impl OwnedPages {
         Ok(OwnedPages { pages, ptrs })
     }
 
+    /// How many pages.
+    pub(crate) fn len(&self) -> usize {
+        self.pages.len()
+    }
+
     /// Page `i`.
     pub(crate) fn page(&self, i: usize) -> Option<&OwnedPage> {
         self.pages.get(i)
+    }
+
+    /// The pages' `struct page`s, in order, for kapi's helpers.
+    pub(in crate::kapi) fn raw_pages(&self) -> &[*mut sys::page] {
+        &self.ptrs
+    }
+
+    /// Forgets the pages without dropping their references: once a helper
+    /// took the references over ([`OwnedPages::raw_pages`]).
+    pub(in crate::kapi) fn give_up(self) {
+        let OwnedPages { pages, ptrs } = self;
+        for p in pages {
+            // The reference is the helper's now, not dropped here.
+            core::mem::forget(p);
+        }
+        drop(ptrs);
     }
 
     /// All the pages, as a run, lent for `'_` in either direction: they

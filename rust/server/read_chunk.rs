@@ -42,6 +42,9 @@ const MAX_READ_CHUNKS: usize = 4;
 /// Most segments of all of a call's Read chunks this server takes.
 const MAX_READ_SEGMENTS: usize = 64;
 
+/// Most pieces of a call rebuilt from `MAX_READ_CHUNKS` chunks.
+const MAX_PIECES: usize = responder::max_pieces(MAX_READ_CHUNKS);
+
 /// Most bytes of a call rebuilt from Read chunks: a payload and its
 /// header. The thread's pages bound it too ([`RecvRqst::build_call`]).
 const MAX_CALL: u32 = super::xprt::MAX_PAYLOAD + 2 * PAGE_SIZE;
@@ -54,10 +57,13 @@ pub(super) struct Pull {
     inline: KVec<u8>,
     /// True for a Long Call: the call's base is chunk 0.
     long: bool,
-    /// Each chunk's segments, in the read list's order.
-    chunks: KVec<KVec<v1::Segment>>,
+    /// The segments of all the chunks, in the read list's order.
+    segs: KVec<v1::Segment>,
+    /// Where each chunk's segments end in `segs`: the first `nchunks`.
+    ends: [usize; MAX_READ_CHUNKS],
+    nchunks: usize,
     /// How the call is rebuilt: the first `npieces` of these.
-    pieces: KVec<CallPiece>,
+    pieces: [CallPiece; MAX_PIECES],
     npieces: usize,
     /// The call's length, rebuilt.
     len: u32,
@@ -89,23 +95,24 @@ impl Pull {
             Some(m) => Some(u32::try_from(m.len()).ok()?),
             None => None,
         };
-        let mut pieces = KVec::from_elem(CallPiece::Pad(0), responder::max_pieces(count), GFP_KERNEL).ok()?;
+        let mut pieces = [CallPiece::Pad(0); MAX_PIECES];
         let (n, len) = responder::plan_call(reads, inline_len, MAX_CALL, &mut pieces).ok()?;
-        let mut segs = KVec::with_capacity(count, GFP_KERNEL).ok()?;
-        for c in reads.chunks() {
-            let mut v = KVec::with_capacity(c.segments.len(), GFP_KERNEL).ok()?;
+        let mut segs = KVec::with_capacity(reads.len(), GFP_KERNEL).ok()?;
+        let mut ends = [0usize; MAX_READ_CHUNKS];
+        for (end, c) in ends.iter_mut().zip(reads.chunks()) {
             for rs in c.segments.iter() {
-                v.push(rs.segment, GFP_KERNEL).ok()?;
+                segs.push(rs.segment, GFP_KERNEL).ok()?;
             }
-            segs.push(v, GFP_KERNEL).ok()?;
+            *end = segs.len();
         }
-        let mut copy = KVec::new();
-        copy.extend_from_slice(inline.unwrap_or_default(), GFP_KERNEL).ok()?;
+        let inline_msg = inline.unwrap_or_default();
+        let mut copy = KVec::with_capacity(inline_msg.len(), GFP_KERNEL).ok()?;
+        copy.extend_from_slice(inline_msg, GFP_KERNEL).ok()?;
         // Kept for the reply even without a Write list or Reply chunk: its
         // Send may invalidate the Read chunk's handle.
         let kept = Some(CallChunks::of(chunks)?);
         KBox::new(
-            Pull { xid, inline: copy, long: inline.is_none(), chunks: segs, pieces, npieces: n, len, kept },
+            Pull { xid, inline: copy, long: inline.is_none(), segs, ends, nchunks: count, pieces, npieces: n, len, kept },
             GFP_KERNEL,
         )
         .ok()
@@ -120,34 +127,40 @@ impl Pull {
     ///
     /// [`ServerXprt::rw_done`]: crate::verbs::ConnHandler::rw_done
     pub(super) fn start(self: KBox<Self>, st: &ConnState, conn: &Connection<ServerXprt>) -> Result<InPull> {
-        let mut pages = KVec::with_capacity(self.chunks.len(), GFP_KERNEL)?;
+        let mut pages = KVec::with_capacity(self.nchunks, GFP_KERNEL)?;
         let mut total = 0u64;
-        for c in self.chunks.iter() {
+        // Each chunk's segments (`of` kept at most `MAX_READ_CHUNKS`).
+        let mut chunks = [&[][..]; MAX_READ_CHUNKS];
+        for (i, ch) in chunks.iter_mut().enumerate().take(self.nchunks) {
+            *ch = self.chunk(i).ok_or(EINVAL)?;
             // Below `MAX_CALL` (the plan checked each chunk's length).
-            let len: u64 = c.iter().map(|s| u64::from(s.length)).sum();
-            pages.push(OwnedPages::new(len.div_ceil(u64::from(PAGE_SIZE)) as usize)?, GFP_KERNEL)?;
+            let len: u64 = ch.iter().map(|s| u64::from(s.length)).sum();
+            // Not zeroed: only bytes the Reads wrote are used, once they
+            // completed (`finish`).
+            pages.push(OwnedPages::new_uninit(len.div_ceil(u64::from(PAGE_SIZE)) as usize)?, GFP_KERNEL)?;
             total += len;
         }
         let posted = {
-            // Each chunk's data from the start of its pages (`of` kept at
-            // most `MAX_READ_CHUNKS`).
-            let mut chunks = [&[][..]; MAX_READ_CHUNKS];
-            for (ch, c) in chunks.iter_mut().zip(self.chunks.iter()) {
-                *ch = &c[..];
-            }
-            let chunks = chunks.get(..self.chunks.len()).ok_or(EINVAL)?;
+            // Each chunk's data from the start of its pages.
+            let chunks = chunks.get(..self.nchunks).ok_or(EINVAL)?;
             let local = flat_pieces::<Inbound>(chunks, |i, pos| owned_piece(pages.get(i)?, pos))?.ok_or(EINVAL)?;
-            let mut segs = KVec::with_capacity(self.chunks.iter().map(|c| c.len()).sum(), GFP_KERNEL)?;
-            add_segments(&mut segs, self.chunks.iter().flatten(), &local)?;
+            let mut segs = KVec::with_capacity(self.segs.len(), GFP_KERNEL)?;
+            add_segments(&mut segs, self.segs.iter(), &local)?;
             st.post_read(conn, &segs)?
         };
         COUNTERS.read_bytes.fetch_add(total, Ordering::Relaxed);
         Ok(InPull { pull: self, pages, posted })
     }
 
+    /// The segments of chunk `i`.
+    fn chunk(&self, i: usize) -> Option<&[v1::Segment]> {
+        let start = if i == 0 { 0 } else { *self.ends.get(i - 1)? };
+        self.segs.get(start..*self.ends.get(i)?)
+    }
+
     /// Gives `rq` the call that `pages`, pulled as `how` says, rebuild,
     /// with the chunks kept for its reply. An error: the call is lost.
-    fn finish(mut self: KBox<Self>, how: Completion, pages: &[OwnedPages], rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
+    fn finish(mut self: KBox<Self>, how: Completion, pages: KVec<OwnedPages>, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
         match how {
             Completion::Ok => {}
             // The connection went: the call is lost with it.
@@ -165,7 +178,44 @@ impl Pull {
                 return Err(errno::ECONNRESET());
             }
         }
-        let built = rq.build_call(self.len, |w| {
+        let pieces = self.pieces.get(..self.npieces).ok_or(EINVAL)?;
+        let built = match responder::one_item(pieces) {
+            // One data item (an NFS WRITE's payload) in a call whose rest
+            // came inline and fits the head page: its pages become the
+            // thread's, as svcrdma gives its Read sinks, not copied.
+            Some(item) if !self.long && pages.len() == 1 && self.inline.len() <= PAGE_SIZE as usize => {
+                let data = pages.into_iter().next().ok_or(EINVAL)?;
+                let page_len = item.len.checked_add(item.pad).ok_or(EINVAL)?;
+                if item.pad != 0 {
+                    // The roundup, zeros, after the data in its last page
+                    // (a page holds a multiple of four bytes).
+                    let last = data.page((item.len / PAGE_SIZE) as usize).ok_or(EINVAL)?;
+                    let zeros = [0u8; 3];
+                    last.write((item.len % PAGE_SIZE) as usize, zeros.get(..item.pad as usize).ok_or(EINVAL)?)?;
+                }
+                let n = data.len() as u64;
+                let r = rq.set_call_item(&self.inline, item.position, data, page_len);
+                if r.is_ok() {
+                    COUNTERS.read_pages_given.fetch_add(n, Ordering::Relaxed);
+                }
+                r
+            }
+            _ => self.build_flat(&pages, rq),
+        };
+        match built {
+            Ok(()) => {}
+            Err(e) if e == errno::EMSGSIZE() => return Ok(Pulled::ErrChunk(self.xid)),
+            Err(e) => return Err(e),
+        }
+        if let Some(k) = self.kept.take() {
+            rq.set_ctxt(k);
+        }
+        Ok(Pulled::Call)
+    }
+
+    /// Gives `rq` the call copied into its pages, piece by piece.
+    fn build_flat(&self, pages: &[OwnedPages], rq: &mut RecvRqst<'_, CallChunks>) -> Result {
+        rq.build_call(self.len, |w| {
             for p in self.pieces.iter().take(self.npieces) {
                 match *p {
                     CallPiece::Base { from, to } if self.long => put_pages(w, pages.first().ok_or(EINVAL)?, from, to)?,
@@ -177,16 +227,7 @@ impl Pull {
                 }
             }
             Ok(())
-        });
-        match built {
-            Ok(()) => {}
-            Err(e) if e == errno::EMSGSIZE() => return Ok(Pulled::ErrChunk(self.xid)),
-            Err(e) => return Err(e),
-        }
-        if let Some(k) = self.kept.take() {
-            rq.set_ctxt(k);
-        }
-        Ok(Pulled::Call)
+        })
     }
 }
 
@@ -212,7 +253,7 @@ impl InPull {
         // A token the connection does not take any more: its teardown
         // destroyed the operation, after the queue pair was drained.
         let how = conn.rw_wait(posted).map_err(|_| errno::ENOTCONN())?;
-        pull.finish(how, &pages, rq)
+        pull.finish(how, pages, rq)
     }
 }
 

@@ -35,6 +35,9 @@ pub(crate) struct ServerCounters {
     pub(crate) chunks_copied: AtomicU64,
     /// Bytes of calls' Read chunks pulled by RDMA Read (posted).
     pub(crate) read_bytes: AtomicU64,
+    /// Pages of pulled data items (an NFS WRITE's payload) given to nfsd
+    /// threads as the call's own pages, not copied.
+    pub(crate) read_pages_given: AtomicU64,
     /// Backward calls (NFSv4.1 callbacks) sent.
     pub(crate) bc_calls: AtomicU64,
     /// Replies to backward calls that completed their call.
@@ -55,6 +58,7 @@ pub(crate) static COUNTERS: ServerCounters = ServerCounters {
     write_bytes: AtomicU64::new(0),
     chunks_copied: AtomicU64::new(0),
     read_bytes: AtomicU64::new(0),
+    read_pages_given: AtomicU64::new(0),
     bc_calls: AtomicU64::new(0),
     bc_replies: AtomicU64::new(0),
     bc_replies_dropped: AtomicU64::new(0),
@@ -62,7 +66,7 @@ pub(crate) static COUNTERS: ServerCounters = ServerCounters {
 
 impl ServerCounters {
     /// The read-only debugfs files: name and counter.
-    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 12] {
+    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 13] {
         [
             (c_str!("server_connections"), &self.connections),
             (c_str!("server_v2_connections"), &self.v2_connections),
@@ -73,6 +77,7 @@ impl ServerCounters {
             (c_str!("server_write_bytes"), &self.write_bytes),
             (c_str!("server_chunks_copied"), &self.chunks_copied),
             (c_str!("server_read_bytes"), &self.read_bytes),
+            (c_str!("server_read_pages_given"), &self.read_pages_given),
             (c_str!("server_bc_calls"), &self.bc_calls),
             (c_str!("server_bc_replies"), &self.bc_replies),
             (c_str!("server_bc_replies_dropped"), &self.bc_replies_dropped),

@@ -24,7 +24,7 @@ use kernel::{
 use crate::{
     kapi::{
         errno,
-        page::{self, OwnedPage, Outbound, PageRef, ANY_OWNER},
+        page::{self, OwnedPage, OwnedPages, Outbound, PageRef, ANY_OWNER},
     },
     sys,
 };
@@ -109,6 +109,39 @@ impl<C: Send + 'static> RecvRqst<'_, C> {
         // SAFETY: the request is the thread's; its call's `len` bytes are
         // written (`fill` wrote them all, checked just above).
         unsafe { sys::rpcrdma_rs_svc_recv_done(self.raw, len) };
+        self.len = len;
+        Ok(())
+    }
+
+    /// Gives the thread a call whose one data item arrived in `pages`
+    /// (once), as svcrdma lays such a call out: `inline`, the RPC message
+    /// sent inline, copied to the thread's head page, the head its first
+    /// `pos` bytes and the tail the rest; the data item the first
+    /// `page_len` bytes of `pages` (its XDR roundup included), which
+    /// replace the thread's own pages after the head and become the
+    /// thread's: nothing is copied. Addresses and flags as
+    /// [`RecvRqst::build_call`] sets them. `page_len` must need every
+    /// page of `pages`. Fails with `EMSGSIZE` if the call does not fit
+    /// the thread's pages, `EBUSY` if the thread has its call: then the
+    /// pages are dropped and the thread has no call. The caller sees to
+    /// it that no device writes the pages any more (the R/W operation
+    /// that filled them ended): from here they are the call.
+    pub(crate) fn set_call_item(&mut self, inline: &[u8], pos: u32, pages: OwnedPages, page_len: u32) -> Result {
+        let inline_len = u32::try_from(inline.len()).map_err(|_| errno::EMSGSIZE())?;
+        let len = inline_len.checked_add(page_len).filter(|&l| l <= c_int::MAX as u32).ok_or(errno::EMSGSIZE())?;
+        if self.len != 0 {
+            return Err(EBUSY);
+        }
+        let raw = pages.raw_pages();
+        let npages = u32::try_from(raw.len()).map_err(|_| errno::EMSGSIZE())?;
+        // SAFETY: the request is the thread's (type invariant); `inline` is
+        // readable for `inline_len` bytes; `raw` names `npages` pages
+        // `pages` holds a reference of each (its invariant), given up
+        // below only if the helper took them.
+        let r = unsafe { sys::rpcrdma_rs_svc_recv_item(self.raw, inline.as_ptr(), inline_len, pos, raw.as_ptr(), npages, page_len) };
+        kernel::error::to_result(r)?;
+        // The helper took the references over: the request's pages now.
+        pages.give_up();
         self.len = len;
         Ok(())
     }

@@ -158,6 +158,39 @@ pub fn plan_call(
     Ok((n, call as u32))
 }
 
+/// A call planned by [`plan_call`] whose one data item sits in Read
+/// chunk 0, inside a base sent inline: such a call can be laid out with
+/// the item's bytes beside the base (svcrdma's head, pages and tail),
+/// never copied into it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OneItem {
+    /// The item's position: the bytes of the base before it.
+    pub position: u32,
+    /// The item's length, as its chunk carried it.
+    pub len: u32,
+    /// Its XDR roundup, zeros the responder adds after it.
+    pub pad: u32,
+}
+
+/// The one data item of the plan `pieces`, or `None` for any other plan
+/// (a Long Call, more than one item, none).
+pub fn one_item(pieces: &[CallPiece]) -> Option<OneItem> {
+    let (position, len, rest) = match pieces {
+        [CallPiece::Base { from: 0, to }, CallPiece::Chunk { chunk: 0, len }, rest @ ..] => (*to, *len, rest),
+        _ => return None,
+    };
+    let (pad, rest) = match rest {
+        [CallPiece::Pad(p), r @ ..] => (*p, r),
+        r => (0, r),
+    };
+    match rest {
+        [] => {}
+        [CallPiece::Base { from, .. }] if *from == position => {}
+        _ => return None,
+    }
+    Some(OneItem { position, len, pad })
+}
+
 /// A chunk's length from the sum of its segments: not zero, and small
 /// enough to count in 32 bits.
 fn chunk_len(total: u64) -> Result<u32, CallError> {
@@ -403,6 +436,26 @@ mod tests {
             plan(&reads, Some(148), 1 << 20),
             Ok(vec![Base { from: 0, to: 120 }, Chunk { chunk: 0, len: 8192 }, Base { from: 120, to: 148 }])
         );
+    }
+
+    /// A WRITE's one data item is found, with or without an inline rest
+    /// or a roundup; other plans have none.
+    #[test]
+    fn one_item_is_found_only_where_there_is_one() {
+        let reads = [rs(120, 1, 4096), rs(120, 2, 4096)];
+        let p = plan(&reads, Some(148), 1 << 20).unwrap();
+        assert_eq!(one_item(&p), Some(OneItem { position: 120, len: 8192, pad: 0 }));
+        let p = plan(&reads, Some(120), 1 << 20).unwrap();
+        assert_eq!(one_item(&p), Some(OneItem { position: 120, len: 8192, pad: 0 }));
+        let p = plan(&[rs(8, 1, 5)], Some(16), 100).unwrap();
+        assert_eq!(one_item(&p), Some(OneItem { position: 8, len: 5, pad: 3 }));
+        // Two items; a Long Call with one; a Long Call alone.
+        assert_eq!(one_item(&plan(&[rs(8, 1, 5), rs(20, 2, 3)], Some(16), 100).unwrap()), None);
+        assert_eq!(one_item(&plan(&[rs(0, 1, 200), rs(100, 2, 65536)], None, 1 << 20).unwrap()), None);
+        assert_eq!(one_item(&plan(&[rs(0, 1, 3000)], None, 1 << 20).unwrap()), None);
+        // Pieces out of the shape a plan gives.
+        assert_eq!(one_item(&[Base { from: 0, to: 8 }, Chunk { chunk: 0, len: 4 }, Base { from: 4, to: 16 }]), None);
+        assert_eq!(one_item(&[Chunk { chunk: 0, len: 4 }]), None);
     }
 
     /// Data not a multiple of four gets its roundup back, as zeros, before
