@@ -118,42 +118,72 @@ pub(super) const MAX_CHUNK_SEGMENTS: usize = 16;
 /// compound); a call that offers more is answered with ERR_CHUNK.
 pub(super) const MAX_WRITE_CHUNKS: usize = 4;
 
-/// The segments of one chunk, kept in place (no allocation of their own).
-#[derive(Clone, Copy)]
-pub(super) struct SegList {
-    len: usize,
-    segs: [v1::Segment; MAX_CHUNK_SEGMENTS],
+/// Segments kept for a call: in place when few (a READ's one Write chunk
+/// of one or two segments), else in an allocation of their own.
+enum Segs {
+    Few([v1::Segment; FEW_SEGMENTS], usize),
+    Many(KVec<v1::Segment>),
 }
 
-impl SegList {
-    const EMPTY: Self = SegList { len: 0, segs: [v1::Segment { handle: 0, length: 0, offset: 0 }; MAX_CHUNK_SEGMENTS] };
+/// Most segments [`Segs`] keeps in place.
+const FEW_SEGMENTS: usize = 4;
 
-    /// The segments of `r`; `None` if more than this server takes.
-    fn of(r: &v1::SegmentArray<'_>) -> Option<Self> {
-        let mut l = Self::EMPTY;
-        for seg in r.iter() {
-            *l.segs.get_mut(l.len)? = seg;
-            l.len += 1;
-        }
-        Some(l)
+impl Segs {
+    /// Room for `n` segments.
+    fn with_capacity(n: usize) -> Result<Self> {
+        Ok(if n <= FEW_SEGMENTS {
+            Segs::Few([v1::Segment::default(); FEW_SEGMENTS], 0)
+        } else {
+            Segs::Many(KVec::with_capacity(n, GFP_KERNEL)?)
+        })
     }
 
-    /// The segments.
-    pub(super) fn as_slice(&self) -> &[v1::Segment] {
-        self.segs.get(..self.len).unwrap_or_default()
+    fn push(&mut self, seg: v1::Segment) -> Result {
+        match self {
+            Segs::Few(a, n) => {
+                *a.get_mut(*n).ok_or(EINVAL)? = seg;
+                *n += 1;
+                Ok(())
+            }
+            Segs::Many(v) => Ok(v.push(seg, GFP_KERNEL)?),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Segs::Few(_, n) => *n,
+            Segs::Many(v) => v.len(),
+        }
+    }
+
+    fn get(&self, r: core::ops::Range<usize>) -> Option<&[v1::Segment]> {
+        match self {
+            Segs::Few(a, n) => a.get(..*n)?.get(r),
+            Segs::Many(v) => v.get(r),
+        }
     }
 }
 
 /// What a call's `sendto` needs of its transport header: the chunks it
 /// offered, in order, and where the reply's payloads lie. One allocation
-/// per call, whatever it offered.
+/// per call when it offered few segments (a READ's Write chunk), two
+/// otherwise.
+///
+/// # Invariants
+///
+/// `reply_end <= write_ends[0] <= ... <= write_ends[nwrites - 1] ==
+/// segs.len()` (`nwrites <= MAX_WRITE_CHUNKS`): the Reply chunk's
+/// segments, then each Write chunk's.
 pub(crate) struct CallChunks {
-    /// The Reply chunk's segments (none if it offered none): a reply too
-    /// long to send inline is written there.
-    reply: SegList,
-    /// The Write chunks' segments, the first `nwrites`: each takes one
-    /// result payload (`xpo_result_payload`), in order.
-    writes: [SegList; MAX_WRITE_CHUNKS],
+    /// The Reply chunk's segments (none if it offered none: a reply too
+    /// long to send inline is written there), then each Write chunk's.
+    segs: Segs,
+    /// Where the Reply chunk's segments end in `segs`.
+    reply_end: usize,
+    /// Where each Write chunk's segments end in `segs`, the first
+    /// `nwrites`: each takes one result payload (`xpo_result_payload`),
+    /// in order.
+    write_ends: [usize; MAX_WRITE_CHUNKS],
     nwrites: usize,
     /// For each Write chunk, the payload it takes: its offset and length
     /// in the reply, once the upper layer said so.
@@ -169,21 +199,38 @@ impl CallChunks {
     /// The chunks of a call's header, kept; `None` if there are more
     /// chunks or segments than this server takes, or no memory.
     pub(super) fn of(chunks: &v1::Chunks<'_>) -> Option<KBox<Self>> {
-        let reply = match &chunks.reply {
-            Some(r) => SegList::of(r)?,
-            None => SegList::EMPTY,
-        };
-        if chunks.writes.len() > MAX_WRITE_CHUNKS {
+        let nreply = chunks.reply.as_ref().map_or(0, |r| r.len());
+        if nreply > MAX_CHUNK_SEGMENTS || chunks.writes.len() > MAX_WRITE_CHUNKS {
             return None;
         }
-        let mut writes = [SegList::EMPTY; MAX_WRITE_CHUNKS];
-        for (slot, w) in writes.iter_mut().zip(chunks.writes.iter()) {
-            *slot = SegList::of(&w)?;
+        let mut total = nreply;
+        for w in chunks.writes.iter() {
+            if w.len() > MAX_CHUNK_SEGMENTS {
+                return None;
+            }
+            total += w.len();
+        }
+        let mut segs = Segs::with_capacity(total).ok()?;
+        if let Some(r) = &chunks.reply {
+            for seg in r.iter() {
+                segs.push(seg).ok()?;
+            }
+        }
+        let reply_end = segs.len();
+        let mut write_ends = [0usize; MAX_WRITE_CHUNKS];
+        for (end, w) in write_ends.iter_mut().zip(chunks.writes.iter()) {
+            for seg in w.iter() {
+                segs.push(seg).ok()?;
+            }
+            *end = segs.len();
         }
         let invalidate = responder::single_handle(chunks);
+        // INVARIANT: the Reply chunk's segments, then each Write chunk's,
+        // each end recorded after its segments.
         let c = CallChunks {
-            reply,
-            writes,
+            segs,
+            reply_end,
+            write_ends,
             nwrites: chunks.writes.len(),
             payloads: [None; MAX_WRITE_CHUNKS],
             next: 0,
@@ -194,12 +241,21 @@ impl CallChunks {
 
     /// The Reply chunk's segments (empty if the call offered none).
     pub(super) fn reply(&self) -> &[v1::Segment] {
-        self.reply.as_slice()
+        self.segs.get(0..self.reply_end).unwrap_or_default()
+    }
+
+    /// The segments of Write chunk `i`.
+    fn write(&self, i: usize) -> Option<&[v1::Segment]> {
+        if i >= self.nwrites {
+            return None;
+        }
+        let start = if i == 0 { self.reply_end } else { *self.write_ends.get(i - 1)? };
+        self.segs.get(start..*self.write_ends.get(i)?)
     }
 
     /// The Write chunks' segments, in order.
     pub(super) fn writes(&self) -> impl Iterator<Item = &[v1::Segment]> {
-        self.writes.iter().take(self.nwrites).map(SegList::as_slice)
+        (0..self.nwrites).map(|i| self.write(i).unwrap_or_default())
     }
 
     /// For each Write chunk, in order, the payload it takes (offset and
@@ -220,9 +276,10 @@ impl CallChunks {
         if i >= self.nwrites {
             return Ok(());
         }
-        let Some(chunk) = self.writes.get(i) else { return Ok(()) };
+        let Some(room) = self.write(i).map(|c| c.iter().map(|s| u64::from(s.length)).sum::<u64>()) else {
+            return Ok(());
+        };
         self.next += 1;
-        let room: u64 = chunk.as_slice().iter().map(|s| u64::from(s.length)).sum();
         if u64::from(length) > room {
             return Err(E2BIG);
         }
