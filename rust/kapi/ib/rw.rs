@@ -104,11 +104,39 @@ pub(crate) struct RwPosted<D: Dir> {
 /// when the operation is destroyed (its contexts first).
 pub(super) struct RwTable {
     ops: KVec<Option<Pin<KBox<RwOp>>>>,
+    /// Where the search for an empty entry starts: the one last emptied
+    /// (a hint, any value works).
+    hint: usize,
 }
 
 impl RwTable {
     pub(super) const fn new() -> Self {
-        RwTable { ops: KVec::new() }
+        RwTable { ops: KVec::new(), hint: 0 }
+    }
+
+    /// Puts `op` in an empty entry, the one last emptied if it still is,
+    /// and returns its index; `op` back if every entry is taken.
+    fn insert(&mut self, op: Pin<KBox<RwOp>>) -> core::result::Result<usize, Pin<KBox<RwOp>>> {
+        let n = self.ops.len();
+        let start = if self.hint < n { self.hint } else { 0 };
+        let found = Iterator::chain(start..n, 0..start).find(|&i| self.ops.get(i).is_some_and(Option::is_none));
+        match found.and_then(|i| Some((i, self.ops.get_mut(i)?))) {
+            Some((i, e)) => {
+                *e = Some(op);
+                self.hint = i.wrapping_add(1);
+                Ok(i)
+            }
+            None => Err(op),
+        }
+    }
+
+    /// Takes operation `index` out, if there is one.
+    fn remove(&mut self, index: usize) -> Option<Pin<KBox<RwOp>>> {
+        let op = self.ops.get_mut(index).and_then(Option::take);
+        if op.is_some() {
+            self.hint = index;
+        }
+        op
     }
 
     /// Room for `n` operations at once.
@@ -117,7 +145,7 @@ impl RwTable {
         for _ in 0..n {
             ops.push(None, GFP_KERNEL)?;
         }
-        Ok(RwTable { ops })
+        Ok(RwTable { ops, hint: 0 })
     }
 
     /// The operations left, for the teardown.
@@ -296,19 +324,13 @@ impl<V: Events> Conn<V> {
             o.inited += 1;
             wrs = wrs.saturating_add(ret as u32);
         }
-        let index = {
-            let mut t = self.rw.lock();
-            match t.ops.iter_mut().enumerate().find(|(_, e)| e.is_none()) {
-                Some((i, e)) => {
-                    *e = Some(op);
-                    i
-                }
-                None => {
-                    drop(t);
-                    // SAFETY: never posted.
-                    unsafe { op.as_mut().destroy(qp) };
-                    return Err(EBUSY);
-                }
+        let inserted = self.rw.lock().insert(op);
+        let index = match inserted {
+            Ok(i) => i,
+            Err(mut op) => {
+                // SAFETY: never posted.
+                unsafe { op.as_mut().destroy(qp) };
+                return Err(EBUSY);
             }
         };
         // INVARIANT: in the table at `index`, prepared, not posted.
@@ -454,7 +476,7 @@ impl<V: Events> Conn<V> {
     /// Takes operation `index` out of the table and destroys it. The
     /// caller consumed its token, and none of its work requests is posted.
     pub(super) fn rw_end(&self, qp: &Qp, index: u16) {
-        let op = self.rw.lock().ops.get_mut(usize::from(index)).and_then(Option::take);
+        let op = self.rw.lock().remove(usize::from(index));
         if let Some(mut op) = op {
             // SAFETY: made on this connection's queue pair; not posted (the
             // caller's word, from the token it consumed).
