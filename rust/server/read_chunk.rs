@@ -15,7 +15,7 @@ use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 
 use super::{
-    recv::{CallChunks, ConnState},
+    recv::{self, CallChunks, ConnState},
     reply::{add_segments, flat_pieces, owned_piece, SEND_WAIT_MS},
     stats::COUNTERS,
     xprt::ServerXprt,
@@ -154,8 +154,7 @@ impl Pull {
 
     /// The segments of chunk `i`.
     fn chunk(&self, i: usize) -> Option<&[v1::Segment]> {
-        let start = if i == 0 { 0 } else { *self.ends.get(i - 1)? };
-        self.segs.get(start..*self.ends.get(i)?)
+        recv::part(&self.segs, 0, self.ends.get(..self.nchunks)?, i)
     }
 
     /// Gives `rq` the call that `pages`, pulled as `how` says, rebuild,

@@ -156,12 +156,23 @@ impl Segs {
         }
     }
 
-    fn get(&self, r: core::ops::Range<usize>) -> Option<&[v1::Segment]> {
+    fn as_slice(&self) -> &[v1::Segment] {
         match self {
-            Segs::Few(a, n) => a.get(..*n)?.get(r),
-            Segs::Many(v) => v.get(r),
+            Segs::Few(a, n) => a.get(..*n).unwrap_or_default(),
+            Segs::Many(v) => v,
         }
     }
+}
+
+/// Part `i` of segments kept as one run `all` cut into parts, the first
+/// starting at `first`, each ending where `ends` says; `None` past the
+/// last part or outside `all`.
+pub(super) fn part<'a>(all: &'a [v1::Segment], first: usize, ends: &[usize], i: usize) -> Option<&'a [v1::Segment]> {
+    let start = match i.checked_sub(1) {
+        None => first,
+        Some(before) => *ends.get(before)?,
+    };
+    all.get(start..*ends.get(i)?)
 }
 
 /// What a call's `sendto` needs of its transport header: the chunks it
@@ -241,16 +252,12 @@ impl CallChunks {
 
     /// The Reply chunk's segments (empty if the call offered none).
     pub(super) fn reply(&self) -> &[v1::Segment] {
-        self.segs.get(0..self.reply_end).unwrap_or_default()
+        self.segs.as_slice().get(..self.reply_end).unwrap_or_default()
     }
 
     /// The segments of Write chunk `i`.
     fn write(&self, i: usize) -> Option<&[v1::Segment]> {
-        if i >= self.nwrites {
-            return None;
-        }
-        let start = if i == 0 { self.reply_end } else { *self.write_ends.get(i - 1)? };
-        self.segs.get(start..*self.write_ends.get(i)?)
+        part(self.segs.as_slice(), self.reply_end, self.write_ends.get(..self.nwrites)?, i)
     }
 
     /// The Write chunks' segments, in order.
