@@ -64,6 +64,14 @@ pub(crate) struct RwSeg<'a, 'p, D: Dir> {
     pub(crate) pages: &'a [(PageRef<'p, D>, u32, u32)],
 }
 
+impl<D: Dir> Clone for RwSeg<'_, '_, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<D: Dir> Copy for RwSeg<'_, '_, D> {}
+
 /// An R/W operation prepared on a connection, not posted: post it
 /// ([`Conn::rw_post`]), chain it ahead of a Send
 /// ([`Conn::send_after_writes`]) or discard it ([`Conn::rw_discard`]).
@@ -97,60 +105,116 @@ pub(crate) struct RwPosted<D: Dir> {
 
 /// The table of a connection's R/W operations.
 ///
+/// An entry keeps the operation last ended there, its contexts destroyed
+/// and its pages let go, for the next one prepared in it: its box, its
+/// vectors and its wait are made once per entry, not once per chunk (as
+/// svcrdma keeps its R/W contexts), the scatterlist only up to
+/// [`RETAIN_SG`] entries.
+///
 /// # Invariants
 ///
-/// Each `Some` entry is an operation whose token (or the Send that
-/// carries it) exists, or whose token was lost; entries are emptied only
-/// when the operation is destroyed (its contexts first).
+/// Each [`Entry::Live`] operation's token (or the Send that carries it)
+/// exists, or was lost; an operation leaves that state only when its
+/// contexts are destroyed. An [`Entry::Free`] operation has no context
+/// initialised and holds no page.
 pub(super) struct RwTable {
-    ops: KVec<Option<Pin<KBox<RwOp>>>>,
-    /// Where the search for an empty entry starts: the one last emptied
-    /// (a hint, any value works).
+    ops: KVec<Entry>,
+    /// Where the search for a free entry starts: the one last freed (a
+    /// hint, any value works).
     hint: usize,
 }
+
+/// An entry of an [`RwTable`].
+enum Entry {
+    /// Free, with the operation last ended here if it is kept.
+    Free(Option<Pin<KBox<RwOp>>>),
+    /// Taken out by the thread preparing an operation in it, or ending
+    /// one.
+    Taken,
+    /// Prepared, posted, or carried by a Send not yet complete.
+    Live(Pin<KBox<RwOp>>),
+}
+
+/// How many scatterlist entries a kept operation holds on to: a 1 MiB
+/// chunk's 256 are made again each time.
+const RETAIN_SG: usize = 64;
 
 impl RwTable {
     pub(super) const fn new() -> Self {
         RwTable { ops: KVec::new(), hint: 0 }
     }
 
-    /// Puts `op` in an empty entry, the one last emptied if it still is,
-    /// and returns its index; `op` back if every entry is taken.
-    fn insert(&mut self, op: Pin<KBox<RwOp>>) -> core::result::Result<usize, Pin<KBox<RwOp>>> {
+    /// Takes a free entry, the one last freed if it still is: its index
+    /// and the operation kept there, if one. `None` if every entry is
+    /// taken.
+    fn take_free(&mut self) -> Option<(usize, Option<Pin<KBox<RwOp>>>)> {
         let n = self.ops.len();
         let start = if self.hint < n { self.hint } else { 0 };
-        let found = Iterator::chain(start..n, 0..start).find(|&i| self.ops.get(i).is_some_and(Option::is_none));
-        match found.and_then(|i| Some((i, self.ops.get_mut(i)?))) {
-            Some((i, e)) => {
-                *e = Some(op);
-                self.hint = i.wrapping_add(1);
-                Ok(i)
+        let i = Iterator::chain(start..n, 0..start).find(|&i| matches!(self.ops.get(i), Some(Entry::Free(_))))?;
+        let e = self.ops.get_mut(i)?;
+        self.hint = i.wrapping_add(1);
+        match core::mem::replace(e, Entry::Taken) {
+            Entry::Free(op) => Some((i, op)),
+            // Never: found free above.
+            other => {
+                *e = other;
+                None
             }
-            None => Err(op),
         }
     }
 
-    /// Takes operation `index` out, if there is one.
-    fn remove(&mut self, index: usize) -> Option<Pin<KBox<RwOp>>> {
-        let op = self.ops.get_mut(index).and_then(Option::take);
-        if op.is_some() {
-            self.hint = index;
+    /// Puts a taken entry back: `Live` with a prepared operation, or free
+    /// (keeping `op`, which holds no context and no page, if one).
+    fn put(&mut self, index: usize, e: Entry) {
+        if let Some(slot) = self.ops.get_mut(index) {
+            *slot = e;
+            if matches!(slot, Entry::Free(_)) {
+                self.hint = index;
+            }
         }
-        op
+    }
+
+    /// Takes live operation `index` out (its entry taken until
+    /// [`RwTable::put`]), if there is one.
+    fn take_live(&mut self, index: usize) -> Option<Pin<KBox<RwOp>>> {
+        let e = self.ops.get_mut(index)?;
+        match core::mem::replace(e, Entry::Taken) {
+            Entry::Live(op) => Some(op),
+            other => {
+                *e = other;
+                None
+            }
+        }
+    }
+
+    /// Live operation `index`.
+    fn live(&self, index: u16) -> Option<&Pin<KBox<RwOp>>> {
+        match self.ops.get(usize::from(index)) {
+            Some(Entry::Live(op)) => Some(op),
+            _ => None,
+        }
     }
 
     /// Room for `n` operations at once.
     pub(super) fn with_room(n: usize) -> Result<Self> {
         let mut ops = KVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
-            ops.push(None, GFP_KERNEL)?;
+            ops.push(Entry::Free(None), GFP_KERNEL)?;
         }
         Ok(RwTable { ops, hint: 0 })
     }
 
-    /// The operations left, for the teardown.
+    /// The live operations left, for the teardown; the kept ones go.
     pub(super) fn take_all(&mut self) -> impl Iterator<Item = Pin<KBox<RwOp>>> + '_ {
-        self.ops.iter_mut().filter_map(Option::take)
+        self.ops.iter_mut().filter_map(|e| match core::mem::replace(e, Entry::Free(None)) {
+            Entry::Live(op) => Some(op),
+            _ => None,
+        })
+    }
+
+    /// How many operations are live.
+    fn live_count(&self) -> usize {
+        self.ops.iter().filter(|e| matches!(e, Entry::Live(_))).count()
     }
 }
 
@@ -161,9 +225,12 @@ impl RwTable {
 ///
 /// The first `refs` entries of `sg` hold a page reference each. The first
 /// `inited` contexts were initialised by `rdma_rw_ctx_init` over the
-/// ranges `ranges` of `sg` on the connection's queue pair (which maps
-/// them), and are destroyed (unmapping them) before the entries' pages are
-/// let go and before the queue pair is.
+/// ranges `ranges` of `sg` (`ctxs` and `ranges` have at least `inited`
+/// entries) on the connection's queue pair (which maps them), and are
+/// destroyed (unmapping them) before the entries' pages are let go and
+/// before the queue pair is. Kept in the table once ended, it is made
+/// again over other pages and segments: the vectors only grow (but for a
+/// large scatterlist, let go), the box and the wait stay.
 #[pin_data(PinnedDrop)]
 pub(super) struct RwOp {
     /// Written once; ib_core reads it when the last work request completes.
@@ -194,6 +261,26 @@ unsafe impl Send for RwOp {}
 unsafe impl Sync for RwOp {}
 
 impl RwOp {
+    /// An operation with nothing made: no context, no page, no entry.
+    fn new<V: Events>() -> Result<Pin<KBox<Self>>> {
+        KBox::pin_init(
+            pin_init!(RwOp {
+                cqe: sys::ib_cqe { done: Some(rw_done::<V>) },
+                ctxs: KVec::new(),
+                ranges: KVec::new(),
+                sg: KVec::new(),
+                refs: 0,
+                inited: 0,
+                inbound: false,
+                cookie: 0,
+                done: AtomicBool::new(false),
+                status: AtomicU32::new(0),
+                done_wait <- new_condvar!("rpcrdma_rs:rw_done"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
     fn dma_dir(&self) -> sys::dma_data_direction {
         if self.inbound {
             sys::dma_data_direction_DMA_FROM_DEVICE
@@ -202,36 +289,161 @@ impl RwOp {
         }
     }
 
+    /// Makes the operation over `segs` (`npages` pieces in all, each
+    /// inside its page) on `qp`: each page takes a reference of the
+    /// operation's, one context per segment maps the segment's pages.
+    /// Returns how many send queue work requests it takes. The operation
+    /// must hold nothing made (`EINVAL` otherwise); on a failure it holds
+    /// nothing made again.
+    fn fill<D: Dir>(self: Pin<&mut Self>, qp: &Qp, segs: &[RwSeg<'_, '_, D>], npages: usize, cookie: u64) -> Result<u32> {
+        // SAFETY: nothing is moved out of the pinned value: fields are
+        // written in place (`done_wait`, the only pinned one, is not
+        // touched).
+        let o = unsafe { self.get_unchecked_mut() };
+        if o.inited != 0 || o.refs != 0 {
+            return Err(EINVAL);
+        }
+        if let Some(more) = npages.checked_sub(o.sg.len()).filter(|&m| m > 0) {
+            o.sg.extend_with(more, sys::scatterlist::default(), GFP_KERNEL)?;
+        }
+        if let Some(more) = segs.len().checked_sub(o.ranges.len()).filter(|&m| m > 0) {
+            o.ranges.extend_with(more, (0, 0), GFP_KERNEL)?;
+        }
+        while o.ctxs.len() < segs.len() {
+            o.ctxs.push(Opaque::uninit(), GFP_KERNEL)?;
+        }
+        // SAFETY: `sg` has at least `npages` entries, none holding a page
+        // (`refs` is 0) or mapped (`inited` is 0).
+        unsafe { sys::sg_init_table(o.sg.as_mut_ptr(), u32::try_from(npages).map_err(|_| EINVAL)?) };
+        o.inbound = D::INBOUND;
+        o.cookie = cookie;
+        // Not posted: the completion, which sets them, comes after the
+        // post that follows.
+        o.done.store(false, Ordering::Relaxed);
+        o.status.store(0, Ordering::Relaxed);
+        let made = o.map(qp, segs);
+        if made.is_err() {
+            // SAFETY: the contexts made so far were made on `qp` and are
+            // not posted.
+            unsafe { o.destroy_ctxs(qp) };
+            o.put_pages();
+        }
+        made
+    }
+
+    /// The pages of `segs` into the scatterlist (references taken), then
+    /// one context per segment over its entries.
+    fn map<D: Dir>(&mut self, qp: &Qp, segs: &[RwSeg<'_, '_, D>]) -> Result<u32> {
+        let mut at = 0usize;
+        for (i, s) in segs.iter().enumerate() {
+            let start = at;
+            for &(page, offset, len) in s.pages {
+                if len == 0 || !in_page(offset, len) {
+                    return Err(EINVAL);
+                }
+                let e = self.sg.get_mut(at).ok_or(EINVAL)?;
+                let p = page.get().ok_or(EINVAL)?;
+                super::sg::set_page(e, p, len, offset);
+                // INVARIANT: the entry holds the reference just taken.
+                self.refs += 1;
+                at += 1;
+            }
+            // Each segment's entries end with the end mark: a walk of one
+            // stops there.
+            if let Some(last) = at.checked_sub(1).and_then(|i| self.sg.get_mut(i)) {
+                super::sg::mark_end(last);
+            }
+            *self.ranges.get_mut(i).ok_or(EINVAL)? = (start, s.pages.len() as u32);
+        }
+        let dir = self.dma_dir();
+        let mut wrs: u32 = 0;
+        for (i, s) in segs.iter().enumerate() {
+            let (start, count) = *self.ranges.get(i).ok_or(EINVAL)?;
+            let ctx = self.ctxs.get(i).ok_or(EINVAL)?.get();
+            let sg = self.sg.as_mut_ptr().wrapping_add(start);
+            // SAFETY: `ctx` is this operation's context, not initialised
+            // (the first `inited` are, and this is the next); the entries
+            // hold live pages (references of the operation's); the QP is
+            // live. The call DMA-maps the entries.
+            let ret = unsafe { sys::rdma_rw_ctx_init(ctx, qp.as_ptr(), qp.port_num(), sg, count, 0, s.addr, s.rkey, dir) };
+            if ret < 0 {
+                return Err(Error::from_errno(ret));
+            }
+            // INVARIANT: one more context initialised.
+            self.inited += 1;
+            wrs = wrs.saturating_add(ret as u32);
+        }
+        Ok(wrs)
+    }
+
     /// Destroys the initialised contexts (unmapping their pages). Then the
-    /// value may go, dropping the page references.
+    /// pages may go.
     ///
     /// # Safety
     ///
     /// `qp` is the queue pair the contexts were made on, and none of their
     /// work requests is posted (completed, flushed, or never posted).
-    pub(super) unsafe fn destroy(self: Pin<&mut Self>, qp: &Qp) {
-        // SAFETY: nothing is moved out of the pinned value.
-        let this = unsafe { self.get_unchecked_mut() };
-        let dir = this.dma_dir();
-        let n = core::mem::replace(&mut this.inited, 0);
-        for (ctx, &(start, count)) in this.ctxs.iter().zip(this.ranges.iter()).take(n) {
-            let sg = this.sg.as_mut_ptr().wrapping_add(start);
+    unsafe fn destroy_ctxs(&mut self, qp: &Qp) {
+        let dir = self.dma_dir();
+        let n = core::mem::replace(&mut self.inited, 0);
+        for (ctx, &(start, count)) in self.ctxs.iter().zip(self.ranges.iter()).take(n) {
+            let sg = self.sg.as_mut_ptr().wrapping_add(start);
             // SAFETY: initialised over these entries on `qp`, not posted
             // (the contract); destroyed once (`inited` is 0 from now on).
             unsafe { sys::rdma_rw_ctx_destroy(ctx.get(), qp.as_ptr(), qp.port_num(), sg, count, dir) };
         }
+    }
+
+    /// Destroys the initialised contexts (unmapping their pages). Then the
+    /// value may go, or be kept ([`RwOp::kept`]), letting its pages go.
+    ///
+    /// # Safety
+    ///
+    /// As for [`RwOp::destroy_ctxs`].
+    pub(super) unsafe fn destroy(self: Pin<&mut Self>, qp: &Qp) {
+        // SAFETY: nothing is moved out of the pinned value; the contract
+        // is the caller's.
+        unsafe { self.get_unchecked_mut().destroy_ctxs(qp) };
+    }
+
+    /// Lets the pages go, if no context maps them any more.
+    fn put_pages(&mut self) {
+        if self.inited != 0 {
+            // A device may still reach them: held for ever rather than
+            // let go too soon.
+            return;
+        }
+        for e in self.sg.iter().take(core::mem::replace(&mut self.refs, 0)) {
+            // SAFETY: the entry holds the reference its preparation took
+            // (type invariant; once: `refs` is 0 from now on); no context
+            // maps it, so the device is done with the page.
+            unsafe { page::put(super::sg::page(e)) };
+        }
+    }
+
+    /// `op`, its contexts destroyed, with its pages let go, to keep for
+    /// the next operation; `None` (leaked, its pages held) if a context
+    /// is still made.
+    fn kept(mut op: Pin<KBox<Self>>) -> Option<Pin<KBox<Self>>> {
+        if op.inited != 0 {
+            core::mem::forget(op);
+            return None;
+        }
+        // SAFETY: nothing is moved out of the pinned value.
+        let o = unsafe { op.as_mut().get_unchecked_mut() };
+        o.put_pages();
+        if o.sg.len() > RETAIN_SG {
+            o.sg = KVec::new();
+        }
+        Some(op)
     }
 }
 
 #[pinned_drop]
 impl PinnedDrop for RwOp {
     fn drop(self: Pin<&mut Self>) {
-        for e in self.sg.iter().take(self.refs) {
-            // SAFETY: the entry holds the reference its preparation took
-            // (type invariant); its context was destroyed, or never made,
-            // so the device is done with the page.
-            unsafe { page::put(super::sg::page(e)) };
-        }
+        // SAFETY: nothing is moved out of the pinned value.
+        unsafe { self.get_unchecked_mut() }.put_pages();
     }
 }
 
@@ -239,8 +451,10 @@ impl<V: Events> Conn<V> {
     /// Prepares an R/W operation over the peer's segments `segs` and their
     /// local pages: an RDMA Write of `Outbound` pages, or an RDMA Read
     /// into `Inbound` ones. `cookie` comes back with its completion
-    /// ([`Events::rw_done`]). Sleeps (allocates). Fails with `EBUSY` when
-    /// the connection has as many operations as it was made for.
+    /// ([`Events::rw_done`]). May sleep (allocates the first time an
+    /// entry of the connection's table is used, or for more segments or
+    /// pages than it kept room for). Fails with `EBUSY` when the
+    /// connection has as many operations as it was made for.
     pub(crate) fn rw_prepare<D: Dir>(&self, segs: &[RwSeg<'_, '_, D>], cookie: u64) -> Result<RwChunk<D>> {
         let qp = self.qp()?;
         if self.dying.load(Ordering::Acquire) {
@@ -256,85 +470,25 @@ impl<V: Events> Conn<V> {
         if segs.iter().flat_map(|s| s.pages.iter()).any(|(p, _, _)| p.owner() != ANY_OWNER) {
             return Err(EINVAL);
         }
-        let mut sg = KVec::from_elem(sys::scatterlist::default(), npages, GFP_KERNEL)?;
-        // SAFETY: `sg` has `npages` entries.
-        unsafe { sys::sg_init_table(sg.as_mut_ptr(), u32::try_from(npages).map_err(|_| EINVAL)?) };
-        let mut ctxs = KVec::with_capacity(segs.len(), GFP_KERNEL)?;
-        let mut ranges = KVec::with_capacity(segs.len(), GFP_KERNEL)?;
-        for _ in segs {
-            ctxs.push(Opaque::uninit(), GFP_KERNEL)?;
-        }
-        let mut op = KBox::pin_init(
-            pin_init!(RwOp {
-                cqe: sys::ib_cqe { done: Some(rw_done::<V>) },
-                ctxs,
-                ranges: KVec::new(),
-                sg,
-                refs: 0,
-                inited: 0,
-                inbound: D::INBOUND,
-                cookie,
-                done: AtomicBool::new(false),
-                status: AtomicU32::new(0),
-                done_wait <- new_condvar!("rpcrdma_rs:rw_done"),
-            }),
-            GFP_KERNEL,
-        )?;
-        // SAFETY: nothing is moved out of the pinned box: fields are
-        // written in place.
-        let o = unsafe { op.as_mut().get_unchecked_mut() };
-        let mut at = 0usize;
-        for s in segs {
-            let start = at;
-            for &(page, offset, len) in s.pages {
-                if len == 0 || !in_page(offset, len) {
-                    return Err(EINVAL);
-                }
-                let e = o.sg.get_mut(at).ok_or(EINVAL)?;
-                let p = page.get().ok_or(EINVAL)?;
-                super::sg::set_page(e, p, len, offset);
-                // INVARIANT: the entry holds the reference just taken.
-                o.refs += 1;
-                at += 1;
-            }
-            // Each segment's entries end with the end mark: a walk of one
-            // stops there.
-            if let Some(last) = at.checked_sub(1).and_then(|i| o.sg.get_mut(i)) {
-                super::sg::mark_end(last);
-            }
-            ranges.push((start, s.pages.len() as u32), GFP_KERNEL)?;
-        }
-        o.ranges = ranges;
-        let dir = o.dma_dir();
-        let mut wrs: u32 = 0;
-        for (i, s) in segs.iter().enumerate() {
-            let (start, count) = *o.ranges.get(i).ok_or(EINVAL)?;
-            let ctx = o.ctxs.get(i).ok_or(EINVAL)?.get();
-            let sg = o.sg.as_mut_ptr().wrapping_add(start);
-            // SAFETY: `ctx` is this operation's (uninitialised) context;
-            // the entries hold live pages (references of the operation's);
-            // the QP is live. The call DMA-maps the entries.
-            let ret = unsafe { sys::rdma_rw_ctx_init(ctx, qp.as_ptr(), qp.port_num(), sg, count, 0, s.addr, s.rkey, dir) };
-            if ret < 0 {
-                // SAFETY: the contexts made so far are not posted.
-                unsafe { op.as_mut().destroy(qp) };
-                return Err(Error::from_errno(ret));
-            }
-            // INVARIANT: one more context initialised.
-            o.inited += 1;
-            wrs = wrs.saturating_add(ret as u32);
-        }
-        let inserted = self.rw.lock().insert(op);
-        let index = match inserted {
-            Ok(i) => i,
-            Err(mut op) => {
-                // SAFETY: never posted.
-                unsafe { op.as_mut().destroy(qp) };
-                return Err(EBUSY);
+        let (index, kept) = self.rw.lock().take_free().ok_or(EBUSY)?;
+        let mut op = match kept.map_or_else(RwOp::new::<V>, Ok) {
+            Ok(op) => op,
+            Err(e) => {
+                self.rw.lock().put(index, Entry::Free(None));
+                return Err(e);
             }
         };
-        // INVARIANT: in the table at `index`, prepared, not posted.
-        Ok(RwChunk { conn: self.conn_id(), index: index as u16, wrs, _dir: PhantomData })
+        match op.as_mut().fill(qp, segs, npages, cookie) {
+            Ok(wrs) => {
+                self.rw.lock().put(index, Entry::Live(op));
+                // INVARIANT: in the table at `index`, prepared, not posted.
+                Ok(RwChunk { conn: self.conn_id(), index: index as u16, wrs, _dir: PhantomData })
+            }
+            Err(e) => {
+                self.rw.lock().put(index, Entry::Free(RwOp::kept(op)));
+                Err(e)
+            }
+        }
     }
 
     /// Chains the work requests of operation `index` (all its contexts, in
@@ -343,7 +497,7 @@ impl<V: Events> Conn<V> {
     fn rw_chain(&self, index: u16, next: Option<*mut sys::ib_send_wr>) -> Result<*mut sys::ib_send_wr> {
         let qp = self.qp()?;
         let t = self.rw.lock();
-        let op = t.ops.get(usize::from(index)).and_then(Option::as_ref).ok_or(EINVAL)?;
+        let op = t.live(index).ok_or(EINVAL)?;
         let cqe = ptr::from_ref(&op.cqe).cast_mut();
         let mut head = next.unwrap_or(ptr::null_mut());
         for ctx in op.ctxs.iter().take(op.inited).rev() {
@@ -422,7 +576,7 @@ impl<V: Events> Conn<V> {
         }
         let op = {
             let t = self.rw.lock();
-            match t.ops.get(usize::from(p.index)).and_then(Option::as_ref) {
+            match t.live(p.index) {
                 Some(op) => ptr::from_ref::<RwOp>(op),
                 None => return Err(p),
             }
@@ -452,7 +606,7 @@ impl<V: Events> Conn<V> {
             return false;
         }
         let t = self.rw.lock();
-        t.ops.get(usize::from(p.index)).and_then(Option::as_ref).is_some_and(|op| op.done.load(Ordering::Acquire))
+        t.live(p.index).is_some_and(|op| op.done.load(Ordering::Acquire))
     }
 
     /// Destroys `c`, never posted. A token of another connection comes
@@ -470,17 +624,20 @@ impl<V: Events> Conn<V> {
     /// How many R/W operations the connection holds: prepared, posted, or
     /// carried by a Send not yet complete.
     pub(crate) fn rw_live(&self) -> usize {
-        self.rw.lock().ops.iter().filter(|e| e.is_some()).count()
+        self.rw.lock().live_count()
     }
 
-    /// Takes operation `index` out of the table and destroys it. The
-    /// caller consumed its token, and none of its work requests is posted.
+    /// Destroys operation `index`, its box kept in its entry of the table
+    /// for the next. The caller consumed its token, and none of its work
+    /// requests is posted.
     pub(super) fn rw_end(&self, qp: &Qp, index: u16) {
-        let op = self.rw.lock().remove(usize::from(index));
+        let index = usize::from(index);
+        let op = self.rw.lock().take_live(index);
         if let Some(mut op) = op {
             // SAFETY: made on this connection's queue pair; not posted (the
             // caller's word, from the token it consumed).
             unsafe { op.as_mut().destroy(qp) };
+            self.rw.lock().put(index, Entry::Free(RwOp::kept(op)));
         }
     }
 
