@@ -23,11 +23,13 @@
 //! - [`xchar`]: transport characteristics (xcharext) on Version Two.
 //! - [`stats`]: the server's counters.
 //! - [`ring`]: the fixed-room queues those use.
+//! - [`few`]: short lists kept in place, not allocated per call.
 
 #![deny(unsafe_code)]
 
 mod accept;
 pub(crate) mod backchannel;
+mod few;
 mod listen;
 mod read_chunk;
 mod recv;

@@ -15,8 +15,9 @@ use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 
 use super::{
+    few::Few,
     recv::{self, CallChunks, ConnState},
-    reply::{add_segments, flat_pieces, owned_piece, SEND_WAIT_MS},
+    reply::{flat_pieces, owned_piece, rw_segments, rw_segs, SEND_WAIT_MS},
     stats::COUNTERS,
     xprt::ServerXprt,
 };
@@ -49,16 +50,23 @@ const MAX_PIECES: usize = responder::max_pieces(MAX_READ_CHUNKS);
 /// header. The thread's pages bound it too ([`RecvRqst::build_call`]).
 const MAX_CALL: u32 = super::xprt::MAX_PAYLOAD + 2 * PAGE_SIZE;
 
+/// Most bytes of a call's inline part kept in its [`Pull`]: an NFS WRITE's
+/// RPC header and arguments (more take an allocation).
+const FEW_INLINE: usize = 512;
+
+/// Most Read segments kept in a [`Pull`] (more take an allocation).
+const FEW_READ_SEGMENTS: usize = 4;
+
 /// A call whose Read chunks are still to be pulled: what its Receive
 /// said, kept once the Receive went back.
 pub(super) struct Pull {
     xid: u32,
     /// The RPC message sent inline (RDMA_MSG); empty for a Long Call.
-    inline: KVec<u8>,
+    inline: Few<u8, FEW_INLINE>,
     /// True for a Long Call: the call's base is chunk 0.
     long: bool,
     /// The segments of all the chunks, in the read list's order.
-    segs: KVec<v1::Segment>,
+    segs: Few<v1::Segment, FEW_READ_SEGMENTS>,
     /// Where each chunk's segments end in `segs`: the first `nchunks`.
     ends: [usize; MAX_READ_CHUNKS],
     nchunks: usize,
@@ -69,6 +77,8 @@ pub(super) struct Pull {
     len: u32,
     /// The Write list and Reply chunk, for the reply.
     kept: Option<KBox<CallChunks>>,
+    /// The pages the chunks are pulled into, once [`Pull::start`]ed.
+    pages: ChunkPages,
 }
 
 /// What became of a pulled call.
@@ -97,25 +107,39 @@ impl Pull {
         };
         let mut pieces = [CallPiece::Pad(0); MAX_PIECES];
         let (n, len) = responder::plan_call(reads, inline_len, MAX_CALL, &mut pieces).ok()?;
-        let mut segs = KVec::with_capacity(reads.len(), GFP_KERNEL).ok()?;
+        let mut segs = Few::new(v1::Segment::default());
         let mut ends = [0usize; MAX_READ_CHUNKS];
         for (end, c) in ends.iter_mut().zip(reads.chunks()) {
             for rs in c.segments.iter() {
-                segs.push(rs.segment, GFP_KERNEL).ok()?;
+                segs.push(rs.segment).ok()?;
             }
             *end = segs.len();
         }
-        let inline_msg = inline.unwrap_or_default();
-        let mut copy = KVec::with_capacity(inline_msg.len(), GFP_KERNEL).ok()?;
-        copy.extend_from_slice(inline_msg, GFP_KERNEL).ok()?;
         // Kept for the reply even without a Write list or Reply chunk: its
         // Send may invalidate the Read chunk's handle.
         let kept = Some(CallChunks::of(chunks)?);
-        KBox::new(
-            Pull { xid, inline: copy, long: inline.is_none(), segs, ends, nchunks: count, pieces, npieces: n, len, kept },
+        // Made in its box (not moved there: its inline room is most of
+        // its size), then the inline part copied in.
+        let long = inline.is_none();
+        let mut pull = KBox::init(
+            init!(Pull {
+                xid,
+                inline: Few::new(0),
+                long,
+                segs,
+                ends,
+                nchunks: count,
+                pieces,
+                npieces: n,
+                len,
+                kept,
+                pages: ChunkPages::new(),
+            }),
             GFP_KERNEL,
         )
-        .ok()
+        .ok()?;
+        pull.inline.extend_from_slice(inline.unwrap_or_default()).ok()?;
+        Some(pull)
     }
 
     /// Starts pulling the call's chunks from the client by RDMA Read, all
@@ -126,30 +150,35 @@ impl Pull {
     /// again on its next).
     ///
     /// [`ServerXprt::rw_done`]: crate::verbs::ConnHandler::rw_done
-    pub(super) fn start(self: KBox<Self>, st: &ConnState, conn: &Connection<ServerXprt>) -> Result<InPull> {
-        let mut pages = KVec::with_capacity(self.nchunks, GFP_KERNEL)?;
+    pub(super) fn start(mut self: KBox<Self>, st: &ConnState, conn: &Connection<ServerXprt>) -> Result<InPull> {
         let mut total = 0u64;
         // Each chunk's segments (`of` kept at most `MAX_READ_CHUNKS`).
         let mut chunks = [&[][..]; MAX_READ_CHUNKS];
-        for (i, ch) in chunks.iter_mut().enumerate().take(self.nchunks) {
-            *ch = self.chunk(i).ok_or(EINVAL)?;
+        for i in 0..self.nchunks {
             // Below `MAX_CALL` (the plan checked each chunk's length).
-            let len: u64 = ch.iter().map(|s| u64::from(s.length)).sum();
+            let len: u64 = self.chunk(i).ok_or(EINVAL)?.iter().map(|s| u64::from(s.length)).sum();
             // Not zeroed: only bytes the Reads wrote are used, once they
             // completed (`finish`).
-            pages.push(OwnedPages::new_uninit(len.div_ceil(u64::from(PAGE_SIZE)) as usize)?, GFP_KERNEL)?;
+            self.pages.push(OwnedPages::new_uninit(len.div_ceil(u64::from(PAGE_SIZE)) as usize)?)?;
             total += len;
         }
+        for (i, ch) in chunks.iter_mut().enumerate().take(self.nchunks) {
+            *ch = self.chunk(i).ok_or(EINVAL)?;
+        }
+        let pages = &self.pages;
         let posted = {
             // Each chunk's data from the start of its pages.
             let chunks = chunks.get(..self.nchunks).ok_or(EINVAL)?;
-            let local = flat_pieces::<Inbound>(chunks, |i, pos| owned_piece(pages.get(i)?, pos))?.ok_or(EINVAL)?;
-            let mut segs = KVec::with_capacity(self.segs.len(), GFP_KERNEL)?;
-            add_segments(&mut segs, self.segs.iter(), &local)?;
+            let mut local = None;
+            if !flat_pieces::<Inbound>(chunks, |i, pos| owned_piece(pages.get(i)?, pos), &mut local)? {
+                return Err(EINVAL);
+            }
+            let mut segs = rw_segs();
+            rw_segments(self.segs.iter(), local.as_deref().unwrap_or_default(), &mut segs)?;
             st.post_read(conn, &segs)?
         };
         COUNTERS.read_bytes.fetch_add(total, Ordering::Relaxed);
-        Ok(InPull { pull: self, pages, posted })
+        Ok(InPull { pull: self, posted })
     }
 
     /// The segments of chunk `i`.
@@ -159,7 +188,7 @@ impl Pull {
 
     /// Gives `rq` the call that `pages`, pulled as `how` says, rebuild,
     /// with the chunks kept for its reply. An error: the call is lost.
-    fn finish(mut self: KBox<Self>, how: Completion, pages: KVec<OwnedPages>, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
+    fn finish(mut self: KBox<Self>, how: Completion, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
         match how {
             Completion::Ok => {}
             // The connection went: the call is lost with it.
@@ -182,8 +211,8 @@ impl Pull {
             // One data item (an NFS WRITE's payload) in a call whose rest
             // came inline and fits the head page: its pages become the
             // thread's, as svcrdma gives its Read sinks, not copied.
-            Some(item) if !self.long && pages.len() == 1 && self.inline.len() <= PAGE_SIZE as usize => {
-                let data = pages.into_iter().next().ok_or(EINVAL)?;
+            Some(item) if !self.long && self.pages.len() == 1 && self.inline.len() <= PAGE_SIZE as usize => {
+                let data = self.pages.take_first().ok_or(EINVAL)?;
                 let page_len = item.len.checked_add(item.pad).ok_or(EINVAL)?;
                 if item.pad != 0 {
                     // The roundup, zeros, after the data in its last page
@@ -199,7 +228,7 @@ impl Pull {
                 }
                 r
             }
-            _ => self.build_flat(&pages, rq),
+            _ => self.build_flat(rq),
         };
         match built {
             Ok(()) => {}
@@ -213,11 +242,12 @@ impl Pull {
     }
 
     /// Gives `rq` the call copied into its pages, piece by piece.
-    fn build_flat(&self, pages: &[OwnedPages], rq: &mut RecvRqst<'_, CallChunks>) -> Result {
+    fn build_flat(&self, rq: &mut RecvRqst<'_, CallChunks>) -> Result {
+        let pages = &self.pages;
         rq.build_call(self.len, |w| {
             for p in self.pieces.iter().take(self.npieces) {
                 match *p {
-                    CallPiece::Base { from, to } if self.long => put_pages(w, pages.first().ok_or(EINVAL)?, from, to)?,
+                    CallPiece::Base { from, to } if self.long => put_pages(w, pages.get(0).ok_or(EINVAL)?, from, to)?,
                     CallPiece::Base { from, to } => {
                         w.bytes(self.inline.get(from as usize..to as usize).ok_or(EINVAL)?)?
                     }
@@ -230,12 +260,11 @@ impl Pull {
     }
 }
 
-/// A call whose Read chunks are being pulled: the call, the pages the
-/// Reads fill and the posted Reads. Kept by its connection, in the order
+/// A call whose Read chunks are being pulled: the call (with the pages the
+/// Reads fill) and the posted Reads. Kept by its connection, in the order
 /// posted, until a thread finishes it.
 pub(super) struct InPull {
     pull: KBox<Pull>,
-    pages: KVec<OwnedPages>,
     posted: RwPosted<Inbound>,
 }
 
@@ -248,11 +277,46 @@ impl InPull {
     /// Ends the Reads (done: no wait) and gives `rq` the call; see
     /// [`Pull::finish`].
     pub(super) fn finish(self, conn: &Connection<ServerXprt>, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
-        let InPull { pull, pages, posted } = self;
+        let InPull { pull, posted } = self;
         // A token the connection does not take any more: its teardown
         // destroyed the operation, after the queue pair was drained.
         let how = conn.rw_wait(posted).map_err(|_| errno::ENOTCONN())?;
-        pull.finish(how, pages, rq)
+        pull.finish(how, rq)
+    }
+}
+
+/// The pages each Read chunk of a call is pulled into, in the read
+/// list's order.
+struct ChunkPages {
+    /// The first `n` are `Some`.
+    pages: [Option<OwnedPages>; MAX_READ_CHUNKS],
+    n: usize,
+}
+
+impl ChunkPages {
+    fn new() -> Self {
+        ChunkPages { pages: core::array::from_fn(|_| None), n: 0 }
+    }
+
+    /// The pages of the next chunk; `EINVAL` past [`MAX_READ_CHUNKS`].
+    fn push(&mut self, p: OwnedPages) -> Result {
+        *self.pages.get_mut(self.n).ok_or(EINVAL)? = Some(p);
+        self.n += 1;
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.n
+    }
+
+    /// The pages of chunk `i`.
+    fn get(&self, i: usize) -> Option<&OwnedPages> {
+        self.pages.get(i)?.as_ref()
+    }
+
+    /// The pages of the first chunk, taken out.
+    fn take_first(&mut self) -> Option<OwnedPages> {
+        self.pages.first_mut()?.take()
     }
 }
 

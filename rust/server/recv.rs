@@ -14,6 +14,7 @@ use kernel::{
 
 use super::{
     backchannel::BcXprt,
+    few::Few,
     read_chunk::{InPull, Pull, Pulled},
     ring::Ring,
     stats::COUNTERS,
@@ -120,49 +121,10 @@ pub(super) const MAX_WRITE_CHUNKS: usize = 4;
 
 /// Segments kept for a call: in place when few (a READ's one Write chunk
 /// of one or two segments), else in an allocation of their own.
-enum Segs {
-    Few([v1::Segment; FEW_SEGMENTS], usize),
-    Many(KVec<v1::Segment>),
-}
+type Segs = Few<v1::Segment, FEW_SEGMENTS>;
 
 /// Most segments [`Segs`] keeps in place.
 const FEW_SEGMENTS: usize = 4;
-
-impl Segs {
-    /// Room for `n` segments.
-    fn with_capacity(n: usize) -> Result<Self> {
-        Ok(if n <= FEW_SEGMENTS {
-            Segs::Few([v1::Segment::default(); FEW_SEGMENTS], 0)
-        } else {
-            Segs::Many(KVec::with_capacity(n, GFP_KERNEL)?)
-        })
-    }
-
-    fn push(&mut self, seg: v1::Segment) -> Result {
-        match self {
-            Segs::Few(a, n) => {
-                *a.get_mut(*n).ok_or(EINVAL)? = seg;
-                *n += 1;
-                Ok(())
-            }
-            Segs::Many(v) => Ok(v.push(seg, GFP_KERNEL)?),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Segs::Few(_, n) => *n,
-            Segs::Many(v) => v.len(),
-        }
-    }
-
-    fn as_slice(&self) -> &[v1::Segment] {
-        match self {
-            Segs::Few(a, n) => a.get(..*n).unwrap_or_default(),
-            Segs::Many(v) => v,
-        }
-    }
-}
 
 /// Part `i` of segments kept as one run `all` cut into parts, the first
 /// starting at `first`, each ending where `ends` says; `None` past the
@@ -214,14 +176,10 @@ impl CallChunks {
         if nreply > MAX_CHUNK_SEGMENTS || chunks.writes.len() > MAX_WRITE_CHUNKS {
             return None;
         }
-        let mut total = nreply;
-        for w in chunks.writes.iter() {
-            if w.len() > MAX_CHUNK_SEGMENTS {
-                return None;
-            }
-            total += w.len();
+        if chunks.writes.iter().any(|w| w.len() > MAX_CHUNK_SEGMENTS) {
+            return None;
         }
-        let mut segs = Segs::with_capacity(total).ok()?;
+        let mut segs = Segs::new(v1::Segment::default());
         if let Some(r) = &chunks.reply {
             for seg in r.iter() {
                 segs.push(seg).ok()?;
@@ -252,12 +210,12 @@ impl CallChunks {
 
     /// The Reply chunk's segments (empty if the call offered none).
     pub(super) fn reply(&self) -> &[v1::Segment] {
-        self.segs.as_slice().get(..self.reply_end).unwrap_or_default()
+        self.segs.get(..self.reply_end).unwrap_or_default()
     }
 
     /// The segments of Write chunk `i`.
     fn write(&self, i: usize) -> Option<&[v1::Segment]> {
-        part(self.segs.as_slice(), self.reply_end, self.write_ends.get(..self.nwrites)?, i)
+        part(&self.segs, self.reply_end, self.write_ends.get(..self.nwrites)?, i)
     }
 
     /// The Write chunks' segments, in order.

@@ -11,6 +11,7 @@ use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 
 use super::{
+    few::Few,
     recv::{CallChunks, ConnState, MAX_WRITE_CHUNKS},
     stats::COUNTERS,
     xprt::ServerXprt,
@@ -109,22 +110,24 @@ impl ConnState {
         unused: &[&[v1::Segment]],
     ) -> Result<u32> {
         let (xid, len) = (rq.xid(), rq.reply_len());
-        let mut ret = KVec::from_elem(v1::Segment::default(), offered.len(), GFP_KERNEL)?;
+        let mut ret = Segments::new(v1::Segment::default());
+        ret.grow_to(offered.len(), v1::Segment::default())?;
         let Ok(n) = v1::fill_chunk(offered, len, &mut ret) else {
             return self.send_error_chunk(conn, xid).map(|()| 0);
         };
         let returned = ret.get(..n).unwrap_or_default();
         let copy;
-        let local = match flat_pieces(&[returned], |_, pos| rq.reply_piece(pos))? {
-            Some(p) => p,
-            None => {
-                copy = copy_out(rq, 0, len)?;
-                flat_pieces(&[returned], |_, pos| owned_piece(&copy, pos))?.ok_or(EINVAL)?
+        let mut local = None;
+        if !flat_pieces(&[returned], |_, pos| rq.reply_piece(pos), &mut local)? {
+            copy = copy_out(rq, 0, len)?;
+            local = None;
+            if !flat_pieces(&[returned], |_, pos| owned_piece(&copy, pos), &mut local)? {
+                return Err(EINVAL);
             }
-        };
+        }
         COUNTERS.write_bytes.fetch_add(u64::from(len), Ordering::Relaxed);
-        let mut segs = KVec::with_capacity(n, GFP_KERNEL)?;
-        add_segments(&mut segs, returned.iter(), &local)?;
+        let mut segs = rw_segs();
+        rw_segments(returned.iter(), local.as_deref().unwrap_or_default(), &mut segs)?;
         self.write_and_send(conn, &segs, self.invalidate(rq), |w: &mut SendWriter<'_, Copying>| {
             w.copy(|b| {
                 let lists = v1::ChunkLists { reads: &[], writes: unused, reply: Some(returned) };
@@ -147,7 +150,8 @@ impl ConnState {
         // for a chunk no payload went to), one after the other; the
         // payloads, kept out of the inline part.
         let nsegs: usize = c.writes().map(<[v1::Segment]>::len).sum();
-        let mut returned = KVec::from_elem(v1::Segment::default(), nsegs, GFP_KERNEL)?;
+        let mut returned = Segments::new(v1::Segment::default());
+        returned.grow_to(nsegs, v1::Segment::default())?;
         let mut skip = [(0u32, 0u32); MAX_WRITE_CHUNKS];
         let (mut nskip, mut written, mut first) = (0, 0u64, 0usize);
         for (offered, payload) in c.writes().zip(c.payloads().iter()) {
@@ -176,21 +180,22 @@ impl ConnState {
         // its payload starts), or copied into pages of ours first.
         let copies;
         let start = |i: usize| c.payloads().get(i).copied().flatten().map(|(at, _)| at);
-        let local = match flat_pieces(lists, |i, pos| rq.reply_piece(start(i)?.checked_add(pos)?))? {
-            Some(p) => p,
-            None => {
-                let mut v = KVec::with_capacity(nchunks, GFP_KERNEL)?;
-                for payload in c.payloads() {
-                    let (at, plen) = payload.unwrap_or((0, 0));
-                    v.push(copy_out(rq, at, plen)?, GFP_KERNEL)?;
-                }
-                copies = v;
-                flat_pieces(lists, |i, pos| owned_piece(copies.get(i)?, pos))?.ok_or(EINVAL)?
+        let mut local = None;
+        if !flat_pieces(lists, |i, pos| rq.reply_piece(start(i)?.checked_add(pos)?), &mut local)? {
+            let mut v = KVec::with_capacity(nchunks, GFP_KERNEL)?;
+            for payload in c.payloads() {
+                let (at, plen) = payload.unwrap_or((0, 0));
+                v.push(copy_out(rq, at, plen)?, GFP_KERNEL)?;
             }
-        };
+            copies = v;
+            local = None;
+            if !flat_pieces(lists, |i, pos| owned_piece(copies.get(i)?, pos), &mut local)? {
+                return Err(EINVAL);
+            }
+        }
         COUNTERS.write_bytes.fetch_add(written, Ordering::Relaxed);
-        let mut segs = KVec::with_capacity(nsegs, GFP_KERNEL)?;
-        add_segments(&mut segs, returned.iter(), &local)?;
+        let mut segs = rw_segs();
+        rw_segments(returned.iter(), local.as_deref().unwrap_or_default(), &mut segs)?;
         let max = self.send_max() as usize;
         let sent = self.write_and_send(conn, &segs, self.invalidate(rq), |w: &mut SendWriter<'_, Copying>| {
             w.copy(|b| {
@@ -298,37 +303,55 @@ fn copy_out(rq: &SendRqst<'_, CallChunks>, at: u32, len: u32) -> Result<OwnedPag
 /// offset in it and a length, inside the page.
 pub(super) type Piece<'p, D> = (PageRef<'p, D>, u32, u32);
 
+/// Most pieces kept in place: a 4 KiB payload at any offset in its pages
+/// takes two, an 8 KiB one three.
+const FEW_PIECES: usize = 4;
+
+/// The pieces of a chunk's or a call's segments, in order.
+pub(super) type Pieces<'p, D> = Few<Piece<'p, D>, FEW_PIECES>;
+
+/// Most segments kept in place (a chunk's, or a reply's Write chunks'):
+/// clients offer one or two per chunk.
+const FEW_SEGMENTS: usize = 4;
+
+/// Segments, as returned in a reply.
+pub(super) type Segments = Few<v1::Segment, FEW_SEGMENTS>;
+
+/// The RDMA Reads or Writes of a chunk or a call, one per segment.
+pub(super) type RwSegs<'a, 'p, D> = Few<RwSeg<'a, 'p, D>, FEW_SEGMENTS>;
+
+/// An empty [`RwSegs`].
+pub(super) fn rw_segs<'a, 'p, D: Dir>() -> RwSegs<'a, 'p, D> {
+    Few::new(RwSeg { rkey: 0, addr: 0, pages: &[] })
+}
+
 /// The local side of the segments of `chunks` (each chunk's segments),
-/// one chunk after the other, as one list of pieces in order:
-/// `piece(chunk, pos)` finds the page holding byte `pos` of chunk
-/// `chunk`'s bytes, the offset there and how many bytes follow in that
-/// page. `None` if it finds no page for a byte. [`add_segments`] cuts the
-/// list into the segments again.
+/// one chunk after the other, as one list of pieces in order, into `out`
+/// (which is `None`): `piece(chunk, pos)` finds the page holding byte
+/// `pos` of chunk `chunk`'s bytes, the offset there and how many bytes
+/// follow in that page. False if it finds no page for a byte.
+/// [`rw_segments`] cuts the list into the segments again.
 pub(super) fn flat_pieces<'p, D: Dir>(
     chunks: &[&[v1::Segment]],
     mut piece: impl FnMut(usize, u32) -> Option<Piece<'p, D>>,
-) -> Result<Option<KVec<Piece<'p, D>>>> {
-    // A segment's bytes span at most one page more than they fill.
-    let most: usize = chunks
-        .iter()
-        .flat_map(|segs| segs.iter())
-        .map(|s| s.length.div_ceil(PAGE_SIZE) as usize + 1)
-        .sum();
-    let mut all = KVec::with_capacity(most, GFP_KERNEL)?;
+    out: &mut Option<Pieces<'p, D>>,
+) -> Result<bool> {
     for (i, &segs) in chunks.iter().enumerate() {
         let mut pos = 0u32;
         for seg in segs {
             let mut left = seg.length;
             while left > 0 {
-                let Some((page, off, n)) = piece(i, pos) else { return Ok(None) };
+                let Some((page, off, n)) = piece(i, pos) else { return Ok(false) };
                 let take = left.min(n);
-                all.push((page, off, take), GFP_KERNEL)?;
+                // Made with the first piece: a page reference has no empty
+                // value to fill the room with.
+                Few::push_to(out, (page, off, take))?;
                 pos = pos.checked_add(take).ok_or(EINVAL)?;
                 left -= take;
             }
         }
     }
-    Ok(Some(all))
+    Ok(true)
 }
 
 /// The piece of `pages` (their bytes in order) holding byte `pos`.
@@ -341,10 +364,10 @@ pub(super) fn owned_piece<D: Dir>(pages: &OwnedPages, pos: u32) -> Option<Piece<
 /// Adds to `out` an RDMA Write or Read for each segment of `segs` that
 /// takes bytes, from or into its pieces, the next ones of `pieces` (as
 /// [`flat_pieces`] made them for these segments, in order).
-pub(super) fn add_segments<'a, 'p, 's, D: Dir>(
-    out: &mut KVec<RwSeg<'a, 'p, D>>,
+pub(super) fn rw_segments<'a, 'p, 's, D: Dir>(
     segs: impl IntoIterator<Item = &'s v1::Segment>,
     pieces: &'a [Piece<'p, D>],
+    out: &mut RwSegs<'a, 'p, D>,
 ) -> Result {
     let mut rest = pieces;
     for seg in segs.into_iter().filter(|s| s.length > 0) {
@@ -360,7 +383,7 @@ pub(super) fn add_segments<'a, 'p, 's, D: Dir>(
         }
         let (these, more) = rest.split_at(n);
         rest = more;
-        out.push(RwSeg { rkey: seg.handle, addr: seg.offset, pages: these }, GFP_KERNEL)?;
+        out.push(RwSeg { rkey: seg.handle, addr: seg.offset, pages: these })?;
     }
     Ok(())
 }
@@ -368,9 +391,10 @@ pub(super) fn add_segments<'a, 'p, 's, D: Dir>(
 /// The Write chunks `c` offered, as a reply that placed no payload in
 /// them returns them: every segment, each with length 0 (svcrdma does
 /// the same; a requester finds each chunk it offered in the reply).
-fn unused_writes(c: &CallChunks) -> Result<KVec<v1::Segment>> {
+fn unused_writes(c: &CallChunks) -> Result<Segments> {
     let n: usize = c.writes().map(<[v1::Segment]>::len).sum();
-    let mut out = KVec::from_elem(v1::Segment::default(), n, GFP_KERNEL)?;
+    let mut out = Segments::new(v1::Segment::default());
+    out.grow_to(n, v1::Segment::default())?;
     let mut at = 0;
     for offered in c.writes() {
         let rest = out.get_mut(at..).ok_or(EINVAL)?;
