@@ -273,19 +273,24 @@ impl OwnedPage {
 }
 
 /// Pages the module allocated itself, with the page array a [`PageRun`]
-/// names (a self-test's buffer of several pages). Dropping it drops the
-/// module's references, as [`OwnedPage`] does.
+/// names (a self-test's buffer of several pages, the sink of a call's Read
+/// chunk). Dropping it drops the module's references, as [`OwnedPage`]
+/// does. One page (a 4 KiB WRITE's sink) is kept with its array in place:
+/// no allocation beside the page's.
 ///
 /// # Invariants
 ///
-/// `ptrs` has one entry per page of `pages`, in order, each that page's
-/// `struct page`; neither vector changes after `new`.
-pub(crate) struct OwnedPages {
-    pages: kernel::alloc::KVec<OwnedPage>,
-    ptrs: kernel::alloc::KVec<*mut sys::page>,
+/// The array (`ptr` of [`Pages::One`], `ptrs` of [`Pages::Many`]) has one
+/// entry per page, in order, each that page's `struct page`; nothing
+/// changes after `new`.
+pub(crate) struct OwnedPages(Pages);
+
+enum Pages {
+    One { page: OwnedPage, ptr: [*mut sys::page; 1] },
+    Many { pages: kernel::alloc::KVec<OwnedPage>, ptrs: kernel::alloc::KVec<*mut sys::page> },
 }
 
-// SAFETY: the pages are `OwnedPage`s (`Send`); `ptrs` only names them
+// SAFETY: the pages are `OwnedPage`s (`Send`); the array only names them
 // (type invariant) and moves with them.
 unsafe impl Send for OwnedPages {}
 
@@ -304,6 +309,12 @@ impl OwnedPages {
     }
 
     fn alloc(n: usize, zero: bool) -> kernel::error::Result<Self> {
+        if n == 1 {
+            let page = OwnedPage::alloc(zero)?;
+            let ptr = [page.ptr.as_ptr()];
+            // INVARIANT: the page's entry.
+            return Ok(OwnedPages(Pages::One { page, ptr }));
+        }
         let flags = kernel::alloc::flags::GFP_KERNEL;
         let mut pages = kernel::alloc::KVec::with_capacity(n, flags)?;
         let mut ptrs = kernel::alloc::KVec::with_capacity(n, flags)?;
@@ -313,41 +324,53 @@ impl OwnedPages {
             pages.push(p, flags)?;
         }
         // INVARIANT: one entry per page, in order, each its page's.
-        Ok(OwnedPages { pages, ptrs })
+        Ok(OwnedPages(Pages::Many { pages, ptrs }))
     }
 
     /// How many pages.
     pub(crate) fn len(&self) -> usize {
-        self.pages.len()
+        self.raw_pages().len()
     }
 
     /// Page `i`.
     pub(crate) fn page(&self, i: usize) -> Option<&OwnedPage> {
-        self.pages.get(i)
+        match &self.0 {
+            Pages::One { page, .. } => (i == 0).then_some(page),
+            Pages::Many { pages, .. } => pages.get(i),
+        }
     }
 
     /// The pages' `struct page`s, in order, for kapi's helpers.
     pub(in crate::kapi) fn raw_pages(&self) -> &[*mut sys::page] {
-        &self.ptrs
+        match &self.0 {
+            Pages::One { ptr, .. } => ptr,
+            Pages::Many { ptrs, .. } => ptrs,
+        }
     }
 
     /// Forgets the pages without dropping their references: once a helper
     /// took the references over ([`OwnedPages::raw_pages`]).
     pub(in crate::kapi) fn give_up(self) {
-        let OwnedPages { pages, ptrs } = self;
-        for p in pages {
-            // The reference is the helper's now, not dropped here.
-            core::mem::forget(p);
+        match self.0 {
+            // The references are the helper's now, not dropped here.
+            Pages::One { page, .. } => core::mem::forget(page),
+            Pages::Many { pages, ptrs } => {
+                for p in pages {
+                    core::mem::forget(p);
+                }
+                drop(ptrs);
+            }
         }
-        drop(ptrs);
     }
 
     /// All the pages, as a run, lent for `'_` in either direction: they
     /// are the module's own.
     pub(crate) fn run<D: Dir>(&self) -> PageRun<'_, D> {
-        // SAFETY: `ptrs` has `len` entries, each a page `self` holds, which
-        // stays allocated (and the array readable: it never changes) for
-        // as long as `self` is borrowed (type invariant).
-        unsafe { PageRun::new(self.ptrs.as_ptr(), self.ptrs.len() as u32, ANY_OWNER) }
+        let ptrs = self.raw_pages();
+        // SAFETY: the array has `len` entries, each a page `self` holds,
+        // which stays allocated (and the array readable, in place: it
+        // never changes, and `self` cannot move) for as long as `self` is
+        // borrowed (type invariant).
+        unsafe { PageRun::new(ptrs.as_ptr(), ptrs.len() as u32, ANY_OWNER) }
     }
 }
