@@ -80,9 +80,13 @@ impl<T: Copy, const N: usize> Few<T, N> {
                 *n = end;
                 return Ok(());
             }
+            // Too long to keep in place: all of it in one allocation.
+            let mut out = KVec::with_capacity(end, GFP_KERNEL)?;
+            out.extend_from_slice(a.get(..*n).unwrap_or_default(), GFP_KERNEL)?;
+            *self = Few::Out(out);
         }
-        for &v in s {
-            self.push(v)?;
+        if let Few::Out(o) = self {
+            o.extend_from_slice(s, GFP_KERNEL)?;
         }
         Ok(())
     }

@@ -46,6 +46,7 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     ("c-v1-no-reminv", "Version One without the RFC 8797 R flag: a call with one handle answered by plain Send"),
     ("c-junk-pdata", "junk CM private data: ignored, the connection carries calls"),
     ("c-long-call", "a Long Call (RDMA_NOMSG, the NULL call in a position-zero Read chunk): answered"),
+    ("c-long-inline", "a NULL call with 1200 bytes inline and a Read chunk after them: pulled and answered"),
     ("c-drop-during-read", "a Long Call of 1 MiB, the connection gone at once: the server lets go, a new connection works"),
     ("c-short-write", "an NFSv4 READ of 8 KiB with an 8 KiB Write chunk (the file's bytes placed), then with one of 1000 bytes: the READ fails, no byte past the chunk written; the connection carries calls"),
     ("c-credit-overrun", "twice the granted credits of NULL calls sent at once: each answered, the connection kept"),
@@ -218,6 +219,19 @@ impl Client {
             self.log.line("the server's ROPT_INITXCH, set aside");
             self.initxch = Some(a.bytes);
         }
+    }
+
+    /// Sends the call `m` (XID `xid`, `what`) and checks that the answer
+    /// is its reply: RDMA_MSG, the same XID, the RPC reply after it.
+    fn call_answered(&mut self, what: &str, xid: u32, m: &[u8]) -> Result<(), String> {
+        self.send(what, m)?;
+        let a = self.answer(&format!("the reply to {what}"))?;
+        let (h, rpc) = v1::Header::decode_split(&a.bytes, &v1::Limits::DEFAULT).map_err(|e| format!("the reply: {e:?}"))?;
+        if h.xid != xid || !matches!(h.body, v1::Body::Msg(_)) || rpc.get(..4) != Some(&xid.to_be_bytes()[..]) {
+            return Err(format!("the answer to {what} is not its reply: {:?}", h.body));
+        }
+        self.log.line(&format!("{what}: answered"));
+        Ok(())
     }
 
     /// The server's ROPT_INITXCH: the one set aside, or the next message.
@@ -578,14 +592,21 @@ pub fn run(addr: SocketAddrV4, scenario: &str, log: Log) -> Result<(), String> {
             let r = seg(c.conn.readable(&null_call(xid)).map_err(|e| e.to_string())?);
             let reads = [v1::ReadSegment { position: 0, segment: r }];
             let m = call_with(false, xid, true, v1::ChunkLists { reads: &reads, writes: &[], reply: None }, false)?;
-            c.send("a Long Call", &m)?;
-            let a = c.answer("the Long Call's reply")?;
-            let (h, rpc) = v1::Header::decode_split(&a.bytes, &v1::Limits::DEFAULT).map_err(|e| format!("the reply: {e:?}"))?;
-            if h.xid != xid || !matches!(h.body, v1::Body::Msg(_)) || rpc.get(..4) != Some(&xid.to_be_bytes()[..]) {
-                return Err(format!("the Long Call's answer is not its reply: {:?}", h.body));
-            }
-            c.log.line("the Long Call was answered");
-            Ok(())
+            c.call_answered("a Long Call", xid, &m)
+        }
+        "c-long-inline" => {
+            // More inline bytes before a Read chunk than the server keeps
+            // in place (512): the NULL call, then zeros it ignores, then
+            // 64 bytes pulled.
+            let mut c = Client::connect(addr, &pd, log)?;
+            let xid = c.next_xid();
+            let mut call = null_call(xid);
+            call.resize(1200, 0);
+            let r = seg(c.conn.readable(&[0u8; 64]).map_err(|e| e.to_string())?);
+            let reads = [v1::ReadSegment { position: 1200, segment: r }];
+            let mut m = call_with(false, xid, false, v1::ChunkLists { reads: &reads, writes: &[], reply: None }, false)?;
+            m.extend_from_slice(&call);
+            c.call_answered("a NULL call with 1200 bytes inline and a Read chunk", xid, &m)
         }
         "c-drop-during-read" => {
             {
