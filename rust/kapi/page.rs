@@ -258,6 +258,13 @@ impl OwnedPage {
         unsafe { self.page.write_raw(src.as_ptr(), offset, src.len()) }
     }
 
+    /// Zeroes `len` bytes of the page at `offset`.
+    pub(crate) fn zero(&self, offset: usize, len: usize) -> kernel::error::Result {
+        // SAFETY: as for `write`: `fill_zero_raw` checks that the bytes fit
+        // in the page, which is the module's own.
+        unsafe { self.page.fill_zero_raw(offset, len) }
+    }
+
     /// Copies bytes of the page at `offset` into `dst`.
     pub(crate) fn read(&self, offset: usize, dst: &mut [u8]) -> kernel::error::Result {
         // SAFETY: `dst` is writable for its length; `read_raw` checks that
@@ -301,10 +308,10 @@ impl OwnedPages {
     }
 
     /// Allocates `n` pages not zeroed: their bytes are whatever the page
-    /// allocator left in them, so only for a buffer whose every byte that
-    /// is used is written first (the sink of RDMA Reads that completed, a
-    /// copy). Sleeps.
-    pub(crate) fn new_uninit(n: usize) -> kernel::error::Result<Self> {
+    /// allocator left in them, so only for kapi's
+    /// [`Sink`](crate::kapi::ib::rw::Sink), which nothing reads before a
+    /// Read wrote it. Sleeps.
+    pub(in crate::kapi) fn new_uninit(n: usize) -> kernel::error::Result<Self> {
         Self::alloc(n, false)
     }
 

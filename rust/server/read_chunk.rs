@@ -17,7 +17,7 @@ use kernel::prelude::*;
 use super::{
     few::Few,
     recv::{self, CallChunks, ConnState},
-    reply::{flat_pieces, owned_piece, rw_segments, rw_segs, SEND_WAIT_MS},
+    reply::{flat_pieces, rw_segments, rw_segs, SEND_WAIT_MS},
     stats::COUNTERS,
     xprt::ServerXprt,
 };
@@ -33,7 +33,7 @@ use crate::{
         responder::{self, CallPiece},
         v1,
     },
-    verbs::{Completion, Connection, RwPosted, RwSeg},
+    verbs::{Completion, Connection, RwPosted, RwSeg, Sink},
 };
 
 /// Most Read chunks of a call this server takes: a Long Call's and a data
@@ -77,8 +77,9 @@ pub(super) struct Pull {
     len: u32,
     /// The Write list and Reply chunk, for the reply.
     kept: Option<KBox<CallChunks>>,
-    /// The pages the chunks are pulled into, once [`Pull::start`]ed.
-    pages: ChunkPages,
+    /// The pages each chunk is pulled into, once [`Pull::start`]ed: not
+    /// readable until the Reads filled them ([`InPull::finish`]).
+    sinks: [Option<Sink>; MAX_READ_CHUNKS],
 }
 
 /// What became of a pulled call.
@@ -133,7 +134,7 @@ impl Pull {
                 npieces: n,
                 len,
                 kept,
-                pages: ChunkPages::new(),
+                sinks: Default::default(),
             }),
             GFP_KERNEL,
         )
@@ -157,20 +158,19 @@ impl Pull {
         for i in 0..self.nchunks {
             // Below `MAX_CALL` (the plan checked each chunk's length).
             let len: u64 = self.chunk(i).ok_or(EINVAL)?.iter().map(|s| u64::from(s.length)).sum();
-            // Not zeroed: only bytes the Reads wrote are used, once they
-            // completed (`finish`).
-            self.pages.push(OwnedPages::new_uninit(len.div_ceil(u64::from(PAGE_SIZE)) as usize)?)?;
+            // Not zeroed: readable only once the Reads wrote them.
+            *self.sinks.get_mut(i).ok_or(EINVAL)? = Some(Sink::new(u32::try_from(len).map_err(|_| EINVAL)?)?);
             total += len;
         }
         for (i, ch) in chunks.iter_mut().enumerate().take(self.nchunks) {
             *ch = self.chunk(i).ok_or(EINVAL)?;
         }
-        let pages = &self.pages;
+        let sinks = &self.sinks;
         let posted = {
             // Each chunk's data from the start of its pages.
             let chunks = chunks.get(..self.nchunks).ok_or(EINVAL)?;
             let mut local = None;
-            if !flat_pieces::<Inbound>(chunks, |i, pos| owned_piece(pages.get(i)?, pos), &mut local)? {
+            if !flat_pieces::<Inbound>(chunks, |i, pos| sinks.get(i)?.as_ref()?.piece(pos), &mut local)? {
                 return Err(EINVAL);
             }
             let mut segs = rw_segs();
@@ -188,7 +188,7 @@ impl Pull {
 
     /// Gives `rq` the call that `pages`, pulled as `how` says, rebuild,
     /// with the chunks kept for its reply. An error: the call is lost.
-    fn finish(mut self: KBox<Self>, how: Completion, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
+    fn finish(mut self: KBox<Self>, how: Completion, mut pages: ChunkPages, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
         match how {
             Completion::Ok => {}
             // The connection went: the call is lost with it.
@@ -206,21 +206,22 @@ impl Pull {
                 return Err(errno::ECONNRESET());
             }
         }
+        if pages.n < self.nchunks {
+            // Never: a Read that completed filled every sink it was made
+            // over.
+            return Err(EIO);
+        }
         let pieces = self.pieces.get(..self.npieces).ok_or(EINVAL)?;
         let built = match responder::one_item(pieces) {
             // One data item (an NFS WRITE's payload) in a call whose rest
             // came inline and fits the head page: its pages become the
             // thread's, as svcrdma gives its Read sinks, not copied.
-            Some(item) if !self.long && self.pages.len() == 1 && self.inline.len() <= PAGE_SIZE as usize => {
-                let data = self.pages.take_first().ok_or(EINVAL)?;
+            Some(item) if !self.long && pages.n == 1 && self.inline.len() <= PAGE_SIZE as usize => {
+                let data = pages.take_first().ok_or(EINVAL)?;
+                // The roundup after the data in its last page (a page
+                // holds a multiple of four bytes) is zero: a sink's bytes
+                // past its chunk's are.
                 let page_len = item.len.checked_add(item.pad).ok_or(EINVAL)?;
-                if item.pad != 0 {
-                    // The roundup, zeros, after the data in its last page
-                    // (a page holds a multiple of four bytes).
-                    let last = data.page((item.len / PAGE_SIZE) as usize).ok_or(EINVAL)?;
-                    let zeros = [0u8; 3];
-                    last.write((item.len % PAGE_SIZE) as usize, zeros.get(..item.pad as usize).ok_or(EINVAL)?)?;
-                }
                 let n = data.len() as u64;
                 let r = rq.set_call_item(&self.inline, item.position, data, page_len);
                 if r.is_ok() {
@@ -228,7 +229,7 @@ impl Pull {
                 }
                 r
             }
-            _ => self.build_flat(rq),
+            _ => self.build_flat(&pages, rq),
         };
         match built {
             Ok(()) => {}
@@ -242,8 +243,7 @@ impl Pull {
     }
 
     /// Gives `rq` the call copied into its pages, piece by piece.
-    fn build_flat(&self, rq: &mut RecvRqst<'_, CallChunks>) -> Result {
-        let pages = &self.pages;
+    fn build_flat(&self, pages: &ChunkPages, rq: &mut RecvRqst<'_, CallChunks>) -> Result {
         rq.build_call(self.len, |w| {
             for p in self.pieces.iter().take(self.npieces) {
                 match *p {
@@ -277,36 +277,28 @@ impl InPull {
     /// Ends the Reads (done: no wait) and gives `rq` the call; see
     /// [`Pull::finish`].
     pub(super) fn finish(self, conn: &Connection<ServerXprt>, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
-        let InPull { pull, posted } = self;
+        let InPull { mut pull, posted } = self;
+        let sinks = core::mem::take(&mut pull.sinks);
         // A token the connection does not take any more: its teardown
         // destroyed the operation, after the queue pair was drained.
-        let how = conn.rw_wait(posted).map_err(|_| errno::ENOTCONN())?;
-        pull.finish(how, rq)
+        let (how, filled) = conn.rw_wait_filled(posted, sinks).map_err(|_| errno::ENOTCONN())?;
+        let pages = ChunkPages::of(filled);
+        pull.finish(how, pages, rq)
     }
 }
 
-/// The pages each Read chunk of a call is pulled into, in the read
-/// list's order.
+/// The pages each Read chunk of a call was pulled into, in the read
+/// list's order, filled.
 struct ChunkPages {
-    /// The first `n` are `Some`.
     pages: [Option<OwnedPages>; MAX_READ_CHUNKS],
+    /// How many chunks were filled before the first that was not.
     n: usize,
 }
 
 impl ChunkPages {
-    fn new() -> Self {
-        ChunkPages { pages: core::array::from_fn(|_| None), n: 0 }
-    }
-
-    /// The pages of the next chunk; `EINVAL` past [`MAX_READ_CHUNKS`].
-    fn push(&mut self, p: OwnedPages) -> Result {
-        *self.pages.get_mut(self.n).ok_or(EINVAL)? = Some(p);
-        self.n += 1;
-        Ok(())
-    }
-
-    fn len(&self) -> usize {
-        self.n
+    fn of(pages: [Option<OwnedPages>; MAX_READ_CHUNKS]) -> Self {
+        let n = pages.iter().take_while(|p| p.is_some()).count();
+        ChunkPages { pages, n }
     }
 
     /// The pages of chunk `i`.

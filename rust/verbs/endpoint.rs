@@ -20,9 +20,9 @@ use super::{
     CmEvent, Completion, ConnHandler, DeviceCaps, DeviceName, HeldRecv, QpConfig, Received, VerbsCounters,
 };
 use crate::kapi::{
-    ib::{Conn, ConnBox, ConnHandle, ConnParam, ConnRequest, Events, QpSizes, RwChunk, RwPosted, RwSeg},
+    ib::{Conn, ConnBox, ConnHandle, ConnParam, ConnRequest, Events, Filled, QpSizes, RwChunk, RwPosted, RwSeg, Sink},
     net::{Net, SockAddr},
-    page::Dir,
+    page::{Dir, Inbound},
 };
 
 /// What a connection's completion handlers share, beside the handler.
@@ -343,6 +343,14 @@ impl<T: ConnHandler> Connection<T> {
     /// Waits until `p` completes, then ends it. Sleeps.
     pub(crate) fn rw_wait<D: Dir>(&self, p: RwPosted<D>) -> core::result::Result<Completion, RwPosted<D>> {
         self.conn.rw_wait(p)
+    }
+
+    /// Waits until the RDMA Read `p` completes, then ends it, and makes
+    /// the sinks it filled pages to read: see
+    /// [`Conn::rw_wait_filled`](crate::kapi::ib::Conn::rw_wait_filled).
+    /// Sleeps.
+    pub(crate) fn rw_wait_filled<const N: usize>(&self, p: RwPosted<Inbound>, sinks: [Option<Sink>; N]) -> Filled<N> {
+        self.conn.rw_wait_filled(p, sinks)
     }
 
     /// True once `p` completed: [`Connection::rw_wait`] then returns at

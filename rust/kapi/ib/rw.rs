@@ -48,7 +48,8 @@ use super::{
 use crate::{
     kapi::{
         errno,
-        page::{self, in_page, Dir, Outbound, PageRef, ANY_OWNER},
+        page::{self, in_page, Dir, Inbound, Outbound, OwnedPages, PageRef, ANY_OWNER},
+        PAGE_SIZE,
     },
     sys,
 };
@@ -71,6 +72,56 @@ impl<D: Dir> Clone for RwSeg<'_, '_, D> {
 }
 
 impl<D: Dir> Copy for RwSeg<'_, '_, D> {}
+
+/// What [`Conn::rw_wait_filled`] gives: how the Read went and the pages
+/// of each sink it filled; or, for a token of another connection, the
+/// token and the sinks.
+pub(crate) type Filled<const N: usize> =
+    core::result::Result<(Completion, [Option<OwnedPages>; N]), (RwPosted<Inbound>, [Option<Sink>; N])>;
+
+/// Pages for an RDMA Read to fill, allocated not zeroed: nothing reads
+/// them (their bytes are whatever the page allocator left in them) until
+/// [`Conn::rw_wait_filled`] makes them [`OwnedPages`], once a Read that
+/// wrote every byte of `[0, len)` completed. The rest of the last page is
+/// zeroed as it is allocated: no stale byte ever becomes readable.
+///
+/// # Invariants
+///
+/// `pages` holds `len.div_ceil(PAGE_SIZE)` pages, at least one; the bytes
+/// of the last one past `len` are zero.
+pub(crate) struct Sink {
+    pages: OwnedPages,
+    len: u32,
+}
+
+impl Sink {
+    /// Pages for `len` bytes (not zero). Sleeps.
+    pub(crate) fn new(len: u32) -> Result<Self> {
+        if len == 0 {
+            return Err(EINVAL);
+        }
+        let n = len.div_ceil(PAGE_SIZE) as usize;
+        let pages = OwnedPages::new_uninit(n)?;
+        let tail = len % PAGE_SIZE;
+        if tail != 0 {
+            let last = pages.page(n - 1).ok_or(EINVAL)?;
+            last.zero(tail as usize, (PAGE_SIZE - tail) as usize)?;
+        }
+        // INVARIANT: as many pages as `len` takes, the last one's tail
+        // zeroed.
+        Ok(Sink { pages, len })
+    }
+
+    /// The page holding byte `pos` (below [`Sink::len`]), the offset there
+    /// and how many of the sink's bytes follow in that page: the local
+    /// side of a Read into it.
+    pub(crate) fn piece(&self, pos: u32) -> Option<(PageRef<'_, Inbound>, u32, u32)> {
+        let left = self.len.checked_sub(pos).filter(|&l| l > 0)?;
+        let off = pos % PAGE_SIZE;
+        let page = self.pages.page((pos / PAGE_SIZE) as usize)?;
+        Some((page.page_ref::<Inbound>(), off, (PAGE_SIZE - off).min(left)))
+    }
+}
 
 /// An R/W operation prepared on a connection, not posted: post it
 /// ([`Conn::rw_post`]), chain it ahead of a Send
@@ -406,6 +457,29 @@ impl RwOp {
         unsafe { self.get_unchecked_mut().destroy_ctxs(qp) };
     }
 
+    /// True if the operation's entries, in order, cover `sink`'s bytes
+    /// `[0, len)`: each of its pages from its start, one after the other
+    /// (entries of other pages skipped).
+    fn covers(&self, sink: &Sink) -> bool {
+        let ptrs = sink.pages.raw_pages();
+        let (mut at, mut page, mut off) = (0u32, 0usize, 0u32);
+        for e in self.sg.iter().take(self.refs) {
+            if at >= sink.len {
+                break;
+            }
+            let Some(&want) = ptrs.get(page) else { break };
+            if super::sg::page(e) == want && e.offset == off {
+                at = at.saturating_add(e.length);
+                off = off.saturating_add(e.length);
+                if off >= PAGE_SIZE {
+                    page += 1;
+                    off = 0;
+                }
+            }
+        }
+        at == sink.len
+    }
+
     /// Lets the pages go, if no context maps them any more.
     fn put_pages(&mut self) {
         if self.inited != 0 {
@@ -570,6 +644,45 @@ impl<V: Events> Conn<V> {
     /// queue pair's retry limit (a dead connection flushes every work
     /// request). A token of another connection comes back.
     pub(crate) fn rw_wait<D: Dir>(&self, p: RwPosted<D>) -> core::result::Result<Completion, RwPosted<D>> {
+        self.rw_wait_then(p, |_, _| ()).map(|(how, ())| how)
+    }
+
+    /// Waits until the RDMA Read `p` completes, then destroys it, as
+    /// [`Conn::rw_wait`] does, and makes each sink of `sinks` that it
+    /// filled [`OwnedPages`]: only if it completed without error and its
+    /// pages covered the sink's bytes (each page from its start, in
+    /// order). A sink it did not fill comes back `None`, its pages let go.
+    /// (Another operation prepared over the same pages may still write
+    /// them: one operation per sink.) A token of another connection comes
+    /// back, with the sinks.
+    pub(crate) fn rw_wait_filled<const N: usize>(&self, p: RwPosted<Inbound>, sinks: [Option<Sink>; N]) -> Filled<N> {
+        let mut sinks = sinks;
+        let checked = self.rw_wait_then(p, |op, how| {
+            let mut filled = [(); N].map(|()| None);
+            if how == Completion::Ok {
+                for (sink, out) in sinks.iter_mut().zip(filled.iter_mut()) {
+                    if sink.as_ref().is_some_and(|s| op.covers(s)) {
+                        *out = sink.take();
+                    }
+                }
+            }
+            filled
+        });
+        match checked {
+            // The pages of sinks not filled go (the operation is destroyed:
+            // no device reaches them).
+            Ok((how, filled)) => Ok((how, filled.map(|s| s.map(|s| s.pages)))),
+            Err(p) => Err((p, sinks)),
+        }
+    }
+
+    /// Waits until `p` completes, calls `check` with the operation (its
+    /// entries still set) and how it went, then destroys it.
+    fn rw_wait_then<D: Dir, R>(
+        &self,
+        p: RwPosted<D>,
+        check: impl FnOnce(&RwOp, Completion) -> R,
+    ) -> core::result::Result<(Completion, R), RwPosted<D>> {
         let Ok(qp) = self.qp() else { return Err(p) };
         if p.conn != self.conn_id() {
             return Err(p);
@@ -582,7 +695,8 @@ impl<V: Events> Conn<V> {
             }
         };
         // SAFETY: the operation stays in the table (pinned) until this
-        // token ends it below; only its atomics are read.
+        // token ends it below; its entries are not changed before (only
+        // its preparation wrote them), and its atomics are read.
         let op = unsafe { &*op };
         let mut g = self.inv_lock.lock();
         while !op.done.load(Ordering::Acquire) {
@@ -594,9 +708,10 @@ impl<V: Events> Conn<V> {
             sys::ib_wc_status_IB_WC_WR_FLUSH_ERR => Completion::Flushed,
             s => Completion::Failed(s),
         };
+        let r = check(op, how);
         self.rw_end(qp, p.index);
         self.unreserve_wrs(p.wrs as usize);
-        Ok(how)
+        Ok((how, r))
     }
 
     /// True once `p` completed (or was flushed): [`Conn::rw_wait`] then
