@@ -19,6 +19,7 @@
 //!   (`inv`: invalidation, release) are files of their own.
 //! - [`listen`]: the passive side ([`Listener`], [`Acceptor`]).
 //! - [`rw`]: RDMA Read and Write of local pages (the kernel's R/W API).
+//! - `rw_op`: one R/W operation, the table that keeps them, Read sinks.
 //! - `sg`: scatterlist entries of the tables above, set in place.
 
 pub(crate) mod buf;
@@ -35,6 +36,7 @@ pub(crate) mod pd;
 pub(crate) mod qp;
 mod rq;
 pub(crate) mod rw;
+mod rw_op;
 mod sg;
 mod sq;
 pub(crate) mod token;
@@ -50,6 +52,7 @@ pub(crate) use inv::Reuse;
 pub(crate) use listen::{Acceptor, ConnRequest, Listener};
 pub(crate) use mr::{FillSg, Registered, SgWriter};
 pub(crate) use rq::{HeldRecv, Received, RemoteInv};
-pub(crate) use rw::{Filled, RwChunk, RwPosted, RwSeg, Sink};
+pub(crate) use rw::{Filled, RwChunk, RwPosted, RwSeg};
+pub(crate) use rw_op::Sink;
 pub(crate) use sq::SendPolicy;
 pub(crate) use token::{Closed, ConnHandle, InFlight, Lender, Registration, Released, SendFailed};

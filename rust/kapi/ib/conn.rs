@@ -49,8 +49,8 @@ use super::{
     mr::FrMr,
     pd::Pd,
     qp::{Qp, QpCaps},
-    rw::RwTable,
     rq::recv_done,
+    rw_op::RwTable,
     sq::{probe_done, send_done, ProbeWr, SqLocked},
     token::ConnHandle,
 };
