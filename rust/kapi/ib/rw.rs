@@ -36,7 +36,7 @@ use super::{
     events::Events,
     frwr::Sent,
     qp::Qp,
-    rw_op::{Entry, RwOp, Sink},
+    rw_op::{RwOp, Sink},
     sq::{Chain, PostFailed},
 };
 use crate::{
@@ -130,18 +130,18 @@ impl<V: Events> Conn<V> {
         let mut op = match kept.map_or_else(RwOp::new::<V>, Ok) {
             Ok(op) => op,
             Err(e) => {
-                self.rw.lock().put(index, Entry::Free(None));
+                self.rw.lock().put_free(index, None);
                 return Err(e);
             }
         };
         match op.as_mut().fill(qp, segs, npages, cookie) {
             Ok(wrs) => {
-                self.rw.lock().put(index, Entry::Live(op));
+                self.rw.lock().put_live(index, op);
                 // INVARIANT: in the table at `index`, prepared, not posted.
                 Ok(RwChunk { conn: self.conn_id(), index: index as u16, wrs, _dir: PhantomData })
             }
             Err(e) => {
-                self.rw.lock().put(index, Entry::Free(RwOp::kept(op)));
+                self.rw.lock().put_free(index, Some(op));
                 Err(e)
             }
         }
@@ -237,8 +237,7 @@ impl<V: Events> Conn<V> {
     /// (Another operation prepared over the same pages may still write
     /// them: one operation per sink.) A token of another connection comes
     /// back, with the sinks.
-    pub(crate) fn rw_wait_filled<const N: usize>(&self, p: RwPosted<Inbound>, sinks: [Option<Sink>; N]) -> Filled<N> {
-        let mut sinks = sinks;
+    pub(crate) fn rw_wait_filled<const N: usize>(&self, p: RwPosted<Inbound>, mut sinks: [Option<Sink>; N]) -> Filled<N> {
         let checked = self.rw_wait_then(p, |op, how| {
             let mut filled = [(); N].map(|()| None);
             if how == Completion::Ok {
@@ -334,7 +333,7 @@ impl<V: Events> Conn<V> {
             // SAFETY: made on this connection's queue pair; not posted (the
             // caller's word, from the token it consumed).
             unsafe { op.as_mut().destroy(qp) };
-            self.rw.lock().put(index, Entry::Free(RwOp::kept(op)));
+            self.rw.lock().put_free(index, Some(op));
         }
     }
 

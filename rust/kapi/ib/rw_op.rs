@@ -105,7 +105,7 @@ pub(super) struct RwTable {
 }
 
 /// An entry of an [`RwTable`].
-pub(super) enum Entry {
+enum Entry {
     /// Free, with the operation last ended here if it is kept.
     Free(Option<Pin<KBox<RwOp>>>),
     /// Taken out by the thread preparing an operation in it, or ending
@@ -143,14 +143,31 @@ impl RwTable {
         }
     }
 
-    /// Puts a taken entry back: `Live` with a prepared operation, or free
-    /// (keeping `op`, which holds no context and no page, if one).
-    pub(super) fn put(&mut self, index: usize, e: Entry) {
-        if let Some(slot) = self.ops.get_mut(index) {
-            *slot = e;
-            if matches!(slot, Entry::Free(_)) {
-                self.hint = index;
-            }
+    /// Puts the prepared operation `op` in entry `index`, taken by
+    /// [`RwTable::take_free`]. An entry not taken is left as it is, and
+    /// `op` leaked with whatever it holds (never: only the thread that
+    /// took an entry puts it back).
+    pub(super) fn put_live(&mut self, index: usize, op: Pin<KBox<RwOp>>) {
+        self.put(index, Entry::Live(op));
+    }
+
+    /// Frees entry `index`, taken by [`RwTable::take_free`] or
+    /// [`RwTable::take_live`], keeping `op` for the next operation if it
+    /// is one [`RwOp::kept`] keeps (nothing made on it; its pages are let
+    /// go). An entry not taken is left as it is, as for
+    /// [`RwTable::put_live`].
+    pub(super) fn put_free(&mut self, index: usize, op: Option<Pin<KBox<RwOp>>>) {
+        // INVARIANT: a kept operation has no context and holds no page.
+        self.put(index, Entry::Free(op.and_then(RwOp::kept)));
+        self.hint = index;
+    }
+
+    /// Puts `e` in entry `index` if it is taken; else leaks it (whatever
+    /// it holds may still be reached by a device).
+    fn put(&mut self, index: usize, e: Entry) {
+        match self.ops.get_mut(index) {
+            Some(slot) if matches!(slot, Entry::Taken) => *slot = e,
+            _ => core::mem::forget(e),
         }
     }
 
@@ -427,7 +444,7 @@ impl RwOp {
     /// `op`, its contexts destroyed, with its pages let go, to keep for
     /// the next operation; `None` (leaked, its pages held) if a context
     /// is still made.
-    pub(super) fn kept(mut op: Pin<KBox<Self>>) -> Option<Pin<KBox<Self>>> {
+    fn kept(mut op: Pin<KBox<Self>>) -> Option<Pin<KBox<Self>>> {
         if op.inited != 0 {
             core::mem::forget(op);
             return None;
