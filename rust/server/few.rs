@@ -33,20 +33,28 @@ impl<T: Copy, const N: usize> Few<T, N> {
     /// Adds `v` at the end; a list kept in place moves to an allocation
     /// once full.
     pub(super) fn push(&mut self, v: T) -> Result {
-        match self {
-            Few::In(a, n) => {
-                if let Some(e) = a.get_mut(*n) {
-                    *e = v;
-                    *n += 1;
-                    return Ok(());
-                }
-                let mut out = KVec::with_capacity(N.saturating_mul(2).max(1), GFP_KERNEL)?;
-                out.extend_from_slice(a, GFP_KERNEL)?;
-                out.push(v, GFP_KERNEL)?;
-                *self = Few::Out(out);
-                Ok(())
+        if let Few::In(a, n) = self {
+            if let Some(e) = a.get_mut(*n) {
+                *e = v;
+                *n += 1;
+                return Ok(());
             }
-            Few::Out(o) => Ok(o.push(v, GFP_KERNEL)?),
+        }
+        Ok(self.spill(N.max(1))?.push(v, GFP_KERNEL)?)
+    }
+
+    /// The list's allocation, made with room for `more` entries beyond
+    /// those it has if the list was kept in place.
+    fn spill(&mut self, more: usize) -> Result<&mut KVec<T>> {
+        if let Few::In(a, n) = self {
+            let mut out = KVec::with_capacity(n.saturating_add(more), GFP_KERNEL)?;
+            out.extend_from_slice(a.get(..*n).unwrap_or_default(), GFP_KERNEL)?;
+            *self = Few::Out(out);
+        }
+        match self {
+            Few::Out(o) => Ok(o),
+            // Never: moved just above.
+            Few::In(..) => Err(EINVAL),
         }
     }
 
@@ -71,7 +79,8 @@ impl<T: Copy, const N: usize> Few<T, N> {
         Ok(())
     }
 
-    /// Adds a copy of `s` at the end.
+    /// Adds a copy of `s` at the end; in one allocation, if it does not
+    /// fit in place.
     pub(super) fn extend_from_slice(&mut self, s: &[T]) -> Result {
         if let Few::In(a, n) = self {
             let end = n.saturating_add(s.len());
@@ -80,15 +89,8 @@ impl<T: Copy, const N: usize> Few<T, N> {
                 *n = end;
                 return Ok(());
             }
-            // Too long to keep in place: all of it in one allocation.
-            let mut out = KVec::with_capacity(end, GFP_KERNEL)?;
-            out.extend_from_slice(a.get(..*n).unwrap_or_default(), GFP_KERNEL)?;
-            *self = Few::Out(out);
         }
-        if let Few::Out(o) = self {
-            o.extend_from_slice(s, GFP_KERNEL)?;
-        }
-        Ok(())
+        Ok(self.spill(s.len())?.extend_from_slice(s, GFP_KERNEL)?)
     }
 }
 

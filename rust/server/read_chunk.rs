@@ -155,35 +155,30 @@ impl Pull {
         let mut total = 0u64;
         // Each chunk's segments (`of` kept at most `MAX_READ_CHUNKS`).
         let mut chunks = [&[][..]; MAX_READ_CHUNKS];
-        for i in 0..self.nchunks {
+        let Pull { segs, ends, nchunks, sinks, .. } = &mut *self;
+        let ends = ends.get(..*nchunks).ok_or(EINVAL)?;
+        for (i, (ch, sink)) in chunks.iter_mut().zip(sinks.iter_mut()).enumerate().take(ends.len()) {
+            *ch = recv::part(segs, 0, ends, i).ok_or(EINVAL)?;
             // Below `MAX_CALL` (the plan checked each chunk's length).
-            let len: u64 = self.chunk(i).ok_or(EINVAL)?.iter().map(|s| u64::from(s.length)).sum();
+            let len: u64 = ch.iter().map(|s| u64::from(s.length)).sum();
             // Not zeroed: readable only once the Reads wrote them.
-            *self.sinks.get_mut(i).ok_or(EINVAL)? = Some(Sink::new(u32::try_from(len).map_err(|_| EINVAL)?)?);
+            *sink = Some(Sink::new(u32::try_from(len).map_err(|_| EINVAL)?)?);
             total += len;
         }
-        for (i, ch) in chunks.iter_mut().enumerate().take(self.nchunks) {
-            *ch = self.chunk(i).ok_or(EINVAL)?;
-        }
-        let sinks = &self.sinks;
+        let sinks = &*sinks;
         let posted = {
             // Each chunk's data from the start of its pages.
-            let chunks = chunks.get(..self.nchunks).ok_or(EINVAL)?;
+            let chunks = chunks.get(..ends.len()).ok_or(EINVAL)?;
             let mut local = None;
             if !flat_pieces::<Inbound>(chunks, |i, pos| sinks.get(i)?.as_ref()?.piece(pos), &mut local)? {
                 return Err(EINVAL);
             }
-            let mut segs = rw_segs();
-            rw_segments(self.segs.iter(), local.as_deref().unwrap_or_default(), &mut segs)?;
-            st.post_read(conn, &segs)?
+            let mut rws = rw_segs();
+            rw_segments(segs.iter(), local.as_deref().unwrap_or_default(), &mut rws)?;
+            st.post_read(conn, &rws)?
         };
         COUNTERS.read_bytes.fetch_add(total, Ordering::Relaxed);
         Ok(InPull { pull: self, posted })
-    }
-
-    /// The segments of chunk `i`.
-    fn chunk(&self, i: usize) -> Option<&[v1::Segment]> {
-        recv::part(&self.segs, 0, self.ends.get(..self.nchunks)?, i)
     }
 
     /// Gives `rq` the call that `pages`, pulled as `how` says, rebuild,
