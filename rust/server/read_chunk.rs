@@ -98,48 +98,48 @@ impl Pull {
     /// carried (ERR_CHUNK is owed) or there is no memory.
     pub(super) fn of(xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>) -> Option<KBox<Self>> {
         let reads = &chunks.reads;
-        let count = reads.chunks().count();
-        if count > MAX_READ_CHUNKS || reads.len() > MAX_READ_SEGMENTS {
+        if reads.len() > MAX_READ_SEGMENTS {
             return None;
         }
         let inline_len = match inline {
             Some(m) => Some(u32::try_from(m.len()).ok()?),
             None => None,
         };
-        let mut pieces = [CallPiece::Pad(0); MAX_PIECES];
-        let (n, len) = responder::plan_call(reads, inline_len, MAX_CALL, &mut pieces).ok()?;
-        let mut segs = Few::new(v1::Segment::default());
-        let mut ends = [0usize; MAX_READ_CHUNKS];
-        for (end, c) in ends.iter_mut().zip(reads.chunks()) {
-            for rs in c.segments.iter() {
-                segs.push(rs.segment).ok()?;
-            }
-            *end = segs.len();
-        }
-        // Kept for the reply even without a Write list or Reply chunk: its
-        // Send may invalidate the Read chunk's handle.
-        let kept = Some(CallChunks::of(chunks)?);
-        // Made in its box (not moved there: its inline room is most of
-        // its size), then the inline part copied in.
         let long = inline.is_none();
+        // Made empty in its box, then filled there: moved in, its inline
+        // room and lists (most of its size) would be copied.
         let mut pull = KBox::init(
             init!(Pull {
                 xid,
                 inline: Few::new(0),
                 long,
-                segs,
-                ends,
-                nchunks: count,
-                pieces,
-                npieces: n,
-                len,
-                kept,
+                segs: Few::new(v1::Segment::default()),
+                ends: [0; MAX_READ_CHUNKS],
+                nchunks: 0,
+                pieces: [CallPiece::Pad(0); MAX_PIECES],
+                npieces: 0,
+                len: 0,
+                kept: None,
                 sinks: Default::default(),
             }),
             GFP_KERNEL,
         )
         .ok()?;
-        pull.inline.extend_from_slice(inline.unwrap_or_default()).ok()?;
+        let p = &mut *pull;
+        for c in reads.chunks() {
+            // More than `MAX_READ_CHUNKS`: not taken.
+            let end = p.ends.get_mut(p.nchunks)?;
+            for rs in c.segments.iter() {
+                p.segs.push(rs.segment).ok()?;
+            }
+            *end = p.segs.len();
+            p.nchunks += 1;
+        }
+        (p.npieces, p.len) = responder::plan_call(reads, inline_len, MAX_CALL, &mut p.pieces).ok()?;
+        // Kept for the reply even without a Write list or Reply chunk: its
+        // Send may invalidate the Read chunk's handle.
+        p.kept = Some(CallChunks::of(chunks)?);
+        p.inline.extend_from_slice(inline.unwrap_or_default()).ok()?;
         Some(pull)
     }
 
@@ -183,7 +183,7 @@ impl Pull {
 
     /// Gives `rq` the call that `pages`, pulled as `how` says, rebuild,
     /// with the chunks kept for its reply. An error: the call is lost.
-    fn finish(mut self: KBox<Self>, how: Completion, mut pages: ChunkPages, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
+    fn finish(mut self: KBox<Self>, how: Completion, pages: &mut ChunkPages, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
         match how {
             Completion::Ok => {}
             // The connection went: the call is lost with it.
@@ -224,7 +224,7 @@ impl Pull {
                 }
                 r
             }
-            _ => self.build_flat(&pages, rq),
+            _ => self.build_flat(pages, rq),
         };
         match built {
             Ok(()) => {}
@@ -273,17 +273,18 @@ impl InPull {
     /// [`Pull::finish`].
     pub(super) fn finish(self, conn: &Connection<ServerXprt>, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
         let InPull { mut pull, posted } = self;
-        let sinks = core::mem::take(&mut pull.sinks);
+        let mut pages = ChunkPages { pages: Default::default(), n: 0 };
         // A token the connection does not take any more: its teardown
         // destroyed the operation, after the queue pair was drained.
-        let (how, filled) = conn.rw_wait_filled(posted, sinks).map_err(|_| errno::ENOTCONN())?;
-        let pages = ChunkPages::of(filled);
-        pull.finish(how, pages, rq)
+        let how = conn.rw_wait_filled(posted, &mut pull.sinks, &mut pages.pages).map_err(|_| errno::ENOTCONN())?;
+        pages.n = pages.pages.iter().take_while(|p| p.is_some()).count();
+        pull.finish(how, &mut pages, rq)
     }
 }
 
 /// The pages each Read chunk of a call was pulled into, in the read
-/// list's order, filled.
+/// list's order, filled. Kept in place, filled and read through `&mut`
+/// (moved by value, a few hundred bytes cost a copy at each move).
 struct ChunkPages {
     pages: [Option<OwnedPages>; MAX_READ_CHUNKS],
     /// How many chunks were filled before the first that was not.
@@ -291,11 +292,6 @@ struct ChunkPages {
 }
 
 impl ChunkPages {
-    fn of(pages: [Option<OwnedPages>; MAX_READ_CHUNKS]) -> Self {
-        let n = pages.iter().take_while(|p| p.is_some()).count();
-        ChunkPages { pages, n }
-    }
-
     /// The pages of chunk `i`.
     fn get(&self, i: usize) -> Option<&OwnedPages> {
         self.pages.get(i)?.as_ref()

@@ -179,33 +179,40 @@ impl CallChunks {
         if chunks.writes.iter().any(|w| w.len() > MAX_CHUNK_SEGMENTS) {
             return None;
         }
-        let mut segs = Segs::new(v1::Segment::default());
+        // Made empty in its box, then filled there (moved in, it would be
+        // copied).
+        let mut kept = KBox::init(
+            init!(CallChunks {
+                segs: Segs::new(v1::Segment::default()),
+                reply_end: 0,
+                write_ends: [0; MAX_WRITE_CHUNKS],
+                nwrites: 0,
+                payloads: [None; MAX_WRITE_CHUNKS],
+                next: 0,
+                invalidate: None,
+            }),
+            GFP_KERNEL,
+        )
+        .ok()?;
+        let c = &mut *kept;
         if let Some(r) = &chunks.reply {
             for seg in r.iter() {
-                segs.push(seg).ok()?;
+                c.segs.push(seg).ok()?;
             }
         }
-        let reply_end = segs.len();
-        let mut write_ends = [0usize; MAX_WRITE_CHUNKS];
-        for (end, w) in write_ends.iter_mut().zip(chunks.writes.iter()) {
+        c.reply_end = c.segs.len();
+        for (end, w) in c.write_ends.iter_mut().zip(chunks.writes.iter()) {
             for seg in w.iter() {
-                segs.push(seg).ok()?;
+                c.segs.push(seg).ok()?;
             }
-            *end = segs.len();
+            *end = c.segs.len();
         }
-        let invalidate = responder::single_handle(chunks);
         // INVARIANT: the Reply chunk's segments, then each Write chunk's,
-        // each end recorded after its segments.
-        let c = CallChunks {
-            segs,
-            reply_end,
-            write_ends,
-            nwrites: chunks.writes.len(),
-            payloads: [None; MAX_WRITE_CHUNKS],
-            next: 0,
-            invalidate,
-        };
-        KBox::new(c, GFP_KERNEL).ok()
+        // each end recorded after its segments (at most
+        // `MAX_WRITE_CHUNKS`, checked above).
+        c.nwrites = chunks.writes.len();
+        c.invalidate = responder::single_handle(chunks);
+        Some(kept)
     }
 
     /// The Reply chunk's segments (empty if the call offered none).

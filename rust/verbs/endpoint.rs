@@ -20,9 +20,9 @@ use super::{
     CmEvent, Completion, ConnHandler, DeviceCaps, DeviceName, HeldRecv, QpConfig, Received, VerbsCounters,
 };
 use crate::kapi::{
-    ib::{Conn, ConnBox, ConnHandle, ConnParam, ConnRequest, Events, Filled, QpSizes, RwChunk, RwPosted, RwSeg, Sink},
+    ib::{Conn, ConnBox, ConnHandle, ConnParam, ConnRequest, Events, QpSizes, RwChunk, RwPosted, RwSeg, Sink},
     net::{Net, SockAddr},
-    page::{Dir, Inbound},
+    page::{Dir, Inbound, OwnedPages},
 };
 
 /// What a connection's completion handlers share, beside the handler.
@@ -346,11 +346,16 @@ impl<T: ConnHandler> Connection<T> {
     }
 
     /// Waits until the RDMA Read `p` completes, then ends it, and makes
-    /// the sinks it filled pages to read: see
+    /// the sinks it filled pages to read, in `filled`: see
     /// [`Conn::rw_wait_filled`](crate::kapi::ib::Conn::rw_wait_filled).
     /// Sleeps.
-    pub(crate) fn rw_wait_filled<const N: usize>(&self, p: RwPosted<Inbound>, sinks: [Option<Sink>; N]) -> Filled<N> {
-        self.conn.rw_wait_filled(p, sinks)
+    pub(crate) fn rw_wait_filled<const N: usize>(
+        &self,
+        p: RwPosted<Inbound>,
+        sinks: &mut [Option<Sink>; N],
+        filled: &mut [Option<OwnedPages>; N],
+    ) -> core::result::Result<Completion, RwPosted<Inbound>> {
+        self.conn.rw_wait_filled(p, sinks, filled)
     }
 
     /// True once `p` completed: [`Connection::rw_wait`] then returns at

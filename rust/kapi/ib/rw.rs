@@ -66,12 +66,6 @@ impl<D: Dir> Clone for RwSeg<'_, '_, D> {
 
 impl<D: Dir> Copy for RwSeg<'_, '_, D> {}
 
-/// What [`Conn::rw_wait_filled`] gives: how the Read went and the pages
-/// of each sink it filled; or, for a token of another connection, the
-/// token and the sinks.
-pub(crate) type Filled<const N: usize> =
-    core::result::Result<(Completion, [Option<OwnedPages>; N]), (RwPosted<Inbound>, [Option<Sink>; N])>;
-
 /// An R/W operation prepared on a connection, not posted: post it
 /// ([`Conn::rw_post`]), chain it ahead of a Send
 /// ([`Conn::send_after_writes`]) or discard it ([`Conn::rw_discard`]).
@@ -230,31 +224,36 @@ impl<V: Events> Conn<V> {
     }
 
     /// Waits until the RDMA Read `p` completes, then destroys it, as
-    /// [`Conn::rw_wait`] does, and makes each sink of `sinks` that it
-    /// filled [`OwnedPages`]: only if it completed without error and its
-    /// pages covered the sink's bytes (each page from its start, in
-    /// order). A sink it did not fill comes back `None`, its pages let go.
-    /// (Another operation prepared over the same pages may still write
-    /// them: one operation per sink.) A token of another connection comes
-    /// back, with the sinks.
-    pub(crate) fn rw_wait_filled<const N: usize>(&self, p: RwPosted<Inbound>, mut sinks: [Option<Sink>; N]) -> Filled<N> {
-        let checked = self.rw_wait_then(p, |op, how| {
-            let mut filled = [(); N].map(|()| None);
-            if how == Completion::Ok {
-                for (sink, out) in sinks.iter_mut().zip(filled.iter_mut()) {
-                    if sink.as_ref().is_some_and(|s| op.covers(s)) {
-                        *out = sink.take();
+    /// [`Conn::rw_wait`] does, and moves each sink of `sinks` that it
+    /// filled into `filled` (at the same index) as [`OwnedPages`]: only if
+    /// it completed without error and its pages covered the sink's bytes
+    /// (each page from its start, in order). Every sink is taken out of
+    /// `sinks`; the pages of one it did not fill are let go, and its slot
+    /// of `filled` left as it was. (Another operation prepared over the
+    /// same pages may still write them: one operation per sink.) A token
+    /// of another connection comes back, `sinks` left as they were.
+    ///
+    /// In place: arrays of a few hundred bytes, moved by value, cost a
+    /// copy at each move.
+    pub(crate) fn rw_wait_filled<const N: usize>(
+        &self,
+        p: RwPosted<Inbound>,
+        sinks: &mut [Option<Sink>; N],
+        filled: &mut [Option<OwnedPages>; N],
+    ) -> core::result::Result<Completion, RwPosted<Inbound>> {
+        let (how, ()) = self.rw_wait_then(p, |op, how| {
+            for (sink, out) in sinks.iter_mut().zip(filled.iter_mut()) {
+                if let Some(s) = sink.take() {
+                    if how == Completion::Ok && op.covers(&s) {
+                        *out = Some(s.into_pages());
                     }
+                    // Else the sink's pages go; the operation's own page
+                    // references keep them until it is destroyed (its
+                    // mappings undone) just after.
                 }
             }
-            filled
-        });
-        match checked {
-            // The pages of sinks not filled go (the operation is destroyed:
-            // no device reaches them).
-            Ok((how, filled)) => Ok((how, filled.map(|s| s.map(Sink::into_pages)))),
-            Err(p) => Err((p, sinks)),
-        }
+        })?;
+        Ok(how)
     }
 
     /// Waits until `p` completes, calls `check` with the operation (its
