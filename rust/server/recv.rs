@@ -4,7 +4,7 @@
 //! server thread takes its call ([`ConnState::recvfrom`]), then reposted,
 //! which is the credit coming back. Calls are taken in the order they came.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use kernel::{
     new_condvar, new_spinlock,
@@ -47,9 +47,13 @@ pub(crate) struct ConnState {
     #[pin]
     calls: SpinLock<Calls>,
     /// Bumped when a Send buffer may have come back; replies waiting for
-    /// one wait on `send_wait`.
+    /// one wait on `send_wait`, with `send_lock` held while they check,
+    /// counted in `send_waiters`: with none, a buffer back takes no lock
+    /// and wakes no one (most of the time, on every Send and pull).
+    sends_back: AtomicU64,
+    send_waiters: AtomicU32,
     #[pin]
-    sends_back: SpinLock<u64>,
+    send_lock: SpinLock<()>,
     #[pin]
     send_wait: CondVar,
     /// The core took the transport down: Receives are no longer held.
@@ -295,7 +299,9 @@ impl ConnState {
             pin_init!(ConnState {
                 conn <- new_spinlock!(None, "rpcrdma_rs:svc_conn"),
                 calls <- new_spinlock!(calls, "rpcrdma_rs:svc_calls"),
-                sends_back <- new_spinlock!(0, "rpcrdma_rs:svc_sends_back"),
+                sends_back: AtomicU64::new(0),
+                send_waiters: AtomicU32::new(0),
+                send_lock <- new_spinlock!((), "rpcrdma_rs:svc_send_lock"),
                 send_wait <- new_condvar!("rpcrdma_rs:svc_send_wait"),
                 detached: AtomicBool::new(false),
                 bc <- new_spinlock!(None, "rpcrdma_rs:svc_bc"),
@@ -596,9 +602,20 @@ impl ConnState {
 
     /// Send buffers came back.
     pub(super) fn sends_freed(&self) {
-        let mut g = self.sends_back.lock();
-        *g = g.wrapping_add(1);
-        drop(g);
+        // Bumped before the waiters are counted, as a waiter counts itself
+        // before it checks (both sequentially consistent): either it sees
+        // the bump, or this sees it waiting and wakes it, after it is on
+        // the wait queue (it checks and sleeps with the lock held).
+        self.sends_back.fetch_add(1, Ordering::SeqCst);
+        if self.send_waiters.load(Ordering::SeqCst) != 0 {
+            self.wake_send_waiters();
+        }
+    }
+
+    /// Wakes the threads waiting for a Send buffer, once each waiting is
+    /// asleep or past its check.
+    fn wake_send_waiters(&self) {
+        drop(self.send_lock.lock());
         self.send_wait.notify_all();
     }
 
@@ -606,11 +623,19 @@ impl ConnState {
     /// [`ConnState::sends_seen`] read it), for at most `ms`.
     pub(super) fn wait_sends(&self, seen: u64, ms: u32) -> Result {
         let mut left = crate::kapi::time::ms_to_jiffies(ms);
-        let mut g = self.sends_back.lock();
-        while *g == seen && left > 0 && !self.detached.load(Ordering::Acquire) {
-            crate::kapi::time::wait_timeout(&self.send_wait, &mut g, &mut left)?;
+        let mut g = self.send_lock.lock();
+        self.send_waiters.fetch_add(1, Ordering::SeqCst);
+        let mut waited = Ok(());
+        while self.sends_back.load(Ordering::SeqCst) == seen && left > 0 && !self.detached.load(Ordering::SeqCst) {
+            waited = crate::kapi::time::wait_timeout(&self.send_wait, &mut g, &mut left);
+            if waited.is_err() {
+                break;
+            }
         }
-        if *g == seen {
+        self.send_waiters.fetch_sub(1, Ordering::SeqCst);
+        drop(g);
+        waited?;
+        if self.sends_back.load(Ordering::SeqCst) == seen {
             return Err(crate::kapi::errno::ETIMEDOUT());
         }
         Ok(())
@@ -618,18 +643,18 @@ impl ConnState {
 
     /// How many times Send buffers came back so far.
     pub(super) fn sends_seen(&self) -> u64 {
-        *self.sends_back.lock()
+        self.sends_back.load(Ordering::SeqCst)
     }
 
     /// The core took the transport down: no more calls are held, and the
     /// connection is asked to go.
     pub(super) fn detach(&self) {
-        self.detached.store(true, Ordering::Release);
+        self.detached.store(true, Ordering::SeqCst);
         // The backchannel's calls fail from now on (the core closes its
         // transport next); it is SUNRPC's to free.
         let bc = self.bc.lock().take();
         drop(bc);
-        self.send_wait.notify_all();
+        self.wake_send_waiters();
         if let Some(c) = self.connection() {
             c.disconnect();
         }
