@@ -110,8 +110,7 @@ impl ConnState {
         unused: &[&[v1::Segment]],
     ) -> Result<u32> {
         let (xid, len) = (rq.xid(), rq.reply_len());
-        let mut ret = Segments::new(v1::Segment::default());
-        ret.grow_to(offered.len(), v1::Segment::default())?;
+        let mut ret = blank_segments(offered.len())?;
         let Ok(n) = v1::fill_chunk(offered, len, &mut ret) else {
             return self.send_error_chunk(conn, xid).map(|()| 0);
         };
@@ -150,8 +149,7 @@ impl ConnState {
         // for a chunk no payload went to), one after the other; the
         // payloads, kept out of the inline part.
         let nsegs: usize = c.writes().map(<[v1::Segment]>::len).sum();
-        let mut returned = Segments::new(v1::Segment::default());
-        returned.grow_to(nsegs, v1::Segment::default())?;
+        let mut returned = blank_segments(nsegs)?;
         let mut skip = [(0u32, 0u32); MAX_WRITE_CHUNKS];
         let (mut nskip, mut written, mut first) = (0, 0u64, 0usize);
         for (offered, payload) in c.writes().zip(c.payloads().iter()) {
@@ -317,6 +315,14 @@ const FEW_SEGMENTS: usize = 4;
 /// Segments, as returned in a reply.
 pub(super) type Segments = Few<v1::Segment, FEW_SEGMENTS>;
 
+/// `n` segments for a reply to fill in (returned chunks), all zero.
+#[inline]
+fn blank_segments(n: usize) -> Result<Segments> {
+    let mut s = Segments::new(v1::Segment::default());
+    s.grow_to(n, v1::Segment::default())?;
+    Ok(s)
+}
+
 /// The RDMA Reads or Writes of a chunk or a call, one per segment.
 pub(super) type RwSegs<'a, 'p, D> = Few<RwSeg<'a, 'p, D>, FEW_SEGMENTS>;
 
@@ -393,8 +399,7 @@ pub(super) fn rw_segments<'a, 'p, 's, D: Dir>(
 /// the same; a requester finds each chunk it offered in the reply).
 fn unused_writes(c: &CallChunks) -> Result<Segments> {
     let n: usize = c.writes().map(<[v1::Segment]>::len).sum();
-    let mut out = Segments::new(v1::Segment::default());
-    out.grow_to(n, v1::Segment::default())?;
+    let mut out = blank_segments(n)?;
     let mut at = 0;
     for offered in c.writes() {
         let rest = out.get_mut(at..).ok_or(EINVAL)?;
