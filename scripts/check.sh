@@ -11,14 +11,16 @@
 #      rpcrdma_rs, then a subset over the in-tree C client (the baseline;
 #      RDMARS_BASELINE=full runs all of them, as make long-check does)
 #   4. make check-all only: the other test kernel line (7.3), every selftest,
-#      and nfs_krb5 whole over the C client there (and on the stock image),
-#      and over both clients there against a 6.12 server too
+#      our server's tests under both clients, and nfs_krb5 whole over the C
+#      client there (and on the stock image), and over both clients there
+#      against a 6.12 server too
 #   5. Debian's stock 7.3 kernel: the module built with Debian's toolchain,
 #      by hand and by dkms; the Debian package (make deb) installed, put
 #      through a kernel it must skip, removed and purged with apt; a subset
 #      of the selftests on the stock image in both guests with the module
 #      the package installed, its modprobe.d redirect tested
-#      (RDMARS_STOCK_TESTS=all: every selftest, as make check-all)
+#      (RDMARS_STOCK_TESTS=all: every selftest, and our server's tests
+#      under both clients, as make check-all)
 #
 # Installs and builds what is missing first (a cold machine builds the kernel:
 # about 20 minutes). Exit status is non-zero if anything failed.
@@ -255,8 +257,11 @@ for other in ${RDMARS_OTHER_LINES:-}; do
   make -s module > /dev/null 2>&1
   [ -f "$other_ko" ] || continue
   RDMARS_LINE=$other RDMARS_KO=$other_ko selftests "$other" --count-insns
-  # Our server on this line (both guests boot it), under our client.
+  # Our server on this line (both guests boot it), under our client and
+  # under C's: the three-way matrix (our client against C's server is the
+  # run above).
   RDMARS_LINE=$other RDMARS_KO=$other_ko selftests "$other-server-ours" --server-module ours -- $server_tests
+  RDMARS_LINE=$other RDMARS_KO=$other_ko selftests "$other-server-ours-c-client" --server-module ours --client-module c -- $server_tests
   # Kerberos over the C client too on this line, the baseline of ours.
   # Against a 7.3 server nfs_krb5 passes over that server's known fault
   # (NFSv4 krb5i 1 MiB reads; Documentation/testbed.rst): so both clients
@@ -335,6 +340,13 @@ if [ "${RDMARS_KERNEL:-regular}" != debug ]; then
     # (nfs_krb5 quick here, whole under make check-all.)
     RDMARS_KERNEL=stock RDMARS_KO=$stock_run_ko RDMARS_PKG_CONF=$pkg_conf RDMARS_KRB5_QUICK=1 \
       selftests "stock-$stock_rel" -- "${STOCK_TESTS[@]}"
+    # make check-all: our server on the stock image too (the module the
+    # package installed, loaded with server=1), under our client and under
+    # C's: the three-way matrix there.
+    if [ "${RDMARS_STOCK_TESTS:-quick}" = all ]; then
+      RDMARS_KERNEL=stock RDMARS_KO=$stock_run_ko selftests "stock-$stock_rel-server-ours" --server-module ours -- $server_tests
+      RDMARS_KERNEL=stock RDMARS_KO=$stock_run_ko selftests "stock-$stock_rel-server-ours-c-client" --server-module ours --client-module c -- $server_tests
+    fi
     # make check-all: Kerberos over the C client there too (without the
     # package's redirect, which would send proto=rdma to ours).
     if [ "${RDMARS_KRB5_FULL:-0}" = 1 ]; then
