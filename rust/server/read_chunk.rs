@@ -201,7 +201,7 @@ impl Pull {
                 return Err(errno::ECONNRESET());
             }
         }
-        if pages.n < self.nchunks {
+        if pages.filled() < self.nchunks {
             // Never: a Read that completed filled every sink it was made
             // over.
             return Err(EIO);
@@ -211,7 +211,7 @@ impl Pull {
             // One data item (an NFS WRITE's payload) in a call whose rest
             // came inline and fits the head page: its pages become the
             // thread's, as svcrdma gives its Read sinks, not copied.
-            Some(item) if !self.long && pages.n == 1 && self.inline.len() <= PAGE_SIZE as usize => {
+            Some(item) if !self.long && pages.filled() == 1 && self.inline.len() <= PAGE_SIZE as usize => {
                 let data = pages.take_first().ok_or(EINVAL)?;
                 // The roundup after the data in its last page (a page
                 // holds a multiple of four bytes) is zero: a sink's bytes
@@ -273,11 +273,10 @@ impl InPull {
     /// [`Pull::finish`].
     pub(super) fn finish(self, conn: &Connection<ServerXprt>, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
         let InPull { mut pull, posted } = self;
-        let mut pages = ChunkPages { pages: Default::default(), n: 0 };
+        let mut pages = ChunkPages { pages: Default::default() };
         // A token the connection does not take any more: its teardown
         // destroyed the operation, after the queue pair was drained.
         let how = conn.rw_wait_filled(posted, &mut pull.sinks, &mut pages.pages).map_err(|_| errno::ENOTCONN())?;
-        pages.n = pages.pages.iter().take_while(|p| p.is_some()).count();
         pull.finish(how, &mut pages, rq)
     }
 }
@@ -287,11 +286,14 @@ impl InPull {
 /// (moved by value, a few hundred bytes cost a copy at each move).
 struct ChunkPages {
     pages: [Option<OwnedPages>; MAX_READ_CHUNKS],
-    /// How many chunks were filled before the first that was not.
-    n: usize,
 }
 
 impl ChunkPages {
+    /// How many chunks were filled before the first that was not.
+    fn filled(&self) -> usize {
+        self.pages.iter().take_while(|p| p.is_some()).count()
+    }
+
     /// The pages of chunk `i`.
     fn get(&self, i: usize) -> Option<&OwnedPages> {
         self.pages.get(i)?.as_ref()
