@@ -78,20 +78,6 @@ impl<T: Copy, const N: usize> Few<T, N> {
         }
         Ok(())
     }
-
-    /// Adds a copy of `s` at the end; in one allocation, if it does not
-    /// fit in place.
-    pub(super) fn extend_from_slice(&mut self, s: &[T]) -> Result {
-        if let Few::In(a, n) = self {
-            let end = n.saturating_add(s.len());
-            if let Some(room) = a.get_mut(*n..end) {
-                room.copy_from_slice(s);
-                *n = end;
-                return Ok(());
-            }
-        }
-        Ok(self.spill(s.len())?.extend_from_slice(s, GFP_KERNEL)?)
-    }
 }
 
 impl<T: Copy, const N: usize> Deref for Few<T, N> {

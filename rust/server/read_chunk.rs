@@ -3,12 +3,14 @@
 //! Calls with Read chunks (RFC 8166 section 3.5.3): a call's data items
 //! (an NFS WRITE's payload) in Read chunks at their positions, or the
 //! whole call in a position-zero Read chunk (a Long Call, RDMA_NOMSG).
-//! The chunks are checked and planned while the call's Receive is held
-//! ([`Pull::of`], [`crate::proto::responder::plan_call`]), then, the
-//! Receive given back, pulled by RDMA Read into pages of our own
-//! ([`Pull::start`]: the thread posts the Reads and moves on), and once
-//! the Reads completed a thread rebuilds the call in its pages
-//! ([`InPull::finish`]).
+//! The chunks are checked and planned from the call's Receive
+//! ([`Pull::of`], [`crate::proto::responder::plan_call`]), then pulled by
+//! RDMA Read into pages of our own ([`Pull::start`]: the thread posts the
+//! Reads and moves on), and once the Reads completed a thread rebuilds
+//! the call in its pages, the RPC message read where it came, in the
+//! Receive the pull held meanwhile, which is then posted again
+//! ([`InPull::finish`]), as svcrdma keeps a call's Receive context with
+//! its Reads.
 
 use core::sync::atomic::Ordering;
 
@@ -33,7 +35,7 @@ use crate::{
         responder::{self, CallPiece},
         v1,
     },
-    verbs::{Completion, Connection, RwPosted, RwSeg, Sink},
+    verbs::{Completion, Connection, HeldRecv, RwPosted, RwSeg, Sink},
 };
 
 /// Most Read chunks of a call this server takes: a Long Call's and a data
@@ -50,19 +52,21 @@ const MAX_PIECES: usize = responder::max_pieces(MAX_READ_CHUNKS);
 /// header. The thread's pages bound it too ([`RecvRqst::build_call`]).
 const MAX_CALL: u32 = super::xprt::MAX_PAYLOAD + 2 * PAGE_SIZE;
 
-/// Most bytes of a call's inline part kept in its [`Pull`]: an NFS WRITE's
-/// RPC header and arguments (more take an allocation).
-const FEW_INLINE: usize = 512;
-
 /// Most Read segments kept in a [`Pull`] (more take an allocation).
 const FEW_READ_SEGMENTS: usize = 4;
 
-/// A call whose Read chunks are still to be pulled: what its Receive
-/// said, kept once the Receive went back.
+/// A call whose Read chunks are still to be pulled: what its header said,
+/// and its Receive.
 pub(super) struct Pull {
     xid: u32,
-    /// The RPC message sent inline (RDMA_MSG); empty for a Long Call.
-    inline: Few<u8, FEW_INLINE>,
+    /// The call's Receive, held from [`Pull::start`] until the call is
+    /// rebuilt ([`InPull::finish`]): its RPC message is read there, not
+    /// copied. The client used a credit for the call and waits for its
+    /// reply: the Receive is posted again before that goes.
+    recv: Option<HeldRecv>,
+    /// Bytes of the RPC message sent inline (RDMA_MSG), the last of the
+    /// Receive's; none for a Long Call.
+    inline_len: usize,
     /// True for a Long Call: the call's base is chunk 0.
     long: bool,
     /// The segments of all the chunks, in the read list's order.
@@ -93,9 +97,9 @@ pub(super) enum Pulled {
 
 impl Pull {
     /// The call `xid` whose header has `chunks` with a read list, and
-    /// `inline` its RPC message after an RDMA_MSG header (`None` for
-    /// RDMA_NOMSG), checked and planned; `None` if the chunks cannot be
-    /// carried (ERR_CHUNK is owed) or there is no memory.
+    /// `inline` its RPC message after an RDMA_MSG header, the rest of its
+    /// Receive (`None` for RDMA_NOMSG), checked and planned; `None` if the
+    /// chunks cannot be carried (ERR_CHUNK is owed) or there is no memory.
     pub(super) fn of(xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>) -> Option<KBox<Self>> {
         let reads = &chunks.reads;
         if reads.len() > MAX_READ_SEGMENTS {
@@ -106,12 +110,13 @@ impl Pull {
             None => None,
         };
         let long = inline.is_none();
-        // Made empty in its box, then filled there: moved in, its inline
-        // room and lists (most of its size) would be copied.
+        // Made empty in its box, then filled there: moved in, its lists
+        // (most of its size) would be copied.
         let mut pull = KBox::init(
             init!(Pull {
                 xid,
-                inline: Few::new(0),
+                recv: None,
+                inline_len: inline.map_or(0, <[u8]>::len),
                 long,
                 segs: Few::new(v1::Segment::default()),
                 ends: [0; MAX_READ_CHUNKS],
@@ -139,8 +144,15 @@ impl Pull {
         // Kept for the reply even without a Write list or Reply chunk: its
         // Send may invalidate the Read chunk's handle.
         p.kept = Some(CallChunks::of(chunks)?);
-        p.inline.extend_from_slice(inline.unwrap_or_default()).ok()?;
         Some(pull)
+    }
+
+    /// Keeps the call's Receive `h` (whose bytes [`Pull::of`] read) until
+    /// the call is rebuilt.
+    pub(super) fn hold(&mut self, h: HeldRecv) {
+        // Held once (a Receive let go without `release_held` would stay
+        // out of use until the connection's teardown).
+        self.recv = Some(h);
     }
 
     /// Starts pulling the call's chunks from the client by RDMA Read, all
@@ -181,9 +193,16 @@ impl Pull {
         Ok(InPull { pull: self, posted })
     }
 
-    /// Gives `rq` the call that `pages`, pulled as `how` says, rebuild,
-    /// with the chunks kept for its reply. An error: the call is lost.
-    fn finish(mut self: KBox<Self>, how: Completion, pages: &mut ChunkPages, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
+    /// Gives `rq` the call that `pages`, pulled as `how` says, and the RPC
+    /// message in its Receive rebuild, with the chunks kept for its reply.
+    /// An error: the call is lost.
+    fn finish(
+        &mut self,
+        how: Completion,
+        pages: &mut ChunkPages,
+        conn: &Connection<ServerXprt>,
+        rq: &mut RecvRqst<'_, CallChunks>,
+    ) -> Result<Pulled> {
         match how {
             Completion::Ok => {}
             // The connection went: the call is lost with it.
@@ -206,26 +225,15 @@ impl Pull {
             // over.
             return Err(EIO);
         }
-        let pieces = self.pieces.get(..self.npieces).ok_or(EINVAL)?;
-        let built = match responder::one_item(pieces) {
-            // One data item (an NFS WRITE's payload) in a call whose rest
-            // came inline and fits the head page: its pages become the
-            // thread's, as svcrdma gives its Read sinks, not copied.
-            Some(item) if !self.long && pages.filled() == 1 && self.inline.len() <= PAGE_SIZE as usize => {
-                let data = pages.take_first().ok_or(EINVAL)?;
-                // The roundup after the data in its last page (a page
-                // holds a multiple of four bytes) is zero: a sink's bytes
-                // past its chunk's are.
-                let page_len = item.len.checked_add(item.pad).ok_or(EINVAL)?;
-                let n = data.len() as u64;
-                let r = rq.set_call_item(&self.inline, item.position, data, page_len);
-                if r.is_ok() {
-                    COUNTERS.read_pages_given.fetch_add(n, Ordering::Relaxed);
-                }
-                r
-            }
-            _ => self.build_flat(pages, rq),
-        };
+        let recv = self.recv.as_ref().ok_or(EINVAL)?;
+        let built = conn
+            .with_held(recv, |msg| {
+                // The RPC message: the Receive's last bytes.
+                let inline = msg.len().checked_sub(self.inline_len).and_then(|at| msg.get(at..)).ok_or(EINVAL)?;
+                self.build(inline, pages, rq)
+            })
+            // Never: the Receive is this connection's.
+            .ok_or(EINVAL)?;
         match built {
             Ok(()) => {}
             Err(e) if e == errno::EMSGSIZE() => return Ok(Pulled::ErrChunk(self.xid)),
@@ -237,14 +245,39 @@ impl Pull {
         Ok(Pulled::Call)
     }
 
+    /// Gives `rq` the call that `pages` and `inline`, its RPC message sent
+    /// inline (empty for a Long Call), rebuild.
+    fn build(&self, inline: &[u8], pages: &mut ChunkPages, rq: &mut RecvRqst<'_, CallChunks>) -> Result {
+        let pieces = self.pieces.get(..self.npieces).ok_or(EINVAL)?;
+        match responder::one_item(pieces) {
+            // One data item (an NFS WRITE's payload) in a call whose rest
+            // came inline and fits the head page: its pages become the
+            // thread's, as svcrdma gives its Read sinks, not copied.
+            Some(item) if !self.long && pages.filled() == 1 && inline.len() <= PAGE_SIZE as usize => {
+                let data = pages.take_first().ok_or(EINVAL)?;
+                // The roundup after the data in its last page (a page
+                // holds a multiple of four bytes) is zero: a sink's bytes
+                // past its chunk's are.
+                let page_len = item.len.checked_add(item.pad).ok_or(EINVAL)?;
+                let n = data.len() as u64;
+                let r = rq.set_call_item(inline, item.position, data, page_len);
+                if r.is_ok() {
+                    COUNTERS.read_pages_given.fetch_add(n, Ordering::Relaxed);
+                }
+                r
+            }
+            _ => self.build_flat(inline, pages, rq),
+        }
+    }
+
     /// Gives `rq` the call copied into its pages, piece by piece.
-    fn build_flat(&self, pages: &ChunkPages, rq: &mut RecvRqst<'_, CallChunks>) -> Result {
+    fn build_flat(&self, inline: &[u8], pages: &ChunkPages, rq: &mut RecvRqst<'_, CallChunks>) -> Result {
         rq.build_call(self.len, |w| {
             for p in self.pieces.iter().take(self.npieces) {
                 match *p {
                     CallPiece::Base { from, to } if self.long => put_pages(w, pages.get(0).ok_or(EINVAL)?, from, to)?,
                     CallPiece::Base { from, to } => {
-                        w.bytes(self.inline.get(from as usize..to as usize).ok_or(EINVAL)?)?
+                        w.bytes(inline.get(from as usize..to as usize).ok_or(EINVAL)?)?
                     }
                     CallPiece::Chunk { chunk, len } => put_pages(w, pages.get(chunk).ok_or(EINVAL)?, 0, len)?,
                     CallPiece::Pad(n) => w.zeros(n)?,
@@ -269,15 +302,21 @@ impl InPull {
         conn.rw_completed(&self.posted)
     }
 
-    /// Ends the Reads (done: no wait) and gives `rq` the call; see
-    /// [`Pull::finish`].
+    /// Ends the Reads (done: no wait) and gives `rq` the call (see
+    /// [`Pull::finish`]), then posts the call's Receive again: the credit
+    /// comes back before the reply, or any RDMA_ERROR, goes. An error:
+    /// the call is lost.
     pub(super) fn finish(self, conn: &Connection<ServerXprt>, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
         let InPull { mut pull, posted } = self;
         let mut pages = ChunkPages { pages: Default::default() };
         // A token the connection does not take any more: its teardown
         // destroyed the operation, after the queue pair was drained.
         let how = conn.rw_wait_filled(posted, &mut pull.sinks, &mut pages.pages).map_err(|_| errno::ENOTCONN())?;
-        pull.finish(how, &mut pages, rq)
+        let finished = pull.finish(how, &mut pages, conn, rq);
+        if let Some(h) = pull.recv.take() {
+            conn.release_held(h)?;
+        }
+        finished
     }
 }
 

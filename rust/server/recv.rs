@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A connection's calls (RFC 8166 section 4): each Receive is held until a
-//! server thread takes its call ([`ConnState::recvfrom`]), then reposted,
-//! which is the credit coming back. Calls are taken in the order they came.
+//! server thread takes its call ([`ConnState::recvfrom`]), or, for a call
+//! with Read chunks, until its Reads are done and a thread takes it up,
+//! then reposted, which is the credit coming back. Calls are taken in the
+//! order they came.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -291,8 +293,8 @@ impl ConnState {
     /// The state of a connection made with `p`.
     pub(super) fn new(p: ConnParams) -> Result<Pin<KBox<Self>>> {
         // Room for a call in every Receive (a client that sends more calls
-        // than it has credits may fill them all); a pull is a call whose
-        // Receive came back: no more of them either.
+        // than it has credits may fill them all); a pull is a call that
+        // holds its Receive: no more of them either.
         let calls = Calls { held: Ring::new(p.recvs as usize)?, pulls: Ring::new(p.recvs as usize)? };
         let xch = Characteristics::DEFAULT;
         KBox::pin_init(
@@ -413,8 +415,11 @@ impl ConnState {
             let h = if pulled.is_none() { q.held.pop() } else { None };
             // Cleared under the lock: a Receive that completes after sets
             // it again once it is queued, Reads that complete after once
-            // they took the lock (`pull_done`).
-            if q.held.is_empty() && !q.pulls.front().is_some_and(|p| p.ready(&conn)) {
+            // they took the lock (`pull_done`). So the oldest pull, found
+            // not done above, is not asked again (each asking takes the
+            // R/W table's lock); the next one is, when one was taken.
+            let pull_ready = pulled.is_some() && q.pulls.front().is_some_and(|p| p.ready(&conn));
+            if q.held.is_empty() && !pull_ready {
                 x.svc().clear_flag(XptFlag::Data);
             }
             (h, pulled)
@@ -434,17 +439,21 @@ impl ConnState {
         }
         let Some(h) = h else { return };
         let taken = conn.with_held(&h, |msg| self.take_call(rq, msg)).unwrap_or(Taken::Nothing);
-        // Reposted: the credit comes back, before any RDMA_ERROR the
-        // client may answer with its next call.
-        if conn.release_held(h).is_err() {
-            x.svc().close_later();
-        }
-        if let Taken::Pull(p) = taken {
+        if let Taken::Pull(mut p) = taken {
+            // The pull holds the Receive: the call's RPC message is read
+            // there once the Reads are done, and the Receive reposted
+            // then, before the reply.
+            p.hold(h);
             match p.start(self, &conn) {
                 Ok(p) => self.pulling(x, &conn, p),
                 Err(e) => self.pull_failed(x, e),
             }
             return;
+        }
+        // Reposted: the credit comes back, before any RDMA_ERROR the
+        // client may answer with its next call.
+        if conn.release_held(h).is_err() {
+            x.svc().close_later();
         }
         self.answer(x, &conn, taken);
     }
@@ -673,9 +682,10 @@ impl ConnState {
                 let _ = c.release_held(h);
             }
         }
-        // Calls being pulled are lost: the tokens of their Reads go with
-        // them, and the connection's teardown ends the Reads once its
-        // queue pair is drained.
+        // Calls being pulled are lost: the tokens of their Reads and
+        // Receives go with them, and the connection's teardown ends the
+        // Reads once its queue pair is drained and takes the Receives
+        // back.
         while let Some(p) = self.calls.lock().pulls.pop() {
             drop(p);
         }
