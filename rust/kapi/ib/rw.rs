@@ -278,11 +278,15 @@ impl<V: Events> Conn<V> {
         // token ends it below; its entries are not changed before (only
         // its preparation wrote them), and its atomics are read.
         let op = unsafe { &*op };
-        let mut g = self.inv_lock.lock();
-        while !op.done.load(Ordering::Acquire) {
-            op.done_wait.wait(&mut g);
+        // Done already (a pull found done): no lock. Its completion sets
+        // `done` last, once it touches the operation no more.
+        if !op.done.load(Ordering::Acquire) {
+            let mut g = self.inv_lock.lock();
+            while !op.done.load(Ordering::Acquire) {
+                op.done_wait.wait(&mut g);
+            }
+            drop(g);
         }
-        drop(g);
         let how = match op.status.load(Ordering::Relaxed) {
             sys::ib_wc_status_IB_WC_SUCCESS => Completion::Ok,
             sys::ib_wc_status_IB_WC_WR_FLUSH_ERR => Completion::Flushed,
@@ -427,10 +431,11 @@ pub(super) unsafe extern "C" fn rw_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut
     let cookie = op.cookie;
     let g = conn.inv_lock.lock();
     op.status.store(wc.status, Ordering::Relaxed);
-    op.done.store(true, Ordering::Release);
-    // Woken before the unlock, after which the waiter may destroy the op
-    // (its wait included): nothing of it is touched after.
+    // The waiter wakes once the lock is let go, and sees `done` then. Set
+    // last: once it is, the waiter may destroy the op (its wait included)
+    // without taking the lock, so nothing of it is touched after.
     op.done_wait.notify_all();
+    op.done.store(true, Ordering::Release);
     drop(g);
     if how == Completion::Flushed {
         conn.note_flushed();

@@ -240,7 +240,9 @@ pub(super) struct RwOp {
     inbound: bool,
     /// The owner's, handed back with the completion.
     pub(super) cookie: u64,
-    /// Set (under the connection's wait lock) by the completion.
+    /// Set (under the connection's wait lock) by the completion, the last
+    /// it does with the operation: once it reads true, the token's holder
+    /// may destroy it.
     pub(super) done: AtomicBool,
     pub(super) status: AtomicU32,
     /// Woken by the completion, with the connection's wait lock held: the
