@@ -345,6 +345,21 @@ def instructions_by_function(before, after, syms=None):
     return out
 
 
+def own_blocks(before, after, syms, rpcs, module="rpcrdma_rs"):
+    """The blocks of `module` that ran between two block_runs() readings
+    of the guest whose kernel_symbols() `syms` are, keyed "symbol+0xOFFSET"
+    as scripts/profile_report.py reads them: [instructions, runs per RPC].
+    Where in its own code a server spends (SERVER_BENCH_PROFILE)."""
+    addrs = [a for a, _, _ in syms]
+    out = {}
+    for pc, (n, runs) in after.items():
+        d = runs - before.get(pc, [n, 0])[1]
+        i = bisect.bisect_right(addrs, pc) - 1
+        if d > 0 and i >= 0 and syms[i][2] == module:
+            out[f"{syms[i][1]}+{pc - syms[i][0]:#x}"] = [n, d / rpcs]
+    return out
+
+
 def entries_by_function(before, after):
     """How often each kernel function was entered between two block_runs()
     readings (the runs of the block at its first instruction), keyed as
@@ -458,10 +473,12 @@ class Meter:
         if SERVER_PROFILE:
             kept1 = block_snapshot("server") if exc[0] is None else None
             self.server_functions = {}
+            self.server_blocks = {}
             if kept1 is not None and self.rpcs:
-                by = instructions_by_function(read_block_runs(self._skept0), read_block_runs(kept1),
-                                              server_symbols())
+                b0, b1 = read_block_runs(self._skept0), read_block_runs(kept1)
+                by = instructions_by_function(b0, b1, server_symbols())
                 self.server_functions = {f"{m}:{f}": n / self.rpcs for (m, f), n in by.most_common(SERVER_TOP)}
+                self.server_blocks = own_blocks(b0, b1, server_symbols(), self.rpcs)
             else:
                 read_block_runs(self._skept0)
         if self.server and exc[0] is None:
@@ -486,6 +503,7 @@ class Meter:
         out = {}
         if SERVER_PROFILE:
             out["server_functions"] = self.server_functions
+            out["server_blocks"] = self.server_blocks
         for role, prefix in (("client", ""), ("server", "server_")):
             n = self.insns.get(role)
             if n is not None and self.rpcs:
