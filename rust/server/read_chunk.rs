@@ -147,23 +147,23 @@ impl Pull {
         Some(pull)
     }
 
-    /// Keeps the call's Receive `h` (whose bytes [`Pull::of`] read) until
-    /// the call is rebuilt.
-    pub(super) fn hold(&mut self, h: HeldRecv) {
-        // Held once (a Receive let go without `release_held` would stay
-        // out of use until the connection's teardown).
-        self.recv = Some(h);
-    }
-
     /// Starts pulling the call's chunks from the client by RDMA Read, all
     /// in one operation, into pages of our own: posts the Reads and
-    /// returns. Their completion ([`ServerXprt::rw_done`]) has a thread
-    /// take the call up again ([`InPull::finish`]). An error: the call is
-    /// lost, and the caller closes the connection (the client sends it
-    /// again on its next).
+    /// returns, keeping the call's Receive `recv` (whose bytes
+    /// [`Pull::of`] read) until the call is rebuilt. Their completion
+    /// ([`ServerXprt::rw_done`]) has a thread take the call up again
+    /// ([`InPull::finish`]). An error: the call is lost, and the caller
+    /// closes the connection (the client sends it again on its next; the
+    /// Receive stays out of use until the connection's teardown).
     ///
     /// [`ServerXprt::rw_done`]: crate::verbs::ConnHandler::rw_done
-    pub(super) fn start(mut self: KBox<Self>, st: &ConnState, conn: &Connection<ServerXprt>) -> Result<InPull> {
+    pub(super) fn start(
+        mut self: KBox<Self>,
+        recv: HeldRecv,
+        st: &ConnState,
+        conn: &Connection<ServerXprt>,
+    ) -> Result<InPull> {
+        self.recv = Some(recv);
         let mut total = 0u64;
         // Each chunk's segments (`of` kept at most `MAX_READ_CHUNKS`).
         let mut chunks = [&[][..]; MAX_READ_CHUNKS];

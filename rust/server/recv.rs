@@ -439,12 +439,11 @@ impl ConnState {
         }
         let Some(h) = h else { return };
         let taken = conn.with_held(&h, |msg| self.take_call(rq, msg)).unwrap_or(Taken::Nothing);
-        if let Taken::Pull(mut p) = taken {
+        if let Taken::Pull(p) = taken {
             // The pull holds the Receive: the call's RPC message is read
             // there once the Reads are done, and the Receive reposted
             // then, before the reply.
-            p.hold(h);
-            match p.start(self, &conn) {
+            match p.start(h, self, &conn) {
                 Ok(p) => self.pulling(x, &conn, p),
                 Err(e) => self.pull_failed(x, e),
             }
