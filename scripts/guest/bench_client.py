@@ -307,9 +307,10 @@ def kernel_symbols(path="/proc/kallsyms"):
     return sorted(syms)
 
 
-def module_symbols(name):
-    """(address, symbol) of module `name`'s code, sorted."""
-    return [(a, s) for a, s, m in kernel_symbols() if m == name]
+def module_symbols(name, syms=None):
+    """(address, symbol) of module `name`'s code, sorted: of this guest, or
+    from another guest's kernel_symbols() `syms`."""
+    return [(a, s) for a, s, m in (kernel_symbols() if syms is None else syms) if m == name]
 
 
 # The server guest's symbols while it serves with SERVING[0]: a module
@@ -345,21 +346,6 @@ def instructions_by_function(before, after, syms=None):
     return out
 
 
-def own_blocks(before, after, syms, rpcs, module="rpcrdma_rs"):
-    """The blocks of `module` that ran between two block_runs() readings
-    of the guest whose kernel_symbols() `syms` are, keyed "symbol+0xOFFSET"
-    as scripts/profile_report.py reads them: [instructions, runs per RPC].
-    Where in its own code a server spends (SERVER_BENCH_PROFILE)."""
-    addrs = [a for a, _, _ in syms]
-    out = {}
-    for pc, (n, runs) in after.items():
-        d = runs - before.get(pc, [n, 0])[1]
-        i = bisect.bisect_right(addrs, pc) - 1
-        if d > 0 and i >= 0 and syms[i][2] == module:
-            out[f"{syms[i][1]}+{pc - syms[i][0]:#x}"] = [n, d / rpcs]
-    return out
-
-
 def entries_by_function(before, after):
     """How often each kernel function was entered between two block_runs()
     readings (the runs of the block at its first instruction), keyed as
@@ -375,14 +361,15 @@ def entries_by_function(before, after):
     return out
 
 
-def blocks_by_offset(before, after, name, keep=None):
+def blocks_by_offset(before, after, name, keep=None, syms=None):
     """Instructions executed per block of module `name`'s own code between
     two block_runs() readings, keyed "symbol+0xOFFSET" (the block's start
     from its function's): what scripts/profile_report.py --lines maps to
     source lines with a build of the same code that carries line tables.
     With `keep`, only the functions whose symbol it accepts (name "" is the
-    kernel image)."""
-    syms = module_symbols(name)
+    kernel image). Of this guest, or of the guest whose kernel_symbols()
+    `syms` are."""
+    syms = module_symbols(name, syms)
     addrs = [a for a, _ in syms]
     out = {}
     for pc, (n, runs) in after.items():
@@ -478,7 +465,9 @@ class Meter:
                 b0, b1 = read_block_runs(self._skept0), read_block_runs(kept1)
                 by = instructions_by_function(b0, b1, server_symbols())
                 self.server_functions = {f"{m}:{f}": n / self.rpcs for (m, f), n in by.most_common(SERVER_TOP)}
-                self.server_blocks = own_blocks(b0, b1, server_symbols(), self.rpcs)
+                # Where in its own code our server spends, for
+                # scripts/profile_report.py --lines (its runs, not per RPC).
+                self.server_blocks = blocks_by_offset(b0, b1, "rpcrdma_rs", syms=server_symbols())
             else:
                 read_block_runs(self._skept0)
         if self.server and exc[0] is None:
