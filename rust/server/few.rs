@@ -30,6 +30,14 @@ impl<T: Copy, const N: usize> Few<T, N> {
         Few::In([fill; N], 0)
     }
 
+    /// A list of `n` copies of `fill`: in place if `n` is at most `N`.
+    pub(super) fn filled(fill: T, n: usize) -> Result<Self> {
+        if n <= N {
+            return Ok(Few::In([fill; N], n));
+        }
+        Ok(Few::Out(KVec::from_elem(fill, n, GFP_KERNEL)?))
+    }
+
     /// Adds `v` at the end; a list kept in place moves to an allocation
     /// once full.
     pub(super) fn push(&mut self, v: T) -> Result {

@@ -18,7 +18,7 @@ use kernel::prelude::*;
 
 use super::{
     few::Few,
-    recv::{self, CallChunks, ConnState},
+    recv::{CallChunks, ConnState},
     reply::{flat_pieces, rw_segments, rw_segs, SEND_WAIT_MS},
     stats::COUNTERS,
     xprt::ServerXprt,
@@ -32,7 +32,7 @@ use crate::{
         PAGE_SIZE,
     },
     proto::{
-        responder::{self, CallPiece},
+        responder::{self, CallPiece, ChunkSpan, OneHandle},
         v1,
     },
     verbs::{Completion, Connection, HeldRecv, RwPosted, RwSeg, Sink},
@@ -71,8 +71,9 @@ pub(super) struct Pull {
     long: bool,
     /// The segments of all the chunks, in the read list's order.
     segs: Few<v1::Segment, FEW_READ_SEGMENTS>,
-    /// Where each chunk's segments end in `segs`: the first `nchunks`.
-    ends: [usize; MAX_READ_CHUNKS],
+    /// Each chunk's position, segments in `segs` and length: the first
+    /// `nchunks`.
+    spans: [ChunkSpan; MAX_READ_CHUNKS],
     nchunks: usize,
     /// How the call is rebuilt: the first `npieces` of these.
     pieces: [CallPiece; MAX_PIECES],
@@ -110,6 +111,8 @@ impl Pull {
             None => None,
         };
         let long = inline.is_none();
+        // Room for every segment: in place for a few.
+        let segs = Few::filled(v1::Segment::default(), reads.len()).ok()?;
         // Made empty in its box, then filled there: moved in, its lists
         // (most of its size) would be copied.
         let mut pull = KBox::init(
@@ -118,8 +121,8 @@ impl Pull {
                 recv: None,
                 inline_len: inline.map_or(0, <[u8]>::len),
                 long,
-                segs: Few::new(v1::Segment::default()),
-                ends: [0; MAX_READ_CHUNKS],
+                segs,
+                spans: [ChunkSpan::default(); MAX_READ_CHUNKS],
                 nchunks: 0,
                 pieces: [CallPiece::Pad(0); MAX_PIECES],
                 npieces: 0,
@@ -131,19 +134,18 @@ impl Pull {
         )
         .ok()?;
         let p = &mut *pull;
-        for c in reads.chunks() {
-            // More than `MAX_READ_CHUNKS`: not taken.
-            let end = p.ends.get_mut(p.nchunks)?;
-            for rs in c.segments.iter() {
-                p.segs.push(rs.segment).ok()?;
-            }
-            *end = p.segs.len();
-            p.nchunks += 1;
+        // The read list walked once: its segments kept, its chunks
+        // measured; their handles seen (for the reply's invalidation).
+        p.nchunks = responder::walk_reads(reads, &mut p.spans, &mut p.segs)?;
+        let mut handles = OneHandle::default();
+        for s in p.segs.iter() {
+            handles.see(s.handle);
         }
-        (p.npieces, p.len) = responder::plan_call(reads, inline_len, MAX_CALL, &mut p.pieces).ok()?;
+        let spans = p.spans.get(..p.nchunks)?;
+        (p.npieces, p.len) = responder::plan_call(spans, inline_len, MAX_CALL, &mut p.pieces).ok()?;
         // Kept for the reply even without a Write list or Reply chunk: its
         // Send may invalidate the Read chunk's handle.
-        p.kept = Some(CallChunks::of(chunks)?);
+        p.kept = Some(CallChunks::of(chunks, handles)?);
         Some(pull)
     }
 
@@ -167,20 +169,21 @@ impl Pull {
         let mut total = 0u64;
         // Each chunk's segments (`of` kept at most `MAX_READ_CHUNKS`).
         let mut chunks = [&[][..]; MAX_READ_CHUNKS];
-        let Pull { segs, ends, nchunks, sinks, .. } = &mut *self;
-        let ends = ends.get(..*nchunks).ok_or(EINVAL)?;
-        for (i, (ch, sink)) in chunks.iter_mut().zip(sinks.iter_mut()).enumerate().take(ends.len()) {
-            *ch = recv::part(segs, 0, ends, i).ok_or(EINVAL)?;
+        let Pull { segs, spans, nchunks, sinks, .. } = &mut *self;
+        let spans = spans.get(..*nchunks).ok_or(EINVAL)?;
+        let mut rest: &[v1::Segment] = segs;
+        for ((ch, sink), span) in chunks.iter_mut().zip(sinks.iter_mut()).zip(spans) {
+            // (`split_at_checked` is newer than the kernel's minimum rustc.)
+            (*ch, rest) = (rest.get(..span.segments).ok_or(EINVAL)?, rest.get(span.segments..).ok_or(EINVAL)?);
             // Below `MAX_CALL` (the plan checked each chunk's length).
-            let len: u64 = ch.iter().map(|s| u64::from(s.length)).sum();
             // Not zeroed: readable only once the Reads wrote them.
-            *sink = Some(Sink::new(u32::try_from(len).map_err(|_| EINVAL)?)?);
-            total += len;
+            *sink = Some(Sink::new(u32::try_from(span.len).map_err(|_| EINVAL)?)?);
+            total += span.len;
         }
         let sinks = &*sinks;
         let posted = {
             // Each chunk's data from the start of its pages.
-            let chunks = chunks.get(..ends.len()).ok_or(EINVAL)?;
+            let chunks = chunks.get(..spans.len()).ok_or(EINVAL)?;
             let mut local = None;
             if !flat_pieces::<Inbound>(chunks, |i, pos| sinks.get(i)?.as_ref()?.piece(pos), &mut local)? {
                 return Err(EINVAL);

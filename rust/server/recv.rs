@@ -30,7 +30,8 @@ use crate::{
         trace::{self, ChunkType},
     },
     proto::{
-        responder, v1,
+        responder::{self, OneHandle},
+        v1,
         v2::{self, Version},
         xchar::Characteristics,
     },
@@ -135,7 +136,7 @@ const FEW_SEGMENTS: usize = 4;
 /// Part `i` of segments kept as one run `all` cut into parts, the first
 /// starting at `first`, each ending where `ends` says; `None` past the
 /// last part or outside `all`.
-pub(super) fn part<'a>(all: &'a [v1::Segment], first: usize, ends: &[usize], i: usize) -> Option<&'a [v1::Segment]> {
+fn part<'a>(all: &'a [v1::Segment], first: usize, ends: &[usize], i: usize) -> Option<&'a [v1::Segment]> {
     let start = match i.checked_sub(1) {
         None => first,
         Some(before) => *ends.get(before)?,
@@ -170,14 +171,16 @@ pub(crate) struct CallChunks {
     /// The Write chunk the next payload goes to.
     next: usize,
     /// The one handle the call's chunks name, if one: the reply's Send
-    /// may invalidate it ([`responder::single_handle`]).
+    /// may invalidate it ([`responder::single_handle`], found as
+    /// [`OneHandle`] saw the segments).
     pub(super) invalidate: Option<u32>,
 }
 
 impl CallChunks {
     /// The chunks of a call's header, kept; `None` if there are more
-    /// chunks or segments than this server takes, or no memory.
-    pub(super) fn of(chunks: &v1::Chunks<'_>) -> Option<KBox<Self>> {
+    /// chunks or segments than this server takes, or no memory. `handles`
+    /// saw the read list's segments, if it has any.
+    pub(super) fn of(chunks: &v1::Chunks<'_>, mut handles: OneHandle) -> Option<KBox<Self>> {
         let nreply = chunks.reply.as_ref().map_or(0, |r| r.len());
         if nreply > MAX_CHUNK_SEGMENTS || chunks.writes.len() > MAX_WRITE_CHUNKS {
             return None;
@@ -203,12 +206,14 @@ impl CallChunks {
         let c = &mut *kept;
         if let Some(r) = &chunks.reply {
             for seg in r.iter() {
+                handles.see(seg.handle);
                 c.segs.push(seg).ok()?;
             }
         }
         c.reply_end = c.segs.len();
         for (end, w) in c.write_ends.iter_mut().zip(chunks.writes.iter()) {
             for seg in w.iter() {
+                handles.see(seg.handle);
                 c.segs.push(seg).ok()?;
             }
             *end = c.segs.len();
@@ -217,7 +222,7 @@ impl CallChunks {
         // each end recorded after its segments (at most
         // `MAX_WRITE_CHUNKS`, checked above).
         c.nwrites = chunks.writes.len();
-        c.invalidate = responder::single_handle(chunks);
+        c.invalidate = handles.single();
         Some(kept)
     }
 
@@ -576,7 +581,8 @@ impl ConnState {
         let kept = if chunks.writes.is_empty() && chunks.reply.is_none() {
             None
         } else {
-            match CallChunks::of(chunks) {
+            // No read list here: its handles are none.
+            match CallChunks::of(chunks, OneHandle::default()) {
                 Some(k) => Some(k),
                 // Too many chunks or segments, or no memory to keep them.
                 None => return Taken::ErrChunk(xid),

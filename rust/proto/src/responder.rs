@@ -77,24 +77,61 @@ pub const fn max_pieces(chunks: usize) -> usize {
     chunks.saturating_mul(3).saturating_add(1)
 }
 
+/// A Read chunk as [`walk_reads`] found it: its position, its segments
+/// and the bytes they carry. What [`plan_call`] places.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChunkSpan {
+    /// The position its segments share.
+    pub position: u32,
+    /// How many segments it has (never zero).
+    pub segments: usize,
+    /// The sum of its segments' lengths.
+    pub len: u64,
+}
+
+/// Walks the read list `reads` once, in wire order: puts each segment
+/// into `segs` (in order, from its front) and each chunk (a maximal run
+/// of segments sharing a position, as [`ReadList::chunks`] yields them)
+/// into the front of `spans`. Returns how many chunks; `None` if there
+/// are more chunks than `spans` holds or more segments than `segs` does.
+pub fn walk_reads(reads: &ReadList<'_>, spans: &mut [ChunkSpan], segs: &mut [v1::Segment]) -> Option<usize> {
+    let mut n = 0usize;
+    let mut out = segs.iter_mut();
+    for r in reads.iter() {
+        *out.next()? = r.segment;
+        let same = match n.checked_sub(1).and_then(|last| spans.get(last)) {
+            Some(s) => s.position == r.position,
+            None => false,
+        };
+        if !same {
+            *spans.get_mut(n)? = ChunkSpan { position: r.position, segments: 0, len: 0 };
+            n = n.saturating_add(1);
+        }
+        let s = spans.get_mut(n.checked_sub(1)?)?;
+        s.segments = s.segments.saturating_add(1);
+        s.len = s.len.saturating_add(u64::from(r.segment.length));
+    }
+    Some(n)
+}
+
 /// Plans the call a responder rebuilds from its base and its Read chunks
-/// `reads`: `inline` is the length of the RPC message sent inline after
-/// an RDMA_MSG header, or `None` for an RDMA_NOMSG header, whose first
-/// chunk, at position zero, carries the message (a Long Call). Every other
-/// chunk is a data item, inserted where its position says: positions count
-/// bytes of the call as rebuilt, each chunk taking its length rounded up
-/// to a multiple of four (the roundup is zeros the responder adds). The
-/// pieces go into the front of `out`; returns how many, and the call's
-/// length, which is at most `max_len`. Nothing about the call is assumed:
-/// positions must be word-aligned, increasing and inside the base, and
-/// every chunk must carry bytes.
+/// `chunks` ([`walk_reads`] found them): `inline` is the length of the RPC
+/// message sent inline after an RDMA_MSG header, or `None` for an
+/// RDMA_NOMSG header, whose first chunk, at position zero, carries the
+/// message (a Long Call). Every other chunk is a data item, inserted where
+/// its position says: positions count bytes of the call as rebuilt, each
+/// chunk taking its length rounded up to a multiple of four (the roundup
+/// is zeros the responder adds). The pieces go into the front of `out`;
+/// returns how many, and the call's length, which is at most `max_len`.
+/// Nothing about the call is assumed: positions must be word-aligned,
+/// increasing and inside the base, and every chunk must carry bytes.
 pub fn plan_call(
-    reads: &ReadList<'_>,
+    chunks: &[ChunkSpan],
     inline: Option<u32>,
     max_len: u32,
     out: &mut [CallPiece],
 ) -> Result<(usize, u32), CallError> {
-    let mut chunks = reads.chunks();
+    let mut chunks = chunks.iter();
     // The index of the next chunk (`Enumerate` would check its count for
     // overflow: a panic path).
     let mut i = 0usize;
@@ -103,7 +140,7 @@ pub fn plan_call(
         None => match chunks.next() {
             Some(c) if c.position == 0 => {
                 i = 1;
-                chunk_len(c.segments.total_length())?
+                chunk_len(c.len)?
             }
             _ => return Err(CallError::PositionZero),
         },
@@ -136,7 +173,7 @@ pub fn plan_call(
         if to > base {
             push(CallPiece::Base { from: base, to })?;
         }
-        let len = chunk_len(c.segments.total_length())?;
+        let len = chunk_len(c.len)?;
         push(CallPiece::Chunk { chunk: index, len })?;
         let pad = len.wrapping_neg() % 4;
         if pad != 0 {
@@ -206,32 +243,52 @@ fn chunk_len(total: u64) -> Result<u32, CallError> {
 /// chunks names, so that it is an STag of this XID's; `None` if the call
 /// offered no chunk or more than one handle (then the requester
 /// invalidates its regions itself). A responder uses it only when both
-/// sides set the Remote Invalidation flag.
+/// sides set the Remote Invalidation flag. [`OneHandle`] finds it while
+/// the segments are walked for something else.
 pub fn single_handle(chunks: &Chunks<'_>) -> Option<u32> {
-    let mut one: Option<u32> = None;
-    let mut more = false;
-    let mut see = |h: u32| match one {
-        None => one = Some(h),
-        Some(o) if o == h => {}
-        Some(_) => more = true,
-    };
+    let mut one = OneHandle::default();
     for r in chunks.reads.iter() {
-        see(r.segment.handle);
+        one.see(r.segment.handle);
     }
     for w in chunks.writes.iter() {
         for seg in w.iter() {
-            see(seg.handle);
+            one.see(seg.handle);
         }
     }
     if let Some(r) = &chunks.reply {
         for seg in r.iter() {
-            see(seg.handle);
+            one.see(seg.handle);
         }
     }
-    if more {
-        None
-    } else {
-        one
+    one.single()
+}
+
+/// The handles of a call's segments, as they are walked: whether they
+/// are all one ([`single_handle`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OneHandle {
+    one: Option<u32>,
+    more: bool,
+}
+
+impl OneHandle {
+    /// One more segment's handle.
+    #[inline]
+    pub fn see(&mut self, handle: u32) {
+        match self.one {
+            None => self.one = Some(handle),
+            Some(o) if o == handle => {}
+            Some(_) => self.more = true,
+        }
+    }
+
+    /// The one handle seen, if exactly one was.
+    pub fn single(&self) -> Option<u32> {
+        if self.more {
+            None
+        } else {
+            self.one
+        }
     }
 }
 
@@ -405,14 +462,44 @@ mod tests {
     fn plan(reads: &[ReadSegment], inline: Option<u32>, max: u32) -> Result<Vec<CallPiece>, CallError> {
         let mut r = Err(CallError::NoRoom);
         decoded(reads, |l| {
-            let mut out = vec![CallPiece::Pad(0); max_pieces(l.chunks().count())];
-            r = plan_call(l, inline, max, &mut out).map(|(n, len)| {
+            let spans = spans_of(l);
+            let mut out = vec![CallPiece::Pad(0); max_pieces(spans.len())];
+            r = plan_call(&spans, inline, max, &mut out).map(|(n, len)| {
                 let pieces = out[..n].to_vec();
                 assert_eq!(len, pieces.iter().map(piece_len).sum::<u32>());
                 pieces
             });
         });
         r
+    }
+
+    /// The chunks of `l` as one walk finds them, checked against
+    /// [`ReadList::chunks`] and its segments in order.
+    fn spans_of(l: &ReadList<'_>) -> Vec<ChunkSpan> {
+        let mut spans = vec![ChunkSpan::default(); l.len()];
+        let mut segs = vec![Segment::default(); l.len()];
+        let n = walk_reads(l, &mut spans, &mut segs).unwrap();
+        spans.truncate(n);
+        let want: Vec<ChunkSpan> =
+            l.chunks().map(|c| ChunkSpan { position: c.position, segments: c.segments.len(), len: c.segments.total_length() }).collect();
+        assert_eq!(spans, want);
+        assert_eq!(segs, l.iter().map(|r| r.segment).collect::<Vec<_>>());
+        spans
+    }
+
+    /// A walk stops where its spans or its room for segments end.
+    #[test]
+    fn walk_stops_where_it_must() {
+        decoded(&[rs(8, 1, 4), rs(8, 2, 4), rs(20, 3, 4)], |l| {
+            let mut spans = [ChunkSpan::default(); 2];
+            let mut segs = [Segment::default(); 3];
+            assert_eq!(walk_reads(l, &mut spans, &mut segs), Some(2));
+            assert_eq!(spans[0], ChunkSpan { position: 8, segments: 2, len: 8 });
+            assert_eq!(segs[2], rs(20, 3, 4).segment);
+            assert_eq!(walk_reads(l, &mut spans[..1], &mut segs), None);
+            assert_eq!(walk_reads(l, &mut spans, &mut segs[..2]), None);
+            assert_eq!(walk_reads(&ReadList::EMPTY, &mut [], &mut []), Some(0));
+        });
     }
 
     fn piece_len(p: &CallPiece) -> u32 {
@@ -511,7 +598,7 @@ mod tests {
         assert_eq!(plan(&[rs(4, 1, u32::MAX), rs(4, 2, 2)], Some(8), u32::MAX), Err(CallError::TooLong));
         decoded(&[rs(4, 1, 8)], |l| {
             let mut out = [Pad(0); 2];
-            assert_eq!(plan_call(l, Some(8), 100, &mut out), Err(CallError::NoRoom));
+            assert_eq!(plan_call(&spans_of(l), Some(8), 100, &mut out), Err(CallError::NoRoom));
         });
     }
 

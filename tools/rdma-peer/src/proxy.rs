@@ -107,8 +107,11 @@ pub const fn pad4(n: usize) -> usize {
 pub fn assemble(inline: &[u8], reads: &v1::ReadList<'_>, data: &[Vec<u8>]) -> Option<Vec<u8>> {
     let long = reads.get(0).is_some_and(|r| r.position == 0);
     let inline_len = if long { None } else { Some(u32::try_from(inline.len()).ok()?) };
-    let mut pieces = vec![CallPiece::Pad(0); responder::max_pieces(reads.chunks().count())];
-    let (n, len) = responder::plan_call(reads, inline_len, u32::MAX, &mut pieces).ok()?;
+    let mut spans = vec![responder::ChunkSpan::default(); reads.len()];
+    let nchunks = responder::walk_reads(reads, &mut spans, &mut vec![v1::Segment::default(); reads.len()])?;
+    let spans = spans.get(..nchunks)?;
+    let mut pieces = vec![CallPiece::Pad(0); responder::max_pieces(nchunks)];
+    let (n, len) = responder::plan_call(spans, inline_len, u32::MAX, &mut pieces).ok()?;
     let base: &[u8] = if long { data.first()? } else { inline };
     let mut out = Vec::with_capacity(len as usize);
     for p in pieces.get(..n)? {
