@@ -32,7 +32,7 @@ use crate::{
         PAGE_SIZE,
     },
     proto::{
-        responder::{self, CallPiece, ChunkSpan, OneHandle},
+        responder::{self, CallError, CallPiece, ChunkSpan, OneHandle},
         v1,
     },
     verbs::{Completion, Connection, HeldRecv, RwPosted, RwSeg, Sink},
@@ -47,6 +47,10 @@ const MAX_READ_SEGMENTS: usize = 64;
 
 /// Most pieces of a call rebuilt from `MAX_READ_CHUNKS` chunks.
 const MAX_PIECES: usize = responder::max_pieces(MAX_READ_CHUNKS);
+
+/// Most pieces kept in a [`Pull`] (more take an allocation): a WRITE's
+/// data item with the base before it, its roundup and the base's rest.
+const FEW_PIECES: usize = responder::max_pieces(1);
 
 /// Most bytes of a call rebuilt from Read chunks: a payload and its
 /// header. The thread's pages bound it too ([`RecvRqst::build_call`]).
@@ -76,7 +80,7 @@ pub(super) struct Pull {
     spans: [ChunkSpan; MAX_READ_CHUNKS],
     nchunks: usize,
     /// How the call is rebuilt: the first `npieces` of these.
-    pieces: [CallPiece; MAX_PIECES],
+    pieces: Few<CallPiece, FEW_PIECES>,
     npieces: usize,
     /// The call's length, rebuilt.
     len: u32,
@@ -124,7 +128,7 @@ impl Pull {
                 segs,
                 spans: [ChunkSpan::default(); MAX_READ_CHUNKS],
                 nchunks: 0,
-                pieces: [CallPiece::Pad(0); MAX_PIECES],
+                pieces: Few::full(CallPiece::Pad(0)),
                 npieces: 0,
                 len: 0,
                 kept: None,
@@ -142,7 +146,15 @@ impl Pull {
             handles.see(s.handle);
         }
         let spans = p.spans.get(..p.nchunks)?;
-        (p.npieces, p.len) = responder::plan_call(spans, inline_len, MAX_CALL, &mut p.pieces).ok()?;
+        let planned = match responder::plan_call(spans, inline_len, MAX_CALL, &mut p.pieces) {
+            // More chunks than a WRITE's one: room for all they may take.
+            Err(CallError::NoRoom) => {
+                p.pieces.grow_to(MAX_PIECES, CallPiece::Pad(0)).ok()?;
+                responder::plan_call(spans, inline_len, MAX_CALL, &mut p.pieces)
+            }
+            r => r,
+        };
+        (p.npieces, p.len) = planned.ok()?;
         // Kept for the reply even without a Write list or Reply chunk: its
         // Send may invalidate the Read chunk's handle.
         p.kept = Some(CallChunks::of(chunks, handles)?);

@@ -47,6 +47,7 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     ("c-junk-pdata", "junk CM private data: ignored, the connection carries calls"),
     ("c-long-call", "a Long Call (RDMA_NOMSG, the NULL call in a position-zero Read chunk): answered"),
     ("c-long-inline", "a NULL call with 1200 bytes inline and a Read chunk after them: pulled and answered"),
+    ("c-two-items", "a NULL call with two Read chunks of 5 and 7 bytes at their positions inline: pulled, placed and answered"),
     ("c-drop-during-read", "a Long Call of 1 MiB, the connection gone at once: the server lets go, a new connection works"),
     ("c-short-write", "an NFSv4 READ of 8 KiB with an 8 KiB Write chunk (the file's bytes placed), then with one of 1000 bytes: the READ fails, no byte past the chunk written; the connection carries calls"),
     ("c-credit-overrun", "twice the granted credits of NULL calls sent at once: each answered, the connection kept"),
@@ -607,6 +608,24 @@ pub fn run(addr: SocketAddrV4, scenario: &str, log: Log) -> Result<(), String> {
             let mut m = call_with(false, xid, false, v1::ChunkLists { reads: &reads, writes: &[], reply: None }, false)?;
             m.extend_from_slice(&call);
             c.call_answered("a NULL call with 1200 bytes inline and a Read chunk", xid, &m)
+        }
+        "c-two-items" => {
+            // Two data items in one call, each with its roundup: the call
+            // rebuilt from seven pieces (more than a WRITE's, which the
+            // server keeps in place). The NULL call's arguments are
+            // ignored.
+            let mut c = Client::connect(addr, &pd, log)?;
+            let xid = c.next_xid();
+            let mut call = null_call(xid);
+            call.resize(100, 0);
+            // Both in the one area the client lends for reading.
+            let both = seg(c.conn.readable(&[0xa5, 0xa5, 0xa5, 0xa5, 0xa5, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a]).map_err(|e| e.to_string())?);
+            let a = v1::Segment { length: 5, ..both };
+            let b = v1::Segment { length: 7, offset: both.offset + 5, ..both };
+            let reads = [v1::ReadSegment { position: 40, segment: a }, v1::ReadSegment { position: 60, segment: b }];
+            let mut m = call_with(false, xid, false, v1::ChunkLists { reads: &reads, writes: &[], reply: None }, false)?;
+            m.extend_from_slice(&call);
+            c.call_answered("a NULL call with two Read chunks", xid, &m)
         }
         "c-drop-during-read" => {
             {
