@@ -204,6 +204,12 @@ pub(crate) struct Conn<V: Events> {
     /// The R/W operations (a server's).
     #[pin]
     pub(super) rw: SpinLock<RwTable>,
+    /// One bit per entry of `rw`'s first [`RW_DONE_BITS`]: set by the
+    /// completion of the operation there (before its `done`), cleared
+    /// when one is prepared there. What [`Conn::rw_completed`] reads,
+    /// without the table's lock: a hint, the operation's `done` is what
+    /// counts for ending it.
+    pub(super) rw_done_bits: [AtomicU64; super::rw::RW_DONE_WORDS],
     /// Set before draining: completions must not repost.
     pub(super) dying: AtomicBool,
     /// The liveness probe's work request (a zero-length RDMA Write), away
@@ -256,6 +262,7 @@ impl<V: Events> ConnBox<V> {
             inv_wait <- new_condvar!("rpcrdma_rs:inv_wait"),
             recv_local: RecvLocalCell(UnsafeCell::new(None)),
             rw <- new_spinlock!(RwTable::new(), "rpcrdma_rs:rw"),
+            rw_done_bits: Default::default(),
             dying: AtomicBool::new(false),
             probe: LeaseCell::new(ProbeWr(sys::ib_rdma_wr::default())),
             probe_cqe: sys::ib_cqe { done: Some(probe_done::<V>) },

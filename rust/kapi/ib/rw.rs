@@ -84,6 +84,21 @@ pub(crate) struct RwChunk<D: Dir> {
     _dir: PhantomData<D>,
 }
 
+/// Entries of a connection's R/W table whose completion is also told by
+/// a bit of [`Conn`]'s `rw_done_bits` (a server's credits' worth); the
+/// others' by their operation, under the table's lock.
+pub(super) const RW_DONE_BITS: usize = 256;
+
+/// Words of `rw_done_bits`.
+pub(super) const RW_DONE_WORDS: usize = RW_DONE_BITS / 64;
+
+/// The word of `rw_done_bits` and the bit in it of entry `index`, if it
+/// has one.
+fn rw_done_bit(index: u16) -> Option<(usize, u64)> {
+    let i = usize::from(index);
+    (i < RW_DONE_BITS).then(|| (i / 64, 1u64 << (i % 64)))
+}
+
 /// An R/W operation posted alone: [`Conn::rw_wait`] ends it.
 ///
 /// # Invariants
@@ -121,6 +136,18 @@ impl<V: Events> Conn<V> {
             return Err(EINVAL);
         }
         let (index, kept) = self.rw.lock().take_free().ok_or(EBUSY)?;
+        let Ok(index16) = u16::try_from(index) else {
+            // Never: a table has far fewer entries than a token counts.
+            self.rw.lock().put_free(index, kept);
+            return Err(EINVAL);
+        };
+        // Not posted: its completion, which sets the bit again, comes
+        // after. The last one's there came before it was ended.
+        if let Some((w, bit)) = rw_done_bit(index16) {
+            if let Some(word) = self.rw_done_bits.get(w) {
+                word.fetch_and(!bit, Ordering::Relaxed);
+            }
+        }
         let mut op = match kept.map_or_else(RwOp::new::<V>, Ok) {
             Ok(op) => op,
             Err(e) => {
@@ -128,11 +155,11 @@ impl<V: Events> Conn<V> {
                 return Err(e);
             }
         };
-        match op.as_mut().fill(qp, segs, npages, cookie) {
+        match op.as_mut().fill(qp, segs, npages, index16, cookie) {
             Ok(wrs) => {
                 self.rw.lock().put_live(index, op);
                 // INVARIANT: in the table at `index`, prepared, not posted.
-                Ok(RwChunk { conn: self.conn_id(), index: index as u16, wrs, _dir: PhantomData })
+                Ok(RwChunk { conn: self.conn_id(), index: index16, wrs, _dir: PhantomData })
             }
             Err(e) => {
                 self.rw.lock().put_free(index, Some(op));
@@ -299,10 +326,19 @@ impl<V: Events> Conn<V> {
     }
 
     /// True once `p` completed (or was flushed): [`Conn::rw_wait`] then
-    /// returns at once. False for a token of another connection.
+    /// returns at once. False for a token of another connection. Takes no
+    /// lock for the table's first [`RW_DONE_BITS`] entries.
     pub(crate) fn rw_completed<D: Dir>(&self, p: &RwPosted<D>) -> bool {
         if p.conn != self.conn_id() {
             return false;
+        }
+        // The entry's bit, without the table's lock: set by this
+        // operation's completion (the token is live, so no other was
+        // prepared there since).
+        if let Some((w, bit)) = rw_done_bit(p.index) {
+            if let Some(word) = self.rw_done_bits.get(w) {
+                return word.load(Ordering::Acquire) & bit != 0;
+            }
         }
         let t = self.rw.lock();
         t.live(p.index).is_some_and(|op| op.done.load(Ordering::Acquire))
@@ -431,6 +467,13 @@ pub(super) unsafe extern "C" fn rw_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut
     let cookie = op.cookie;
     let g = conn.inv_lock.lock();
     op.status.store(wc.status, Ordering::Relaxed);
+    // Before `done`: once that is set the entry may be ended and another
+    // operation prepared there, which clears the bit.
+    if let Some((w, bit)) = rw_done_bit(op.index) {
+        if let Some(word) = conn.rw_done_bits.get(w) {
+            word.fetch_or(bit, Ordering::Release);
+        }
+    }
     // The waiter wakes once the lock is let go, and sees `done` then. Set
     // last: once it is, the waiter may destroy the op (its wait included)
     // without taking the lock, so nothing of it is touched after.

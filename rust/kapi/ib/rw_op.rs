@@ -238,6 +238,8 @@ pub(super) struct RwOp {
     refs: usize,
     pub(super) inited: usize,
     inbound: bool,
+    /// Its entry in the connection's table.
+    pub(super) index: u16,
     /// The owner's, handed back with the completion.
     pub(super) cookie: u64,
     /// Set (under the connection's wait lock) by the completion, the last
@@ -271,6 +273,7 @@ impl RwOp {
                 refs: 0,
                 inited: 0,
                 inbound: false,
+                index: 0,
                 cookie: 0,
                 done: AtomicBool::new(false),
                 status: AtomicU32::new(0),
@@ -294,7 +297,14 @@ impl RwOp {
     /// Returns how many send queue work requests it takes. The operation
     /// must hold nothing made (`EINVAL` otherwise); on a failure it holds
     /// nothing made again.
-    pub(super) fn fill<D: Dir>(self: Pin<&mut Self>, qp: &Qp, segs: &[RwSeg<'_, '_, D>], npages: usize, cookie: u64) -> Result<u32> {
+    pub(super) fn fill<D: Dir>(
+        self: Pin<&mut Self>,
+        qp: &Qp,
+        segs: &[RwSeg<'_, '_, D>],
+        npages: usize,
+        index: u16,
+        cookie: u64,
+    ) -> Result<u32> {
         // SAFETY: nothing is moved out of the pinned value: fields are
         // written in place (`done_wait`, the only pinned one, is not
         // touched).
@@ -315,6 +325,7 @@ impl RwOp {
         // (`refs` is 0) or mapped (`inited` is 0).
         unsafe { sys::sg_init_table(o.sg.as_mut_ptr(), u32::try_from(npages).map_err(|_| EINVAL)?) };
         o.inbound = D::INBOUND;
+        o.index = index;
         o.cookie = cookie;
         // Not posted: the completion, which sets them, comes after the
         // post that follows.
