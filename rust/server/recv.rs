@@ -182,10 +182,8 @@ impl CallChunks {
     /// saw the read list's segments, if it has any.
     pub(super) fn of(chunks: &v1::Chunks<'_>, mut handles: OneHandle) -> Option<KBox<Self>> {
         let nreply = chunks.reply.as_ref().map_or(0, |r| r.len());
+        // (A Write chunk's segments are counted as it is kept.)
         if nreply > MAX_CHUNK_SEGMENTS || chunks.writes.len() > MAX_WRITE_CHUNKS {
-            return None;
-        }
-        if chunks.writes.iter().any(|w| w.len() > MAX_CHUNK_SEGMENTS) {
             return None;
         }
         // Made empty in its box, then filled there (moved in, it would be
@@ -212,6 +210,9 @@ impl CallChunks {
         }
         c.reply_end = c.segs.len();
         for (end, w) in c.write_ends.iter_mut().zip(chunks.writes.iter()) {
+            if w.len() > MAX_CHUNK_SEGMENTS {
+                return None;
+            }
             for seg in w.iter() {
                 handles.see(seg.handle);
                 c.segs.push(seg).ok()?;

@@ -66,14 +66,15 @@ impl ConnState {
         let unused = rq.ctxt().filter(|c| c.writes().next().is_some()).map(unused_writes).transpose()?;
         let mut lists = [&[][..]; MAX_WRITE_CHUNKS];
         let nchunks = match (rq.ctxt(), &unused) {
-            (Some(c), Some(u)) => split_chunks(c, u, &mut lists),
+            (Some(c), Some(u)) => split_chunks(c.writes(), u, &mut lists),
             _ => 0,
         };
         let chunks = v1::ChunkLists { reads: &[], writes: lists.get(..nchunks).unwrap_or_default(), reply: None };
         let max = self.send_max() as usize;
+        let inv = self.invalidate(rq);
         loop {
             let seen = self.sends_seen();
-            let sent = conn.send_copied_invalidating(self.invalidate(rq), |w: &mut SendWriter<'_, Copying>| {
+            let sent = conn.send_copied_invalidating(inv, |w: &mut SendWriter<'_, Copying>| {
                 let room = w.room();
                 let room = room.get_mut(..max.min(room.len())).unwrap_or_default();
                 let n = self.encode_reply_header(room, xid, false, &chunks)?;
@@ -82,8 +83,7 @@ impl ConnState {
             });
             match sent {
                 Ok(()) => {
-                    let inv = self.invalidate(rq).unwrap_or(0);
-                    trace::svc_reply(xid, ChunkType::Inline as u32, rq.reply_len(), inv);
+                    trace::svc_reply(xid, ChunkType::Inline as u32, rq.reply_len(), inv.unwrap_or(0));
                     return Ok(rq.reply_len());
                 }
                 Err(e) if e == errno::ENOBUFS() => self.wait_sends(seen, SEND_WAIT_MS)?,
@@ -127,13 +127,14 @@ impl ConnState {
         COUNTERS.write_bytes.fetch_add(u64::from(len), Ordering::Relaxed);
         let mut segs = rw_segs();
         rw_segments(returned.iter(), local.as_deref().unwrap_or_default(), &mut segs)?;
-        self.write_and_send(conn, &segs, self.invalidate(rq), |w: &mut SendWriter<'_, Copying>| {
+        let inv = self.invalidate(rq);
+        self.write_and_send(conn, &segs, inv, |w: &mut SendWriter<'_, Copying>| {
             w.copy(|b| {
                 let lists = v1::ChunkLists { reads: &[], writes: unused, reply: Some(returned) };
                 self.encode_reply_header(b, xid, true, &lists)
             })
         })?;
-        trace::svc_reply(xid, ChunkType::ReplyChunk as u32, len, self.invalidate(rq).unwrap_or(0));
+        trace::svc_reply(xid, ChunkType::ReplyChunk as u32, len, inv.unwrap_or(0));
         Ok(len)
     }
 
@@ -148,11 +149,19 @@ impl ConnState {
         // Each Write chunk returned with the bytes of its payload (none
         // for a chunk no payload went to), one after the other; the
         // payloads, kept out of the inline part.
-        let nsegs: usize = c.writes().map(<[v1::Segment]>::len).sum();
+        // The chunks offered, found once.
+        let mut offered = [&[][..]; MAX_WRITE_CHUNKS];
+        let (mut nwrites, mut nsegs) = (0usize, 0usize);
+        for (o, w) in offered.iter_mut().zip(c.writes()) {
+            *o = w;
+            nwrites += 1;
+            nsegs += w.len();
+        }
+        let offered = offered.get(..nwrites).unwrap_or_default();
         let mut returned = blank_segments(nsegs)?;
         let mut skip = [(0u32, 0u32); MAX_WRITE_CHUNKS];
         let (mut nskip, mut written, mut first) = (0, 0u64, 0usize);
-        for (offered, payload) in c.writes().zip(c.payloads().iter()) {
+        for (&offered, payload) in offered.iter().zip(c.payloads().iter()) {
             let (at, plen) = payload.unwrap_or((0, 0));
             let ret = returned.get_mut(first..).ok_or(EINVAL)?;
             first += offered.len();
@@ -169,7 +178,7 @@ impl ConnState {
         }
         // Each chunk's segments as returned: the Write list sent back.
         let mut lists = [&[][..]; MAX_WRITE_CHUNKS];
-        let nchunks = split_chunks(c, &returned, &mut lists);
+        let nchunks = split_chunks(offered.iter().copied(), &returned, &mut lists);
         let lists = lists.get(..nchunks).unwrap_or_default();
         let mut inline = [(0u32, 0u32); MAX_WRITE_CHUNKS + 1];
         let parts = responder::inline_ranges(len, skip.get(..nskip).unwrap_or_default(), &mut inline)
@@ -195,7 +204,8 @@ impl ConnState {
         let mut segs = rw_segs();
         rw_segments(returned.iter(), local.as_deref().unwrap_or_default(), &mut segs)?;
         let max = self.send_max() as usize;
-        let sent = self.write_and_send(conn, &segs, self.invalidate(rq), |w: &mut SendWriter<'_, Copying>| {
+        let inv = self.invalidate(rq);
+        let sent = self.write_and_send(conn, &segs, inv, |w: &mut SendWriter<'_, Copying>| {
             w.copy(|b| {
                 let b = b.get_mut(..max.min(b.len())).unwrap_or_default();
                 let chunks = v1::ChunkLists { reads: &[], writes: lists, reply: None };
@@ -210,7 +220,7 @@ impl ConnState {
         });
         match sent {
             Ok(()) => {
-                trace::svc_reply(xid, ChunkType::WriteList as u32, len, self.invalidate(rq).unwrap_or(0));
+                trace::svc_reply(xid, ChunkType::WriteList as u32, len, inv.unwrap_or(0));
                 Ok(len)
             }
             // The rest does not fit inline: with a Reply chunk too, step 2
@@ -318,9 +328,7 @@ pub(super) type Segments = Few<v1::Segment, FEW_SEGMENTS>;
 /// `n` segments for a reply to fill in (returned chunks), all zero.
 #[inline]
 fn blank_segments(n: usize) -> Result<Segments> {
-    let mut s = Segments::new(v1::Segment::default());
-    s.grow_to(n, v1::Segment::default())?;
-    Ok(s)
+    Segments::filled(v1::Segment::default(), n)
 }
 
 /// The RDMA Reads or Writes of a chunk or a call, one per segment.
@@ -408,13 +416,17 @@ fn unused_writes(c: &CallChunks) -> Result<Segments> {
     Ok(out)
 }
 
-/// Splits `segs` (the segments of every Write chunk `c` offered, in
-/// order, as returned) into one list per chunk, in `lists`. Returns how
-/// many chunks that is.
-fn split_chunks<'a>(c: &CallChunks, segs: &'a [v1::Segment], lists: &mut [&'a [v1::Segment]; MAX_WRITE_CHUNKS]) -> usize {
+/// Splits `segs` (the segments of every Write chunk `offered`, in order,
+/// as returned) into one list per chunk, in `lists`. Returns how many
+/// chunks that is.
+fn split_chunks<'a, 'o>(
+    offered: impl Iterator<Item = &'o [v1::Segment]>,
+    segs: &'a [v1::Segment],
+    lists: &mut [&'a [v1::Segment]; MAX_WRITE_CHUNKS],
+) -> usize {
     let mut rest = segs;
     let mut n = 0;
-    for (l, offered) in lists.iter_mut().zip(c.writes()) {
+    for (l, offered) in lists.iter_mut().zip(offered) {
         let (these, more) = rest.split_at(offered.len().min(rest.len()));
         *l = these;
         rest = more;
