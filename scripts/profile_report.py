@@ -3,7 +3,11 @@
 """Prints what scripts/profile.sh measured (the PROFILE lines of its run).
 
 Usage: profile_report.py [--calls KODIR] [--lines KO [--inside NAME
-[--under CALLEE]]] FILE (the run's output, kept under the cache). With
+[--under CALLEE]]] FILE (the run's output, kept under the cache); or
+profile_report.py --server WORKLOAD --lines KO [--inside NAME [--under
+CALLEE]] FILE, FILE a `make server-bench SERVER_BENCH_PROFILE=1` run's
+output: our server's own instructions per RPC in WORKLOAD (its c@ours
+runs, `server_blocks`) by source line, as --lines gives the client's. With
 --calls, the transports' calls out of their own code by callee, from the
 modules and kernel image the run used, copied to KODIR (ours.ko, c.ko,
 old.ko, vmlinux): the own code with the calls a transport could as well
@@ -38,8 +42,17 @@ def busy(r):
     return sum(r["samples"].get(k, 0) for k in BUCKETS) / r["rpcs"]
 
 
+_KO_INSNS = {}
+
+
 def ko_instructions(ko):
     """(sorted instruction addresses of KO's .text, {symbol: address})."""
+    if ko not in _KO_INSNS:
+        _KO_INSNS[ko] = _ko_instructions(ko)
+    return _KO_INSNS[ko]
+
+
+def _ko_instructions(ko):
     syms = {}
     out = subprocess.run(["nm", "--defined-only", ko], capture_output=True, text=True, check=True).stdout
     for line in out.splitlines():
@@ -71,6 +84,14 @@ def source_frames(ko, addrs):
         loc = re.sub(r"^.*?/(rust/)", r"\1", loc)
         frames[cur].append((re.sub(r"::h[0-9a-f]{16}$", "", fn), loc))
         i += 2
+    # Code without line tables (the C helpers): addr2line names the nearest
+    # symbol of any kind; the function holding the address is the one.
+    starts = sorted((a, n) for n, a in ko_instructions(ko)[1].items())
+    for a, fr in frames.items():
+        if fr and fr[0][1].startswith("??"):
+            k = bisect.bisect_right(starts, (a, "\uffff")) - 1
+            if k >= 0:
+                fr[0] = (starts[k][1], fr[0][1])
     return frames
 
 
@@ -122,6 +143,9 @@ def lines_report(rs, ko, top=45):
         own = own_frames(fr)
         k = own[0] if own else 0
         loc = fr[k][1]
+        if loc.startswith("??"):
+            # No line: each function on a line of its own.
+            loc = f"?? {short(fr[k][0])}"
         by_line[loc] += runs
         by_fn[fr[k][0]] += runs
         chain_of.setdefault(loc, " <- ".join(short(f) for f, _ in fr[k:]))
@@ -609,9 +633,37 @@ def main(path, lines_ko=None, inside=None, under=None, kodir=None):
     return 0
 
 
+def server_runs(path, workload, variant="c@ours"):
+    """The runs of VARIANT in WORKLOAD of a server-bench output, with our
+    server's blocks where the client's reports look for them."""
+    rs = []
+    with open(path) as f:
+        for line in f:
+            if not line.startswith("BENCH "):
+                continue
+            r = json.loads(line[len("BENCH "):])
+            if r.get("variant") == variant and r.get("workload") == workload and r.get("server_blocks"):
+                rs.append({"rpcs": r["rpcs"], "transport_blocks": r["server_blocks"]})
+    return rs
+
+
+def server_main(path, workload, ko, inside=None, under=None):
+    rs = server_runs(path, workload)
+    if not rs:
+        print(f"no c@ours run of {workload!r} with server_blocks in {path} (SERVER_BENCH_PROFILE=1)")
+        return 1
+    if inside:
+        inside_report(rs, ko, inside, under)
+    else:
+        lines_report(rs, ko)
+    return 0
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
-    ko = inside = under = kodir = None
+    ko = inside = under = kodir = server = None
+    if args[:1] == ["--server"]:
+        server, args = args[1], args[2:]
     if args[:1] == ["--calls"]:
         kodir, args = args[1], args[2:]
     if args[:1] == ["--lines"]:
@@ -620,4 +672,8 @@ if __name__ == "__main__":
             inside, args = args[1], args[2:]
             if args[:1] == ["--under"]:
                 under, args = args[1], args[2:]
+    if server:
+        if not ko:
+            sys.exit("--server needs --lines KO (a RDMARS_DEBUGINFO=1 build of the run's module)")
+        sys.exit(server_main(args[0], server, ko, inside, under))
     sys.exit(main(args[0], ko, inside, under, kodir))
