@@ -30,12 +30,6 @@ impl<T: Copy, const N: usize> Few<T, N> {
         Few::In([fill; N], 0)
     }
 
-    /// A list of `N` copies of `fill`, in place: room to write `N` entries
-    /// into through `DerefMut`.
-    pub(super) fn full(fill: T) -> Self {
-        Few::In([fill; N], N)
-    }
-
     /// A list of `n` copies of `fill`: in place if `n` is at most `N`.
     pub(super) fn filled(fill: T, n: usize) -> Result<Self> {
         if n <= N {

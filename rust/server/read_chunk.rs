@@ -117,6 +117,8 @@ impl Pull {
         let long = inline.is_none();
         // Room for every segment: in place for a few.
         let segs = Few::filled(v1::Segment::default(), reads.len()).ok()?;
+        // Room for a WRITE's plan, in place: written through `DerefMut`.
+        let pieces = Few::filled(CallPiece::Pad(0), FEW_PIECES).ok()?;
         // Made empty in its box, then filled there: moved in, its lists
         // (most of its size) would be copied.
         let mut pull = KBox::init(
@@ -128,7 +130,7 @@ impl Pull {
                 segs,
                 spans: [ChunkSpan::default(); MAX_READ_CHUNKS],
                 nchunks: 0,
-                pieces: Few::full(CallPiece::Pad(0)),
+                pieces,
                 npieces: 0,
                 len: 0,
                 kept: None,

@@ -21,7 +21,7 @@
 use core::{
     marker::PhantomData,
     ptr,
-    sync::atomic::Ordering,
+    sync::atomic::{AtomicU64, Ordering},
 };
 
 use kernel::error::{
@@ -92,12 +92,6 @@ pub(super) const RW_DONE_BITS: usize = 256;
 /// Words of `rw_done_bits`.
 pub(super) const RW_DONE_WORDS: usize = RW_DONE_BITS / 64;
 
-/// The word of `rw_done_bits` and the bit in it of entry `index`, if it
-/// has one.
-fn rw_done_bit(index: u16) -> Option<(usize, u64)> {
-    let i = usize::from(index);
-    (i < RW_DONE_BITS).then(|| (i / 64, 1u64 << (i % 64)))
-}
 
 /// An R/W operation posted alone: [`Conn::rw_wait`] ends it.
 ///
@@ -143,10 +137,8 @@ impl<V: Events> Conn<V> {
         };
         // Not posted: its completion, which sets the bit again, comes
         // after. The last one's there came before it was ended.
-        if let Some((w, bit)) = rw_done_bit(index16) {
-            if let Some(word) = self.rw_done_bits.get(w) {
-                word.fetch_and(!bit, Ordering::Relaxed);
-            }
+        if let Some((word, bit)) = self.rw_done_bit(index16) {
+            word.fetch_and(!bit, Ordering::Relaxed);
         }
         let mut op = match kept.map_or_else(RwOp::new::<V>, Ok) {
             Ok(op) => op,
@@ -325,6 +317,14 @@ impl<V: Events> Conn<V> {
         Ok((how, r))
     }
 
+    /// The word of `rw_done_bits` holding entry `index`'s bit, and the
+    /// bit, if the entry has one.
+    fn rw_done_bit(&self, index: u16) -> Option<(&AtomicU64, u64)> {
+        let i = usize::from(index);
+        let word = self.rw_done_bits.get(i / 64).filter(|_| i < RW_DONE_BITS)?;
+        Some((word, 1u64 << (i % 64)))
+    }
+
     /// True once `p` completed (or was flushed): [`Conn::rw_wait`] then
     /// returns at once. False for a token of another connection. Takes no
     /// lock for the table's first [`RW_DONE_BITS`] entries.
@@ -335,10 +335,8 @@ impl<V: Events> Conn<V> {
         // The entry's bit, without the table's lock: set by this
         // operation's completion (the token is live, so no other was
         // prepared there since).
-        if let Some((w, bit)) = rw_done_bit(p.index) {
-            if let Some(word) = self.rw_done_bits.get(w) {
-                return word.load(Ordering::Acquire) & bit != 0;
-            }
+        if let Some((word, bit)) = self.rw_done_bit(p.index) {
+            return word.load(Ordering::Acquire) & bit != 0;
         }
         let t = self.rw.lock();
         t.live(p.index).is_some_and(|op| op.done.load(Ordering::Acquire))
@@ -469,10 +467,8 @@ pub(super) unsafe extern "C" fn rw_done<V: Events>(cq: *mut sys::ib_cq, wc: *mut
     op.status.store(wc.status, Ordering::Relaxed);
     // Before `done`: once that is set the entry may be ended and another
     // operation prepared there, which clears the bit.
-    if let Some((w, bit)) = rw_done_bit(op.index) {
-        if let Some(word) = conn.rw_done_bits.get(w) {
-            word.fetch_or(bit, Ordering::Release);
-        }
+    if let Some((word, bit)) = conn.rw_done_bit(op.index) {
+        word.fetch_or(bit, Ordering::Release);
     }
     // The waiter wakes once the lock is let go, and sees `done` then. Set
     // last: once it is, the waiter may destroy the op (its wait included)
