@@ -106,7 +106,17 @@ for w, label, rate in WORKLOADS:
             continue
         r = med(v, w, rate)
         ratio = f"{t / ref:6.3f}" if ref else "     -"
-        print(f"  {v:12s} {c:9.0f} + {s:9.0f} = {t:9.0f}  ({ratio})   {rate} {r or 0:.0f}")
+        # The server's context switches per RPC, where the workload
+        # counted them: its threads' sleeps and wake-ups, which its
+        # scheduler instructions follow.
+        sw = med(v, w, "server_switches_per_rpc")
+        sw = f"   server switches/RPC {sw:.2f}" if sw is not None else ""
+        print(f"  {v:12s} {c:9.0f} + {s:9.0f} = {t:9.0f}  ({ratio})   {rate} {r or 0:.0f}{sw}")
+        tasks = [x.get("server_switches_by_task") for x in runs.get((v, w), []) if x.get("server_switches_by_task")]
+        if tasks:
+            kinds = sorted(set(k for x in tasks for k in x), key=lambda k: -max(x.get(k, 0) for x in tasks))
+            print("  " + " " * 12 + " by task: " + ", ".join(
+                f"{k} {statistics.median([x.get(k, 0.0) for x in tasks]):.2f}" for k in kinds[:6]))
 mem = {v: s[0] for (v, w), s in runs.items() if w == "mem_per_connection"}
 if mem:
     print("\nthe server's memory per connection (median of 3 mounts of the C client)")

@@ -33,6 +33,7 @@ import glob
 import json
 import os
 import random
+import re
 import signal
 import struct
 import subprocess
@@ -227,9 +228,43 @@ def busy_jiffies():
         return busy_of(f.readline())
 
 
-def server_busy_jiffies():
-    """The server guest's CPU time not idle (scripts/guest/init.sh cpu-stat)."""
-    return busy_of(server_cmd("cpu-stat", timeout=60).split("\n")[0])
+def server_task_switches():
+    """The server guest's tasks' context switches so far: {pid: (name,
+    count)} (scripts/guest/init.sh task-switches)."""
+    out = {}
+    for line in server_cmd("task-switches", timeout=60).split("\n"):
+        f = line.split()
+        if len(f) == 3 and f[0].isdigit() and f[2].isdigit():
+            out[f[0]] = (f[1], int(f[2]))
+    return out
+
+
+def task_kind(name):
+    """A task's name without its instance: "nfsd", "ksoftirqd", a kernel
+    worker by the workqueue it last ran ("kworker ib-comp-wq")."""
+    if name.startswith("kworker/"):
+        wq = name.split("-", 1)[1] if "-" in name else ""
+        return f"kworker {wq}".strip()
+    return re.sub(r"/\d+$", "", name)
+
+
+def switches_by_kind(before, after):
+    """Context switches between two server_task_switches(), by task_kind
+    (a task that came meanwhile counts whole)."""
+    out = collections.Counter()
+    for pid, (name, n) in after.items():
+        d = n - before.get(pid, (name, 0))[1]
+        if d > 0:
+            out[task_kind(name)] += d
+    return out
+
+
+def server_cpu_stat():
+    """The server guest's CPU time not idle, and its context switches so
+    far (scripts/guest/init.sh cpu-stat)."""
+    lines = server_cmd("cpu-stat", timeout=60).split("\n")
+    switches = next((int(l.split()[1]) for l in lines if l.startswith("ctxt ")), None)
+    return busy_of(lines[0]), switches
 
 
 def insns(role):
@@ -429,13 +464,19 @@ class Meter:
     def __init__(self, server=False, blocks=False):
         self.server = server
         self.server_cpu = None
+        # The server's context switches (every CPU) across the workload:
+        # how often its threads slept and were woken, which the
+        # scheduler's share of its instructions follows.
+        self.server_switches = None
+        self.server_tasks = None
         self.blocks = blocks
         self.blocks0 = self.blocks1 = {}
         self._kept0 = None
 
     def __enter__(self):
         if self.server:
-            self.server_cpu = server_busy_jiffies()
+            self._tasks0 = server_task_switches()
+            self.server_cpu, self.server_switches = server_cpu_stat()
         self.insns = {role: insns(role) for role in ("client", "server")}
         self.cpu, self.rpcs, self.t = busy_jiffies(), rpcs(), time.time()
         if self.blocks:
@@ -471,7 +512,13 @@ class Meter:
             else:
                 read_block_runs(self._skept0)
         if self.server and exc[0] is None:
-            self.server_cpu = server_busy_jiffies() - self.server_cpu
+            cpu, switches = server_cpu_stat()
+            self.server_tasks = switches_by_kind(self._tasks0, server_task_switches())
+            self.server_cpu = cpu - self.server_cpu
+            if switches is not None and self.server_switches is not None:
+                self.server_switches = switches - self.server_switches
+            else:
+                self.server_switches = None
 
     def cpu_us_per_rpc(self):
         return self.cpu * 1e6 / USER_HZ / self.rpcs if self.rpcs else None
@@ -502,6 +549,11 @@ class Meter:
                 # CPU time (every thread), per RPC.
                 out[prefix + "translations_per_rpc"] = n[4] / self.rpcs
                 out[prefix + "host_cpu_us_per_rpc"] = n[5] / self.rpcs
+        if self.server_switches is not None and self.rpcs:
+            out["server_switches_per_rpc"] = self.server_switches / self.rpcs
+        if self.server_tasks and self.rpcs:
+            # By task (the tasks' own counts: the total's share of each).
+            out["server_switches_by_task"] = {k: n / self.rpcs for k, n in self.server_tasks.most_common(12)}
         n = self.insns.get("client")
         if n is not None and self.rpcs and n[2]:
             # The transport module's own code (count_module).
@@ -613,10 +665,10 @@ def workloads(variant, rep):
     # 4 KiB O_DIRECT random writes at queue depth 64: each carries its
     # data in a Read chunk (4 KiB and the RPC header exceed the 4 KiB
     # inline threshold). The data file is rewritten in place: no layout.
-    m = Meter()
+    m = Meter(server=True)
     r = fio("w64", "randwrite", "4k", 64, "bench.dat", meter=m)
-    emit(**base, workload="randwrite_4k_qd64", iops=r["iops"], cpu_us_per_rpc=m.cpu_us_per_rpc(), rpcs=m.rpcs,
-         **m.counted())
+    emit(**base, workload="randwrite_4k_qd64", iops=r["iops"], cpu_us_per_rpc=m.cpu_us_per_rpc(),
+         server_cpu_us_per_rpc=m.server_cpu_us_per_rpc(), rpcs=m.rpcs, **m.counted())
     # Small inline calls: one GETATTR per stat() on a mount that caches
     # no attributes (noac), for as long as a fio job runs.
     umount()

@@ -454,8 +454,16 @@ server)
           { grep -h 'callback state' /proc/fs/nfsd/clients/*/info | awk '{ print $3 }' | tr '\n' ' '; echo; } > "$share/res.$id.tmp" 2>&1 ;;
         cpu-stat)
           # The server's aggregate CPU times (the "cpu" line of
-          # /proc/stat, in USER_HZ ticks): how busy a benchmark kept it.
-          { grep -m1 '^cpu ' /proc/stat; echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
+          # /proc/stat, in USER_HZ ticks): how busy a benchmark kept it;
+          # then its context switches so far (the "ctxt" line).
+          { grep -m1 '^cpu ' /proc/stat && grep -m1 '^ctxt ' /proc/stat; echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
+        task-switches)
+          # Each task's context switches so far (voluntary and not):
+          # "PID NAME COUNT", a kernel worker named for the workqueue it
+          # last ran.
+          { awk 'FNR == 1 { split(FILENAME, p, "/") } /^Name:/ { n[p[3]] = $2 }
+                 /ctxt_switches:/ { s[p[3]] += $2 }
+                 END { for (k in s) print k, n[k], s[k] }' /proc/[0-9]*/status 2>/dev/null; echo "rc=0"; } > "$share/res.$id.tmp" 2>&1 ;;
         mkfiles\ *)
           # mkfiles DIR N: N empty files made directly in the export.
           set -- ${cmd#mkfiles }
