@@ -160,10 +160,13 @@ long-check: module peer
 		selftests/run_guest.sh $(SIW_TESTS)
 	bash scripts/testbed.sh --timeout 3600 --link siw --server-module ours \
 		selftests/run_guest.sh server_inline $(SIW_TESTS)
+	bash scripts/testbed.sh --timeout 3600 --link siw --server-module ours --client-module c \
+		selftests/run_guest.sh server_inline $(SIW_TESTS)
 	FUZZ_SECONDS=150 bash scripts/fuzz.sh
 
 # The data tests long-check runs again over soft-iWARP (testbed.sh --link
-# siw): our client with the C server, then with ours.
+# siw): our client with the C server, then with ours, then the C client
+# with ours (the three-way matrix).
 SIW_TESTS = nfs3_inline_io nfs_chunked_io nfs_long_call nfs_large_directory nfs41_backchannel nfs_fio_verify
 
 clean:
