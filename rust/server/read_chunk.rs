@@ -105,7 +105,9 @@ impl Pull {
     /// `inline` its RPC message after an RDMA_MSG header, the rest of its
     /// Receive (`None` for RDMA_NOMSG), checked and planned; `None` if the
     /// chunks cannot be carried (ERR_CHUNK is owed) or there is no memory.
-    pub(super) fn of(xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>) -> Option<KBox<Self>> {
+    /// Made in a pull and call context `st` kept from earlier calls, if
+    /// it has them.
+    pub(super) fn of(xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>, st: &ConnState) -> Option<KBox<Self>> {
         let reads = &chunks.reads;
         if reads.len() > MAX_READ_SEGMENTS {
             return None;
@@ -119,26 +121,45 @@ impl Pull {
         let segs = Few::filled(v1::Segment::default(), reads.len()).ok()?;
         // Room for a WRITE's plan, in place: written through `DerefMut`.
         let pieces = Few::filled(CallPiece::Pad(0), FEW_PIECES).ok()?;
-        // Made empty in its box, then filled there: moved in, its lists
-        // (most of its size) would be copied.
-        let mut pull = KBox::init(
-            init!(Pull {
-                xid,
-                recv: None,
-                inline_len: inline.map_or(0, <[u8]>::len),
-                long,
-                segs,
-                spans: [ChunkSpan::default(); MAX_READ_CHUNKS],
-                nchunks: 0,
-                pieces,
-                npieces: 0,
-                len: 0,
-                kept: None,
-                sinks: Default::default(),
-            }),
-            GFP_KERNEL,
-        )
-        .ok()?;
+        let (spare, spare_chunks) = st.spares_for_pull();
+        let mut pull = match spare {
+            Some(mut p) => {
+                // Every field set again, as made below.
+                p.xid = xid;
+                p.recv = None;
+                p.inline_len = inline.map_or(0, <[u8]>::len);
+                p.long = long;
+                p.segs = segs;
+                p.spans = [ChunkSpan::default(); MAX_READ_CHUNKS];
+                p.nchunks = 0;
+                p.pieces = pieces;
+                p.npieces = 0;
+                p.len = 0;
+                p.kept = None;
+                p.sinks = Default::default();
+                p
+            }
+            // Made empty in its box, then filled there: moved in, its
+            // lists (most of its size) would be copied.
+            None => KBox::init(
+                init!(Pull {
+                    xid,
+                    recv: None,
+                    inline_len: inline.map_or(0, <[u8]>::len),
+                    long,
+                    segs,
+                    spans: [ChunkSpan::default(); MAX_READ_CHUNKS],
+                    nchunks: 0,
+                    pieces,
+                    npieces: 0,
+                    len: 0,
+                    kept: None,
+                    sinks: Default::default(),
+                }),
+                GFP_KERNEL,
+            )
+            .ok()?,
+        };
         let p = &mut *pull;
         // The read list walked once: its segments kept, its chunks
         // measured; their handles seen (for the reply's invalidation).
@@ -159,7 +180,7 @@ impl Pull {
         (p.npieces, p.len) = planned.ok()?;
         // Kept for the reply even without a Write list or Reply chunk: its
         // Send may invalidate the Read chunk's handle.
-        p.kept = Some(CallChunks::of(chunks, handles)?);
+        p.kept = Some(CallChunks::of(chunks, handles, spare_chunks)?);
         Some(pull)
     }
 
@@ -322,8 +343,13 @@ impl InPull {
     /// Ends the Reads (done: no wait) and gives `rq` the call (see
     /// [`Pull::finish`]), then posts the call's Receive again: the credit
     /// comes back before the reply, or any RDMA_ERROR, goes. An error:
-    /// the call is lost.
-    pub(super) fn finish(self, conn: &Connection<ServerXprt>, rq: &mut RecvRqst<'_, CallChunks>) -> Result<Pulled> {
+    /// the call is lost. The pull is kept by `st` for a later call.
+    pub(super) fn finish(
+        self,
+        st: &ConnState,
+        conn: &Connection<ServerXprt>,
+        rq: &mut RecvRqst<'_, CallChunks>,
+    ) -> Result<Pulled> {
         let InPull { mut pull, posted } = self;
         let mut pages = ChunkPages { pages: Default::default() };
         // A token the connection does not take any more: its teardown
@@ -333,6 +359,10 @@ impl InPull {
         if let Some(h) = pull.recv.take() {
             conn.release_held(h)?;
         }
+        // Its sinks went to `pages` or were dropped above; the chunks kept
+        // for the reply (still here if the call was lost) go now.
+        pull.kept = None;
+        st.keep_pull(pull);
         finished
     }
 }

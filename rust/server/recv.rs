@@ -49,6 +49,10 @@ pub(crate) struct ConnState {
     /// chunks are being pulled, oldest first.
     #[pin]
     calls: SpinLock<Calls>,
+    /// Call contexts and pulls the connection's calls are done with, kept
+    /// for its next calls.
+    #[pin]
+    spares: SpinLock<Spares>,
     /// Bumped when a Send buffer may have come back; replies waiting for
     /// one wait on `send_wait`, with `send_lock` held while they check,
     /// counted in `send_waiters`: with none, a buffer back takes no lock
@@ -99,6 +103,19 @@ struct Calls {
     /// were posted (the order they complete in).
     pulls: Ring<InPull>,
 }
+
+/// What a connection's calls are done with, kept for its next ones
+/// (svcrdma recycles its call contexts the same way): a 4 KiB READ or
+/// WRITE then allocates none of its own. A leaf lock: nothing else is
+/// taken, nor anything freed, with it held.
+struct Spares {
+    chunks: Ring<KBox<CallChunks>>,
+    pulls: Ring<KBox<Pull>>,
+}
+
+/// Most of each kind [`Spares`] keeps: more than a connection's threads
+/// work on at once, for a few kilobytes; more coming back are freed.
+const SPARES: usize = 16;
 
 /// What [`ConnState::new`] makes a connection with.
 pub(super) struct ConnParams {
@@ -180,27 +197,35 @@ impl CallChunks {
     /// The chunks of a call's header, kept; `None` if there are more
     /// chunks or segments than this server takes, or no memory. `handles`
     /// saw the read list's segments, if it has any.
-    pub(super) fn of(chunks: &v1::Chunks<'_>, mut handles: OneHandle) -> Option<KBox<Self>> {
+    ///
+    /// Kept in `spare` if there is one (an earlier call's, emptied here).
+    pub(super) fn of(chunks: &v1::Chunks<'_>, mut handles: OneHandle, spare: Option<KBox<Self>>) -> Option<KBox<Self>> {
         let nreply = chunks.reply.as_ref().map_or(0, |r| r.len());
         // (A Write chunk's segments are counted as it is kept.)
         if nreply > MAX_CHUNK_SEGMENTS || chunks.writes.len() > MAX_WRITE_CHUNKS {
             return None;
         }
-        // Made empty in its box, then filled there (moved in, it would be
-        // copied).
-        let mut kept = KBox::init(
-            init!(CallChunks {
-                segs: Segs::new(v1::Segment::default()),
-                reply_end: 0,
-                write_ends: [0; MAX_WRITE_CHUNKS],
-                nwrites: 0,
-                payloads: [None; MAX_WRITE_CHUNKS],
-                next: 0,
-                invalidate: None,
-            }),
-            GFP_KERNEL,
-        )
-        .ok()?;
+        let mut kept = match spare {
+            Some(mut k) => {
+                k.empty();
+                k
+            }
+            // Made empty in its box, then filled there (moved in, it
+            // would be copied).
+            None => KBox::init(
+                init!(CallChunks {
+                    segs: Segs::new(v1::Segment::default()),
+                    reply_end: 0,
+                    write_ends: [0; MAX_WRITE_CHUNKS],
+                    nwrites: 0,
+                    payloads: [None; MAX_WRITE_CHUNKS],
+                    next: 0,
+                    invalidate: None,
+                }),
+                GFP_KERNEL,
+            )
+            .ok()?,
+        };
         let c = &mut *kept;
         if let Some(r) = &chunks.reply {
             for seg in r.iter() {
@@ -225,6 +250,18 @@ impl CallChunks {
         c.nwrites = chunks.writes.len();
         c.invalidate = handles.single();
         Some(kept)
+    }
+
+    /// Made as [`CallChunks::of`] makes it before it keeps a chunk.
+    fn empty(&mut self) {
+        // INVARIANT: no segment, no chunk.
+        self.segs = Segs::new(v1::Segment::default());
+        self.reply_end = 0;
+        self.write_ends = [0; MAX_WRITE_CHUNKS];
+        self.nwrites = 0;
+        self.payloads = [None; MAX_WRITE_CHUNKS];
+        self.next = 0;
+        self.invalidate = None;
     }
 
     /// The Reply chunk's segments (empty if the call offered none).
@@ -302,11 +339,13 @@ impl ConnState {
         // than it has credits may fill them all); a pull is a call that
         // holds its Receive: no more of them either.
         let calls = Calls { held: Ring::new(p.recvs as usize)?, pulls: Ring::new(p.recvs as usize)? };
+        let spares = Spares { chunks: Ring::new(SPARES)?, pulls: Ring::new(SPARES)? };
         let xch = Characteristics::DEFAULT;
         KBox::pin_init(
             pin_init!(ConnState {
                 conn <- new_spinlock!(None, "rpcrdma_rs:svc_conn"),
                 calls <- new_spinlock!(calls, "rpcrdma_rs:svc_calls"),
+                spares <- new_spinlock!(spares, "rpcrdma_rs:svc_spares"),
                 sends_back: AtomicU64::new(0),
                 send_waiters: AtomicU32::new(0),
                 send_lock <- new_spinlock!((), "rpcrdma_rs:svc_send_lock"),
@@ -333,6 +372,32 @@ impl ConnState {
         let old = self.conn.lock().replace(c);
         // Never: accepted once.
         drop(old);
+    }
+
+    /// A call context an earlier call was done with, if one is kept.
+    fn spare_chunks(&self) -> Option<KBox<CallChunks>> {
+        self.spares.lock().chunks.pop()
+    }
+
+    /// A pull and a call context earlier calls were done with, those kept.
+    pub(super) fn spares_for_pull(&self) -> (Option<KBox<Pull>>, Option<KBox<CallChunks>>) {
+        let mut s = self.spares.lock();
+        (s.pulls.pop(), s.chunks.pop())
+    }
+
+    /// Keeps `c`, a call context the core is done with, for a later call
+    /// (freed if enough are kept).
+    pub(super) fn keep_chunks(&self, c: KBox<CallChunks>) {
+        let over = self.spares.lock().chunks.push(c).err();
+        // Freed without the lock.
+        drop(over);
+    }
+
+    /// Keeps `p`, a pull whose call was rebuilt (its Receive, sinks and
+    /// chunks gone), for a later call (freed if enough are kept).
+    pub(super) fn keep_pull(&self, p: KBox<Pull>) {
+        let over = self.spares.lock().pulls.push(p).err();
+        drop(over);
     }
 
     /// The connection, while the transport has one.
@@ -433,7 +498,7 @@ impl ConnState {
         // Other threads may take the next call meanwhile.
         rq.release_xprt();
         if let Some(p) = pulled {
-            let finished = p.finish(&conn, rq);
+            let finished = p.finish(self, &conn, rq);
             // The Reads' Send Queue slots are free again.
             self.sends_freed();
             let taken = match finished {
@@ -531,8 +596,8 @@ impl ConnState {
             Err((low, high)) => Taken::ErrVers(p.xid, low, high),
             Ok(Version::V1) => match v1::Header::decode_split(msg, &v1::Limits::DEFAULT) {
                 Ok((h, call)) => match h.body {
-                    v1::Body::Msg(chunks) => Self::take_chunks(rq, p.vers, h.xid, &chunks, Some(call)),
-                    v1::Body::NoMsg(chunks) => Self::take_chunks(rq, p.vers, h.xid, &chunks, None),
+                    v1::Body::Msg(chunks) => self.take_chunks(rq, p.vers, h.xid, &chunks, Some(call)),
+                    v1::Body::NoMsg(chunks) => self.take_chunks(rq, p.vers, h.xid, &chunks, None),
                     // RFC 5666's RDMA_MSGP.
                     v1::Body::Msgp { .. } => Taken::ErrChunk(h.xid),
                     // Not calls.
@@ -544,8 +609,8 @@ impl ConnState {
             },
             Ok(Version::V2) => match v2::Header::decode_with(msg, &v2::Limits::DEFAULT) {
                 Ok((h, call)) => match h.body {
-                    v2::Body::Msg(c) if c.direction == v2::Direction::Call => Self::take_chunks(rq, p.vers, h.xid, &c.lists, Some(call)),
-                    v2::Body::NoMsg(c) if c.direction == v2::Direction::Call => Self::take_chunks(rq, p.vers, h.xid, &c.lists, None),
+                    v2::Body::Msg(c) if c.direction == v2::Direction::Call => self.take_chunks(rq, p.vers, h.xid, &c.lists, Some(call)),
+                    v2::Body::NoMsg(c) if c.direction == v2::Direction::Call => self.take_chunks(rq, p.vers, h.xid, &c.lists, None),
                     // Replies to backward calls (taken as they came),
                     // RDMA2_ERROR, and OPTIONAL (taken as it came).
                     _ => Taken::Nothing,
@@ -560,7 +625,7 @@ impl ConnState {
     /// `inline` after the header (RDMA_MSG) or none (RDMA_NOMSG): the
     /// thread takes it now, or once its Read chunks are pulled; what
     /// cannot be carried gets ERR_CHUNK.
-    fn take_chunks(rq: &mut RecvRqst<'_, CallChunks>, vers: u32, xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>) -> Taken {
+    fn take_chunks(&self, rq: &mut RecvRqst<'_, CallChunks>, vers: u32, xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>) -> Taken {
         let rtype = match (chunks.reads.is_empty(), inline) {
             (true, _) => ChunkType::Inline,
             (false, None) => ChunkType::LongCall,
@@ -571,7 +636,7 @@ impl ConnState {
         // position-zero one (RDMA_NOMSG, a Long Call): checked and
         // planned now, pulled once the Receive is back.
         if !chunks.reads.is_empty() {
-            return Self::pull(xid, chunks, inline);
+            return self.pull(xid, chunks, inline);
         }
         // RDMA_NOMSG without a call in it.
         let Some(call) = inline else { return Taken::ErrChunk(xid) };
@@ -583,7 +648,7 @@ impl ConnState {
             None
         } else {
             // No read list here: its handles are none.
-            match CallChunks::of(chunks, OneHandle::default()) {
+            match CallChunks::of(chunks, OneHandle::default(), self.spare_chunks()) {
                 Some(k) => Some(k),
                 // Too many chunks or segments, or no memory to keep them.
                 None => return Taken::ErrChunk(xid),
@@ -603,8 +668,8 @@ impl ConnState {
 
     /// A call with Read chunks, for [`Pull::start`]; ERR_CHUNK for chunks
     /// it cannot carry.
-    fn pull(xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>) -> Taken {
-        match Pull::of(xid, chunks, inline) {
+    fn pull(&self, xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>) -> Taken {
+        match Pull::of(xid, chunks, inline, self) {
             Some(p) => Taken::Pull(p),
             None => Taken::ErrChunk(xid),
         }

@@ -120,6 +120,13 @@ impl SvcTransport for ServerXprt {
             Role::Conn(c) => c.free(),
         }
     }
+
+    fn release_ctxt(&self, ctxt: KBox<CallChunks>) {
+        match &self.role {
+            Role::Conn(c) => c.keep_chunks(ctxt),
+            Role::Listener(_) => drop(ctxt),
+        }
+    }
 }
 
 impl ConnHandler for ServerXprt {

@@ -87,6 +87,15 @@ pub(crate) trait SvcTransport: SvcXprtOwner {
     /// reference goes. May sleep. Nothing calls the other operations
     /// again.
     fn free(&self);
+
+    /// The core is done with a call's context (`xpo_release_ctxt`): the
+    /// thread finished the call, or a deferred call was dropped. On a
+    /// server thread; may be called after [`SvcTransport::detach`]. The
+    /// transport may keep `ctxt` for a later call; by default it is
+    /// dropped.
+    fn release_ctxt(&self, ctxt: KBox<Self::CallCtxt>) {
+        drop(ctxt);
+    }
 }
 
 /// Where a class is kept, in module memory: the `svc_xprt_class` the core
@@ -335,18 +344,26 @@ unsafe extern "C" fn result_payload<T: SvcTransport>(rqstp: *mut sys::svc_rqst, 
     }
 }
 
-/// `xpo_release_ctxt`: frees a call's context, which the core hands back
-/// once the thread is done with the call (or drops a deferred one).
+/// `xpo_release_ctxt`: gives a call's context back to its transport (or
+/// frees it), once the core is done with the call (or drops a deferred
+/// one).
 ///
 /// # Safety
 ///
-/// Called by the core with a transport of `T`'s class and the
+/// Called by the core with a transport of `T`'s class it holds and the
 /// `rq_xprt_ctxt` of one of its requests (or of a request deferred from
 /// one), which is null or what [`RecvRqst::set_ctxt`] stored there for
 /// this class; once for each.
-unsafe extern "C" fn release_ctxt<T: SvcTransport>(_xprt: *mut sys::svc_xprt, ctxt: *mut c_void) {
+unsafe extern "C" fn release_ctxt<T: SvcTransport>(xprt: *mut sys::svc_xprt, ctxt: *mut c_void) {
     // SAFETY: per the contract.
-    unsafe { super::rqst::free_ctxt::<T::CallCtxt>(ctxt) };
+    let Some(c) = (unsafe { super::rqst::take_ctxt::<T::CallCtxt>(ctxt) }) else { return };
+    // SAFETY: per the contract (the thread's request holds the transport;
+    // a deferred request holds its own reference, and the core's own
+    // outlives the deferred requests it drops while deleting it).
+    match unsafe { owner_of::<T>(xprt) } {
+        Some(t) => t.release_ctxt(c),
+        None => drop(c),
+    }
 }
 
 /// # Safety

@@ -234,10 +234,22 @@ impl CallWriter<'_> {
 /// `ctxt` is null or a `KBox<C>` made by [`RecvRqst::set_ctxt`] that
 /// nothing names any more.
 pub(super) unsafe fn free_ctxt<C>(ctxt: *mut c_void) {
-    if !ctxt.is_null() {
-        // SAFETY: per the contract.
-        drop(unsafe { KBox::from_raw(ctxt.cast::<C>()) });
+    // SAFETY: per the contract.
+    drop(unsafe { take_ctxt::<C>(ctxt) });
+}
+
+/// The context `ctxt`, owned again: `None` if null.
+///
+/// # Safety
+///
+/// As for [`free_ctxt`].
+pub(super) unsafe fn take_ctxt<C>(ctxt: *mut c_void) -> Option<KBox<C>> {
+    if ctxt.is_null() {
+        return None;
     }
+    // SAFETY: per the contract, a `KBox<C>` given up by `set_ctxt`, which
+    // nothing names any more: owned here once.
+    Some(unsafe { KBox::from_raw(ctxt.cast::<C>()) })
 }
 
 /// A thread's request while its reply is encoded (`xpo_result_payload`),
