@@ -137,6 +137,7 @@ impl Pull {
                 p.len = 0;
                 p.kept = None;
                 p.sinks = Default::default();
+                COUNTERS.contexts_reused.fetch_add(1, Ordering::Relaxed);
                 p
             }
             // Made empty in its box, then filled there: moved in, its

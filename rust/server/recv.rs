@@ -208,6 +208,7 @@ impl CallChunks {
         let mut kept = match spare {
             Some(mut k) => {
                 k.empty();
+                COUNTERS.contexts_reused.fetch_add(1, Ordering::Relaxed);
                 k
             }
             // Made empty in its box, then filled there (moved in, it

@@ -38,6 +38,9 @@ pub(crate) struct ServerCounters {
     /// Pages of pulled data items (an NFS WRITE's payload) given to nfsd
     /// threads as the call's own pages, not copied.
     pub(crate) read_pages_given: AtomicU64,
+    /// Call contexts and pulls made in ones an earlier call of the
+    /// connection was done with, not allocated.
+    pub(crate) contexts_reused: AtomicU64,
     /// Backward calls (NFSv4.1 callbacks) sent.
     pub(crate) bc_calls: AtomicU64,
     /// Replies to backward calls that completed their call.
@@ -59,6 +62,7 @@ pub(crate) static COUNTERS: ServerCounters = ServerCounters {
     chunks_copied: AtomicU64::new(0),
     read_bytes: AtomicU64::new(0),
     read_pages_given: AtomicU64::new(0),
+    contexts_reused: AtomicU64::new(0),
     bc_calls: AtomicU64::new(0),
     bc_replies: AtomicU64::new(0),
     bc_replies_dropped: AtomicU64::new(0),
@@ -66,7 +70,7 @@ pub(crate) static COUNTERS: ServerCounters = ServerCounters {
 
 impl ServerCounters {
     /// The read-only debugfs files: name and counter.
-    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 13] {
+    pub(crate) fn debugfs_files(&'static self) -> [(&'static CStr, &'static AtomicU64); 14] {
         [
             (c_str!("server_connections"), &self.connections),
             (c_str!("server_v2_connections"), &self.v2_connections),
@@ -78,6 +82,7 @@ impl ServerCounters {
             (c_str!("server_chunks_copied"), &self.chunks_copied),
             (c_str!("server_read_bytes"), &self.read_bytes),
             (c_str!("server_read_pages_given"), &self.read_pages_given),
+            (c_str!("server_contexts_reused"), &self.contexts_reused),
             (c_str!("server_bc_calls"), &self.bc_calls),
             (c_str!("server_bc_replies"), &self.bc_replies),
             (c_str!("server_bc_replies_dropped"), &self.bc_replies_dropped),

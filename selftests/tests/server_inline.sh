@@ -151,23 +151,27 @@ for v in 3 4.2; do
   m || fail "vers=$v: mount for the chunked WRITEs failed"
   mkdir -p "$MNT/srv"
   r0=$(rdma_xprt_field 11); inv0=$(remote_invalidations); sr0=$(server_counter read_bytes)
-  pg0=$(server_counter read_pages_given)
+  pg0=$(server_counter read_pages_given); cr0=$(server_counter contexts_reused)
   timeout 120 dd if=$src/pulled of="$MNT/srv/pulled" bs=64k oflag=direct status=none ||
     { umount "$MNT"; fail "vers=$v: the WRITEs with Read chunks failed"; }
   r1=$(rdma_xprt_field 11); inv=$(( $(remote_invalidations) - inv0 )); sr=$(( $(server_counter read_bytes) - sr0 ))
-  pg=$(( $(server_counter read_pages_given) - pg0 ))
+  pg=$(( $(server_counter read_pages_given) - pg0 )); cr=$(( $(server_counter contexts_reused) - cr0 ))
   umount "$MNT" && m || fail "vers=$v: remount for the chunked WRITEs failed"
   got=$(dd if="$MNT/srv/pulled" bs=64k iflag=direct status=none | sha256sum | cut -c1-64)
   bad=$(rdma_xprt_field 20)
   rm -rf "$MNT/srv"
   umount "$MNT" || fail "umount failed"
-  diag "vers=$v: chunked WRITEs: $((r1 - r0)) Read chunks, $sr bytes pulled by the server into $pg pages given to nfsd, $inv regions invalidated by the server, data $( [ "$got" = "$want" ] && echo right || echo WRONG), bad replies ${bad:-0}"
+  diag "vers=$v: chunked WRITEs: $((r1 - r0)) Read chunks, $sr bytes pulled by the server into $pg pages given to nfsd, $cr contexts and pulls reused, $inv regions invalidated by the server, data $( [ "$got" = "$want" ] && echo right || echo WRONG), bad replies ${bad:-0}"
   [ "$got" = "$want" ] || fail "vers=$v: the file written through Read chunks reads back wrong"
   [ $((r1 - r0)) -ge 4 ] || fail "vers=$v: the WRITEs sent no Read chunks"
   [ "$sr" -ge $((200 * 1024)) ] || fail "vers=$v: the server pulled $sr bytes by RDMA Read, not the 200 KiB written"
   # Each WRITE's payload one data item: its pages become the nfsd
   # thread's, 51 for 200 KiB and 5 bytes (the last, padded, included).
   [ "$pg" -ge 51 ] || fail "vers=$v: $pg pages of pulled data given to nfsd, not the 51 the WRITEs took"
+  # One WRITE at a time (O_DIRECT dd): each after the first is pulled in
+  # the pull the one before was done with (kept before its reply went;
+  # its call context comes back after, most often before the next).
+  [ "$cr" -ge 3 ] || fail "vers=$v: $cr call contexts and pulls reused, not the pulls of the three WRITEs after the first"
   if [ "$XPRT_MOD" = rpcrdma_rs ]; then
     [ "$inv" -ge 4 ] || fail "vers=$v: the server invalidated $inv of the WRITEs' regions, not each"
   fi
