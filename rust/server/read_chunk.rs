@@ -124,7 +124,22 @@ impl Pull {
         let (spare, spare_chunks) = st.spares_for_pull();
         let mut pull = match spare {
             Some(mut p) => {
-                // Every field set again, as made below.
+                // Every field set again, as made below (named here so that
+                // a field added to `Pull` fails to build until it is).
+                let Pull {
+                    xid: _,
+                    recv: _,
+                    inline_len: _,
+                    long: _,
+                    segs: _,
+                    spans: _,
+                    nchunks: _,
+                    pieces: _,
+                    npieces: _,
+                    len: _,
+                    kept: _,
+                    sinks: _,
+                } = &*p;
                 p.xid = xid;
                 p.recv = None;
                 p.inline_len = inline.map_or(0, <[u8]>::len);

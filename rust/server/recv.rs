@@ -255,6 +255,9 @@ impl CallChunks {
 
     /// Made as [`CallChunks::of`] makes it before it keeps a chunk.
     fn empty(&mut self) {
+        // Every field (named here so that a field added to `CallChunks`
+        // fails to build until it is set below).
+        let CallChunks { segs: _, reply_end: _, write_ends: _, nwrites: _, payloads: _, next: _, invalidate: _ } = self;
         // INVARIANT: no segment, no chunk.
         self.segs = Segs::new(v1::Segment::default());
         self.reply_end = 0;
