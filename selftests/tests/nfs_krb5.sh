@@ -239,6 +239,11 @@ for v in "${versions[@]}"; do
     rchunks=$(rdma_xprt_field 11) longcalls=$(rdma_xprt_field 21)
     umount "$MNT" && m || kfail "$what: remount failed"
     as_user cmp -s $src "$MNT/krb5/file"; same=$?
+    # Every NFS mount while the file was read, with its flavour (an NFSv4
+    # submount crossed into has its own): what a READ without a Write
+    # chunk is to be read against.
+    nfsmounts=$(findmnt -rn -t nfs,nfs4 -o TARGET,OPTIONS |
+      awk '{ s = $2; sub(/.*sec=/, "", s); sub(/,.*/, "", s); printf "%s sec=%s; ", $1, s }')
     stats2=$(awk '$1 == "sec:" { print $2; exit }' /proc/self/mountstats)
     [ "$stats2" = "$stats" ] || fail "$what: mounted again, mountstats says $stats2, not $stats"
     wchunks=$(rdma_xprt_field 12) replies=$(rdma_xprt_field 13) bad=$(rdma_xprt_field 20)
@@ -255,7 +260,7 @@ for v in "${versions[@]}"; do
     [ "$bad" = 0 ] || fail "$what: $bad bad replies"
     if [ $sec = krb5 ]; then
       [ "${rchunks:-0}" -gt 0 ] || fail "$what: no Read chunk for the WRITEs' payload"
-      [ "${wchunks:-0}" -gt 0 ] || { show_calls READ
+      [ "${wchunks:-0}" -gt 0 ] || { show_calls READ; diag "$what: NFS mounts while reading: $nfsmounts"
         fail "$what: no Write chunk for the READs' payload"; }
       [ "$ddp" -gt 0 ] || fail "$what: no traced call placed data directly"
     else
