@@ -92,7 +92,6 @@ pub(super) const RW_DONE_BITS: usize = 256;
 /// Words of `rw_done_bits`.
 pub(super) const RW_DONE_WORDS: usize = RW_DONE_BITS / 64;
 
-
 /// An R/W operation posted alone: [`Conn::rw_wait`] ends it.
 ///
 /// # Invariants
