@@ -16,6 +16,8 @@
 #define _RPCRDMA_RS_TRACE_H
 
 #include <linux/tracepoint.h>
+#include <linux/sunrpc/xdr.h>
+#include "tracepoints.h"
 
 /* How a call's message or its reply travels (the C client's words). */
 #define rpcrdma_rs_show_chunktype(x)					\
@@ -77,13 +79,16 @@ TRACE_EVENT(rpcrdma_rs_established,
 		  __entry->inline_recv, __entry->credits, __entry->remote_inv)
 );
 
-/* A call's transport header was built and its Send posted. */
+/*
+ * A call's transport header was built and its Send posted. After the
+ * chunk types, what decided the reply's: the reply buffer's
+ * head/pages/tail lengths ("read" when its encoder marked the pages
+ * for direct placement), the credential's security flavour, and
+ * ddp=0 when that flavour must see every byte (krb5i, krb5p).
+ */
 TRACE_EVENT(rpcrdma_rs_marshal,
-	TP_PROTO(u32 task_id, u32 client_id, u32 xid, u32 version,
-		 u32 hdrlen, u32 headlen, u32 pagelen, u32 taillen,
-		 u32 rtype, u32 wtype),
-	TP_ARGS(task_id, client_id, xid, version, hdrlen, headlen, pagelen,
-		taillen, rtype, wtype),
+	TP_PROTO(const struct rpcrdma_rs_marshal_info *m),
+	TP_ARGS(m),
 	TP_STRUCT__entry(
 		__field(u32, task_id)
 		__field(u32, client_id)
@@ -95,25 +100,40 @@ TRACE_EVENT(rpcrdma_rs_marshal,
 		__field(u32, taillen)
 		__field(u32, rtype)
 		__field(u32, wtype)
+		__field(u32, rcvhead)
+		__field(u32, rcvpages)
+		__field(u32, rcvtail)
+		__field(u32, rcvflags)
+		__field(u32, flavor)
+		__field(u32, ddp)
 	),
 	TP_fast_assign(
-		__entry->task_id = task_id;
-		__entry->client_id = client_id;
-		__entry->xid = xid;
-		__entry->version = version;
-		__entry->hdrlen = hdrlen;
-		__entry->headlen = headlen;
-		__entry->pagelen = pagelen;
-		__entry->taillen = taillen;
-		__entry->rtype = rtype;
-		__entry->wtype = wtype;
+		__entry->task_id = m->task_id;
+		__entry->client_id = m->client_id;
+		__entry->xid = m->xid;
+		__entry->version = m->version;
+		__entry->hdrlen = m->hdrlen;
+		__entry->headlen = m->headlen;
+		__entry->pagelen = m->pagelen;
+		__entry->taillen = m->taillen;
+		__entry->rtype = m->rtype;
+		__entry->wtype = m->wtype;
+		__entry->rcvhead = m->rcvhead;
+		__entry->rcvpages = m->rcvpages;
+		__entry->rcvtail = m->rcvtail;
+		__entry->rcvflags = m->rcvflags;
+		__entry->flavor = m->flavor;
+		__entry->ddp = m->ddp;
 	),
-	TP_printk("task:%08x@%08x xid=0x%08x v%u hdr=%u xdr=%u/%u/%u %s/%s",
+	TP_printk("task:%08x@%08x xid=0x%08x v%u hdr=%u xdr=%u/%u/%u %s/%s rcv=%u/%u/%u%s flavor=%u ddp=%u",
 		  __entry->task_id, __entry->client_id, __entry->xid,
 		  __entry->version, __entry->hdrlen, __entry->headlen,
 		  __entry->pagelen, __entry->taillen,
 		  rpcrdma_rs_show_chunktype(__entry->rtype),
-		  rpcrdma_rs_show_chunktype(__entry->wtype))
+		  rpcrdma_rs_show_chunktype(__entry->wtype),
+		  __entry->rcvhead, __entry->rcvpages, __entry->rcvtail,
+		  __entry->rcvflags & XDRBUF_READ ? " read" : "",
+		  __entry->flavor, __entry->ddp)
 );
 
 /* A call could not be marshalled (ret: -errno). */

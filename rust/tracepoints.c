@@ -14,11 +14,9 @@ notrace void rpcrdma_rs_trace_established(const char *peer, u32 version,
 			credits, remote_inv);
 }
 
-notrace void rpcrdma_rs_trace_marshal(u32 task_id, u32 client_id, u32 xid, u32 version,
-		u32 hdrlen, u32 headlen, u32 pagelen, u32 taillen, u32 rtype, u32 wtype)
+notrace void rpcrdma_rs_trace_marshal(const struct rpcrdma_rs_marshal_info *m)
 {
-	trace_rpcrdma_rs_marshal(task_id, client_id, xid, version, hdrlen,
-			headlen, pagelen, taillen, rtype, wtype);
+	trace_rpcrdma_rs_marshal(m);
 }
 
 notrace void rpcrdma_rs_trace_marshal_failed(u32 xid, int ret)

@@ -11,8 +11,19 @@
 
 void rpcrdma_rs_trace_established(const char *peer, u32 version,
 		u32 inline_send, u32 inline_recv, u32 credits, u32 remote_inv);
-void rpcrdma_rs_trace_marshal(u32 task_id, u32 client_id, u32 xid, u32 version,
-		u32 hdrlen, u32 headlen, u32 pagelen, u32 taillen, u32 rtype, u32 wtype);
+/*
+ * What the marshal event records of a call: more fields than a trace
+ * event takes arguments (BPF's raw tracepoints take at most 12), so they
+ * go as one.
+ */
+struct rpcrdma_rs_marshal_info {
+	u32 task_id, client_id, xid, version, hdrlen;
+	/* The call's head, page list and tail lengths, how it and its reply travel. */
+	u32 headlen, pagelen, taillen, rtype, wtype;
+	/* What decided the reply's way. */
+	u32 rcvhead, rcvpages, rcvtail, rcvflags, flavor, ddp;
+};
+void rpcrdma_rs_trace_marshal(const struct rpcrdma_rs_marshal_info *m);
 void rpcrdma_rs_trace_marshal_failed(u32 xid, int ret);
 void rpcrdma_rs_trace_mr_map(u32 xid, u32 mr_id, int nents, u32 handle,
 		u32 length, u64 offset, u32 dir);

@@ -203,23 +203,29 @@ pub(crate) struct Marshalled {
 pub(crate) fn marshal(rqst: &Rqst<'_>, xid: u32, what: impl FnOnce() -> Marshalled) {
     #[cfg(CONFIG_TRACEPOINTS)]
     if enabled!(__tracepoint_rpcrdma_rs_marshal) {
-        let (task, client) = rqst.task_ids();
+        let (task_id, client_id) = rqst.task_ids();
         let m = what();
-        // SAFETY: the forward only reads its arguments.
-        unsafe {
-            crate::sys::rpcrdma_rs_trace_marshal(
-                task,
-                client,
-                xid,
-                m.version,
-                m.hdrlen,
-                m.xdr.0,
-                m.xdr.1,
-                m.xdr.2,
-                m.rtype as u32,
-                m.wtype as u32,
-            )
+        let (rcvhead, rcvpages, rcvtail, rcvflags) = rqst.reply_shape();
+        let info = crate::sys::rpcrdma_rs_marshal_info {
+            task_id,
+            client_id,
+            xid,
+            version: m.version,
+            hdrlen: m.hdrlen,
+            headlen: m.xdr.0,
+            pagelen: m.xdr.1,
+            taillen: m.xdr.2,
+            rtype: m.rtype as u32,
+            wtype: m.wtype as u32,
+            rcvhead,
+            rcvpages,
+            rcvtail,
+            rcvflags,
+            flavor: rqst.auth_flavor(),
+            ddp: u32::from(rqst.ddp_allowed()),
         };
+        // SAFETY: the forward only reads the value, during the call.
+        unsafe { crate::sys::rpcrdma_rs_trace_marshal(&info) };
     }
     #[cfg(not(CONFIG_TRACEPOINTS))]
     let _ = (rqst, xid, what);

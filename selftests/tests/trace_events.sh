@@ -4,7 +4,8 @@
 # connection (established with its thresholds, connect status 0), a WRITE
 # of 64 KiB with O_DIRECT (marshalled with a Read chunk, its regions
 # registered for the server to read, its reply matched), a READ of it (a
-# Write chunk: regions registered for the server to write, the reply
+# Write chunk, as the event's reply buffer and flavour fields allow it:
+# regions registered for the server to write, the reply
 # matched with the 65536 bytes written, the regions invalidated, remotely
 # or locally), then a forced reconnect (disconnect, connect,
 # established) and a READ on the new connection: in that order, with
@@ -111,9 +112,13 @@ if i is not None:
     check(any(k == "reply" for _, (k, f) in after), f"WRITE {xid}: reply matched")
 
 # The READ: a Write chunk the server wrote 65536 bytes into.
-i, xid, after = call(r"/write list$", mark["read"], mark["reconnect"])
+i, xid, after = call(r"/write list rcv=", mark["read"], mark["reconnect"])
 check(i is not None, "READ: a marshal event offering a Write chunk")
 if i is not None:
+    # What decided the Write chunk: the reply buffer's 64 KiB page list,
+    # marked for direct placement, under AUTH_UNIX (flavour 1).
+    check(re.search(r" rcv=\d+/65536/\d+ read flavor=1 ddp=1$", events[i][1]) is not None,
+          f"READ {xid}: reply buffer of 64 KiB pages for direct placement, AUTH_UNIX: {events[i][1]}")
     maps = [f for k, f in events[mark["read"]:i] if k == "mr_map" and fields(f).get("xid") == xid]
     check(maps and all("(FROM_DEVICE)" in f for f in maps), f"READ {xid}: regions registered FROM_DEVICE: {maps}")
     rep = [f for _, (k, f) in after if k == "reply"]

@@ -252,6 +252,31 @@ impl Rqst<'_> {
         let flags = read_once!((*auth).au_flags);
         flags & DATATOUCH == 0
     }
+
+    /// The security flavour of the request's credential (its auth's
+    /// `au_flavor`: 1 for AUTH_UNIX, 390003..390005 for krb5, krb5i,
+    /// krb5p), for trace events.
+    pub(crate) fn auth_flavor(&self) -> u32 {
+        // SAFETY (of the reads): as in `ddp_allowed`.
+        let cred = read_once!((*self.raw.as_ptr()).rq_cred);
+        let auth = read_once!((*cred).cr_auth);
+        read_once!((*auth).au_flavor)
+    }
+
+    /// The reply buffer's head, page list and tail lengths and its flags,
+    /// as the call's encoder left them, for trace events.
+    pub(crate) fn reply_shape(&self) -> (u32, u32, u32, u32) {
+        // SAFETY (of the reads): live for `'a`; the reply buffer is set up
+        // by the call's encoder, before the request is sent, and is the
+        // sending task's until the reply is received.
+        let r = self.raw.as_ptr();
+        (
+            read_once!((*r).rq_rcv_buf.head[0].iov_len) as u32,
+            read_once!((*r).rq_rcv_buf.page_len),
+            read_once!((*r).rq_rcv_buf.tail[0].iov_len) as u32,
+            read_once!((*r).rq_rcv_buf.flags),
+        )
+    }
 }
 
 impl PinnedRqst {
