@@ -102,7 +102,9 @@ impl RdmaXprt {
             let len = snd.len as usize;
             ep.conn.send_copied(HeaderFill { rqst: &rqst, version, xid, credits, nomsg: false, dir, lists, len })?;
             self.count_call(&call, &rp, &snd, 0);
-            trace::marshal(&rqst, xid, || marshalled(&CallShape { version, xid, snd, call, reply: rp }));
+            trace::marshal(&rqst, xid, || {
+                marshalled(&CallShape { version, xid, snd, call, reply: rp }, &desc(rqst.reply_buf()))
+            });
             return Ok(());
         }
         self.register_and_send(ep, &rqst, slot, (version, xid), (inline_send, inline_recv), &snd, epoch)
@@ -276,7 +278,9 @@ impl RdmaXprt {
         (inflight, reply, offered): (&mut Option<InFlight>, &mut ReplyShape, &mut usize),
     ) {
         self.count_call(&call, &rp, snd, t.len());
-        trace::marshal(rqst, xid, || marshalled(&CallShape { version, xid, snd: *snd, call, reply: rp }));
+        trace::marshal(rqst, xid, || {
+            marshalled(&CallShape { version, xid, snd: *snd, call, reply: rp }, &desc(rqst.reply_buf()))
+        });
         *inflight = Some(t);
         *reply = shape;
         *offered = nw;
@@ -423,8 +427,9 @@ impl RdmaXprt {
     }
 }
 
-/// What the `marshal` trace event reports of the call planned as `p`.
-fn marshalled(p: &CallShape) -> trace::Marshalled {
+/// What the `marshal` trace event reports of the call planned as `p`, its
+/// reply buffer `rcv`.
+fn marshalled(p: &CallShape, rcv: &plan::XdrBufDesc) -> trace::Marshalled {
     let s = &p.snd;
     let rtype = match p.call {
         plan::CallPlan::Inline { pullup: true } if s.page_len == 0 && s.tail.len == 0 => trace::ChunkType::Inline,
@@ -445,6 +450,8 @@ fn marshalled(p: &CallShape) -> trace::Marshalled {
         xdr: (s.head.len, s.page_len, s.tail.len),
         rtype,
         wtype,
+        rcv: (rcv.head.len, rcv.page_len, rcv.tail.len),
+        rcv_flags: rcv.flags,
     }
 }
 

@@ -195,6 +195,10 @@ pub(crate) struct Marshalled {
     /// How the call and its reply travel.
     pub(crate) rtype: ChunkType,
     pub(crate) wtype: ChunkType,
+    /// The reply buffer's head, page list and tail lengths and its
+    /// `XDRBUF_*` flags, as the planner saw them.
+    pub(crate) rcv: (u32, u32, u32),
+    pub(crate) rcv_flags: u32,
 }
 
 /// A call's header was built and its Send posted (`what` is built only
@@ -205,7 +209,6 @@ pub(crate) fn marshal(rqst: &Rqst<'_>, xid: u32, what: impl FnOnce() -> Marshall
     if enabled!(__tracepoint_rpcrdma_rs_marshal) {
         let (task_id, client_id) = rqst.task_ids();
         let m = what();
-        let (rcvhead, rcvpages, rcvtail, rcvflags) = rqst.reply_shape();
         let info = crate::sys::rpcrdma_rs_marshal_info {
             task_id,
             client_id,
@@ -217,10 +220,10 @@ pub(crate) fn marshal(rqst: &Rqst<'_>, xid: u32, what: impl FnOnce() -> Marshall
             taillen: m.xdr.2,
             rtype: m.rtype as u32,
             wtype: m.wtype as u32,
-            rcvhead,
-            rcvpages,
-            rcvtail,
-            rcvflags,
+            rcvhead: m.rcv.0,
+            rcvpages: m.rcv.1,
+            rcvtail: m.rcv.2,
+            rcvflags: m.rcv_flags,
             flavor: rqst.auth_flavor(),
             ddp: u32::from(rqst.ddp_allowed()),
         };

@@ -238,18 +238,24 @@ impl Rqst<'_> {
         read_once!((*self.raw.as_ptr()).rq_buffer).is_null()
     }
 
+    /// The auth of the request's credential.
+    #[inline]
+    fn auth(&self) -> *mut sys::rpc_auth {
+        // SAFETY (of the reads): a request being sent has its credential,
+        // and the credential its auth, which outlive the send.
+        let cred = read_once!((*self.raw.as_ptr()).rq_cred);
+        read_once!((*cred).cr_auth)
+    }
+
     /// False for security flavours that must see every byte (krb5i/krb5p):
     /// no direct data placement for them.
     #[inline]
     pub(crate) fn ddp_allowed(&self) -> bool {
         // `au_flags` holds bit numbers: DATATOUCH is bit 1, not the mask 1.
         const DATATOUCH: c_ulong = 1 << sys::RPCAUTH_AUTH_DATATOUCH;
-        // SAFETY (of the reads): a request being sent has its credential,
-        // and the credential its auth; the flags are read once, as
-        // `test_bit` reads them.
-        let cred = read_once!((*self.raw.as_ptr()).rq_cred);
-        let auth = read_once!((*cred).cr_auth);
-        let flags = read_once!((*auth).au_flags);
+        // SAFETY (of the read): the auth is live while the request is sent
+        // (`auth`); the flags are read once, as `test_bit` reads them.
+        let flags = read_once!((*self.auth()).au_flags);
         flags & DATATOUCH == 0
     }
 
@@ -257,25 +263,8 @@ impl Rqst<'_> {
     /// `au_flavor`: 1 for AUTH_UNIX, 390003..390005 for krb5, krb5i,
     /// krb5p), for trace events.
     pub(crate) fn auth_flavor(&self) -> u32 {
-        // SAFETY (of the reads): as in `ddp_allowed`.
-        let cred = read_once!((*self.raw.as_ptr()).rq_cred);
-        let auth = read_once!((*cred).cr_auth);
-        read_once!((*auth).au_flavor)
-    }
-
-    /// The reply buffer's head, page list and tail lengths and its flags,
-    /// as the call's encoder left them, for trace events.
-    pub(crate) fn reply_shape(&self) -> (u32, u32, u32, u32) {
-        // SAFETY (of the reads): live for `'a`; the reply buffer is set up
-        // by the call's encoder, before the request is sent, and is the
-        // sending task's until the reply is received.
-        let r = self.raw.as_ptr();
-        (
-            read_once!((*r).rq_rcv_buf.head[0].iov_len) as u32,
-            read_once!((*r).rq_rcv_buf.page_len),
-            read_once!((*r).rq_rcv_buf.tail[0].iov_len) as u32,
-            read_once!((*r).rq_rcv_buf.flags),
-        )
+        // SAFETY (of the read): as in `ddp_allowed`.
+        read_once!((*self.auth()).au_flavor)
     }
 }
 
