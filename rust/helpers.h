@@ -131,6 +131,7 @@ unsigned int rpcrdma_rs_param_slot_table_entries(void);
 unsigned int rpcrdma_rs_param_max_inline_read(void);
 unsigned int rpcrdma_rs_param_max_inline_write(void);
 unsigned int rpcrdma_rs_param_probe_interval(void);
+unsigned int rpcrdma_rs_param_server_credits(void);
 bool rpcrdma_rs_param_server(void);
 
 void rpcrdma_rs_rqst_task_ids(const struct rpc_rqst *rqst, u32 *task_id,

@@ -30,6 +30,11 @@ module_param(server, bool, 0444);
 MODULE_PARM_DESC(server,
 		 "Register the 'rdma' server transport class, so that knfsd serves NFS over rpcrdma_rs (experimental; default off)");
 
+static unsigned int server_credits = 64;
+module_param(server_credits, uint, 0644);
+MODULE_PARM_DESC(server_credits,
+		 "Credits the server grants each connection: the calls a client may have in flight, each with a Receive of its own (8..512, default 64, as svcrdma's max_requests)");
+
 static unsigned int probe_interval = 5;
 module_param(probe_interval, uint, 0644);
 MODULE_PARM_DESC(probe_interval,
@@ -101,6 +106,11 @@ unsigned int rpcrdma_rs_param_max_inline_write(void)
 unsigned int rpcrdma_rs_param_probe_interval(void)
 {
 	return READ_ONCE(probe_interval);
+}
+
+unsigned int rpcrdma_rs_param_server_credits(void)
+{
+	return READ_ONCE(server_credits);
 }
 
 /*

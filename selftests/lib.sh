@@ -207,6 +207,15 @@ server_versions() {
   printf '%s' "$out" | grep -q 'rc=0' || fail "cannot set the server's versions: $out"
 }
 
+# server_credits N: the credits our server grants on connections it
+# accepts from now on (0: its default); fails the test if they cannot be
+# set.
+server_credits() {
+  local out
+  out=$(server_cmd "server-credits $1")
+  printf '%s' "$out" | grep -q 'rc=0' || fail "cannot set the server's credits: $out"
+}
+
 # server_dmesg_assert_clean: fails the test if the server guest's kernel
 # log has trouble in it (init.sh dmesg-problems).
 server_dmesg_assert_clean() {

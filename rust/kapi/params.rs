@@ -18,6 +18,8 @@ pub(crate) struct RawParams {
     pub(crate) versions: u32,
     /// `probe_interval` in seconds.
     pub(crate) probe_interval: u32,
+    /// `server_credits`.
+    pub(crate) server_credits: u32,
 }
 
 /// Reads the parameters as they are now (each may change at any time
@@ -32,6 +34,7 @@ pub(crate) fn read() -> RawParams {
             max_inline_write: sys::rpcrdma_rs_param_max_inline_write(),
             versions: sys::rpcrdma_rs_param_versions(),
             probe_interval: sys::rpcrdma_rs_param_probe_interval(),
+            server_credits: sys::rpcrdma_rs_param_server_credits(),
         }
     }
 }

@@ -21,48 +21,71 @@ use crate::{
     verbs::{Connection, QpConfig, MAX_SEND_SGES},
 };
 
-/// Credits granted to each client: the Receives a connection has.
-const CREDITS: u32 = 32;
+/// Credits granted to each client when `server_credits` says none that
+/// can be used: svcrdma's default too.
+const CREDITS: u32 = 64;
+
+/// Fewest and most credits `server_credits` may set.
+const MIN_CREDITS: u32 = 8;
+const MAX_CREDITS: u32 = 512;
+
+/// Credits a connection accepted now grants (`server_credits`, clamped):
+/// the Receives it has for calls.
+fn granted_credits() -> u32 {
+    match kapi::params::read().server_credits {
+        0 => CREDITS,
+        n => n.clamp(MIN_CREDITS, MAX_CREDITS),
+    }
+}
 
 /// Most RDMA Reads a connection has in flight (svcrdma's default too).
 const MAX_READS: u32 = 16;
 
-/// Send Queue slots of a connection (see [`config`]).
-const SEND_WRS: usize = 4 * CREDITS as usize;
-
 /// Bytes of a Receive buffer: the largest call taken inline.
 const INLINE_RECV: u32 = 4096;
 
-/// Bytes of a Send buffer: the largest reply sent inline, when the
+/// Most bytes of a Send buffer: the largest reply sent inline, when the
 /// client's Receives take it (RFC 8797, or its Version Two transport
 /// characteristics). Room for a 4 KiB READ's data and its reply's
 /// header: such a reply needs no Write chunk, so the client registers
 /// nothing and the server writes nothing.
 const INLINE_SEND: u32 = 8192;
 
-/// Queues for a connection: one Receive per credit and per backward call
-/// in flight (for its reply), as many Send buffers (a reply per call in
+/// Bytes of a connection's Send buffers: [`INLINE_SEND`], or less when
+/// the client's private data says its Receives are smaller (a reply is
+/// never larger than those, nor a backward call: RFC 8797's sizes bound
+/// both directions' inline messages), so that a Version One client's
+/// connection does not keep buffers it can never fill. Without private
+/// data, all of it: the client's Version Two transport characteristics
+/// may still say its Receives are larger than RFC 8797's default.
+fn send_buf_size(peer: Option<&PrivateData>) -> u32 {
+    peer.map_or(INLINE_SEND, |p| INLINE_SEND.min(p.recv_size))
+}
+
+/// Queues for a connection granting `credits`, with Send buffers of
+/// `send_buf` bytes: one Receive per credit and per backward call in
+/// flight (for its reply), as many Send buffers (a reply per call in
 /// flight, a backward call each), R/W operations for the forward calls
-/// (a call's RDMA Reads, a reply's RDMA Writes), no memory regions (the server registers
-/// nothing: the R/W API maps its pages). The Send Queue takes the Sends
-/// and the R/W operations' work requests, each of which carries up to
-/// [`MAX_SEND_SGES`] pages, or the device's `max_send_sge` if fewer (a
-/// 1 MiB payload takes 32 on rxe): room for several such beside the
-/// Sends; more wait for room.
-fn config(max_send_sge: u32) -> QpConfig {
+/// (a call's RDMA Reads, a reply's RDMA Writes), no memory regions (the
+/// server registers nothing: the R/W API maps its pages). The Send Queue
+/// takes the Sends and the R/W operations' work requests (four per
+/// credit), each of which carries up to [`MAX_SEND_SGES`] pages, or the
+/// device's `max_send_sge` if fewer (a 1 MiB payload takes 32 on rxe):
+/// room for several such beside the Sends; more wait for room.
+fn config(max_send_sge: u32, credits: u32, send_buf: u32) -> QpConfig {
     QpConfig {
-        send_bufs: (CREDITS + BC_REQUESTS) as usize,
-        send_buf_size: INLINE_SEND as usize,
+        send_bufs: (credits + BC_REQUESTS) as usize,
+        send_buf_size: send_buf as usize,
         send_sges: MAX_SEND_SGES.min(max_send_sge as usize).max(1),
-        recv_bufs: (CREDITS + BC_REQUESTS) as usize,
-        recv_batch: 1,
+        recv_bufs: (credits + BC_REQUESTS) as usize,
         recv_buf_size: INLINE_RECV as usize,
+        recv_batch: 1,
         mrs: 0,
         max_mrs: 0,
         mr_pages: 1,
-        send_wrs: SEND_WRS + BC_REQUESTS as usize,
+        send_wrs: 4 * credits as usize + BC_REQUESTS as usize,
         max_send_regs: 0,
-        rdma_ctxs: CREDITS,
+        rdma_ctxs: credits,
         signal_interval: 1,
     }
 }
@@ -74,12 +97,14 @@ pub(super) fn accept(x: &ServerXprt, l: &ListenState, new: NewXprt<'_, ServerXpr
     let req = l.next_request(x)?;
     let peer = PrivateData::find(req.private_data());
     // We send Send With Invalidate to a client that takes it.
-    let ours = cm::negotiate(INLINE_SEND, INLINE_RECV, true, peer.as_ref());
+    let send_buf = send_buf_size(peer.as_ref());
+    let ours = cm::negotiate(send_buf, INLINE_RECV, true, peer.as_ref());
+    let credits = granted_credits();
     let (local, remote) = req.addrs();
     let params = ConnParams {
-        credits: CREDITS,
-        recvs: CREDITS + BC_REQUESTS,
-        send_buf: INLINE_SEND,
+        credits,
+        recvs: credits + BC_REQUESTS,
+        send_buf,
         recv_buf: INLINE_RECV,
         send_max: ours.send_threshold,
         remote_invalidate: ours.remote_invalidate,
@@ -96,13 +121,13 @@ pub(super) fn accept(x: &ServerXprt, l: &ListenState, new: NewXprt<'_, ServerXpr
     };
     // Our buffers' sizes (RFC 8797: each side's own; the client takes the
     // smaller of its own and ours).
-    let pdata = PrivateData::new(INLINE_SEND, INLINE_RECV, false).to_bytes();
+    let pdata = PrivateData::new(send_buf, INLINE_RECV, false).to_bytes();
     // RDMA Reads in flight (for Read chunks): as many as the client's
     // responder resources and our device allow, at most `MAX_READS`.
     let caps = req.device_caps().ok();
     let sges = caps.map_or(1, |c| c.max_send_sge);
     let ord = caps.map_or(0, |c| c.max_qp_init_rd_atom).min(u32::from(req.initiator_depth())).min(MAX_READS);
-    match Connection::accept(req, conn_x.clone(), config(sges), &pdata, ord as u8) {
+    match Connection::accept(req, conn_x.clone(), config(sges, credits, send_buf), &pdata, ord as u8) {
         Ok(c) => {
             let c = Arc::new(c, GFP_KERNEL).ok()?;
             if let Role::Conn(s) = &conn_x.role {

@@ -106,16 +106,16 @@ struct Calls {
 
 /// What a connection's calls are done with, kept for its next ones
 /// (svcrdma recycles its call contexts the same way): a 4 KiB READ or
-/// WRITE then allocates none of its own. A leaf lock: nothing else is
-/// taken, nor anything freed, with it held.
+/// WRITE then allocates none of its own. Each kind keeps as many as the
+/// connection has credits, the most its calls can hold at once (a
+/// client at full depth has a pull or a context out for every credit:
+/// with fewer kept, some of its calls would free one and the next ones
+/// allocate it again); they are made only as the load needs them. A
+/// leaf lock: nothing else is taken, nor anything freed, with it held.
 struct Spares {
     chunks: Ring<KBox<CallChunks>>,
     pulls: Ring<KBox<Pull>>,
 }
-
-/// Most of each kind [`Spares`] keeps: more than a connection's threads
-/// work on at once, for a few kilobytes; more coming back are freed.
-const SPARES: usize = 16;
 
 /// What [`ConnState::new`] makes a connection with.
 pub(super) struct ConnParams {
@@ -343,7 +343,7 @@ impl ConnState {
         // than it has credits may fill them all); a pull is a call that
         // holds its Receive: no more of them either.
         let calls = Calls { held: Ring::new(p.recvs as usize)?, pulls: Ring::new(p.recvs as usize)? };
-        let spares = Spares { chunks: Ring::new(SPARES)?, pulls: Ring::new(SPARES)? };
+        let spares = Spares { chunks: Ring::new(p.credits as usize)?, pulls: Ring::new(p.credits as usize)? };
         let xch = Characteristics::DEFAULT;
         KBox::pin_init(
             pin_init!(ConnState {

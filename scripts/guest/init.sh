@@ -434,6 +434,11 @@ server)
           # on connections accepted from now on ("2,1" or "1").
           { echo "${cmd#server-versions }" > /sys/module/rpcrdma_rs/parameters/versions
             echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
+        server-credits\ *)
+          # server-credits N: the credits rpcrdma_rs's server grants on
+          # connections accepted from now on (0: its default).
+          { echo "${cmd#server-credits }" > /sys/module/rpcrdma_rs/parameters/server_credits
+            echo "rc=$?"; } > "$share/res.$id.tmp" 2>&1 ;;
         dmesg-problems)
           # The server's kernel messages that mean trouble (warnings,
           # oopses, lockdep, KASAN, leaks, our own errors), if any. Not the

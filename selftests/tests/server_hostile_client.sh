@@ -13,7 +13,8 @@
 # served and one abandoned mid-read let go, replies to backward calls
 # never made dropped and counted, a READ's Write chunk too short for it
 # failed with nothing written past it, credits overrun, a storm of
-# connections. Every scenario must pass;
+# connections. Every scenario must pass; the grant follows the
+# server_credits parameter;
 # the server's error counters must have moved; afterwards a mount over
 # the server still writes and reads a file back, and the server's kernel
 # log stays clean.
@@ -47,6 +48,21 @@ for s in $scenarios; do
   fi
 done
 [ -z "$failed" ] || fail "the server failed:$failed"
+# The grant is server_credits': 64 by default, what the parameter says
+# for connections accepted after it is set (c-credit-overrun reports the
+# grant its first reply carried, and sends twice as many calls).
+overrun() {
+  out=$(timeout 120 $peer --connect "$SERVER4:20049" --scenario c-credit-overrun 2>&1) ||
+    fail "c-credit-overrun with server_credits=$1: $(printf '%s\n' "$out" | tail -3)"
+  printf '%s\n' "$out" | grep -q "] $2 NULL calls outstanding against a grant of $1\$" ||
+    fail "c-credit-overrun with server_credits=$1 did not see $2 calls against a grant of $1: $(printf '%s\n' "$out" | grep outstanding)"
+}
+overrun 64 128
+server_credits 16
+overrun 16 32
+server_credits 0
+overrun 64 128
+diag "c-credit-overrun: grants of 64 (the default) and 16 (server_credits=16), each overrun twice"
 e=$(( $(server_counter errors_sent) - e0 )) v=$(( $(server_counter err_vers_sent) - v0 ))
 diag "the server sent $e RDMA_ERRORs and $v ERR_VERS"
 [ "$e" -ge 8 ] || fail "the server counted $e RDMA_ERRORs, not the catalogue's 8"
