@@ -8,8 +8,8 @@
 //! RDMA Read into pages of our own ([`Pull::start`]: the thread posts the
 //! Reads and moves on), and once the Reads completed a thread rebuilds
 //! the call in its pages, the RPC message read where it came, in the
-//! Receive the pull held meanwhile, which is then posted again
-//! ([`InPull::finish`]), as svcrdma keeps a call's Receive context with
+//! Receive the pull held meanwhile, which is then given back to be
+//! posted again ([`InPull::finish`]), as svcrdma keeps a call's Receive context with
 //! its Reads.
 
 use core::sync::atomic::Ordering;
@@ -66,7 +66,7 @@ pub(super) struct Pull {
     /// The call's Receive, held from [`Pull::start`] until the call is
     /// rebuilt ([`InPull::finish`]): its RPC message is read there, not
     /// copied. The client used a credit for the call and waits for its
-    /// reply: the Receive is posted again before that goes.
+    /// reply: the Receive is given back before that goes.
     recv: Option<HeldRecv>,
     /// Bytes of the RPC message sent inline (RDMA_MSG), the last of the
     /// Receive's; none for a Long Call.
@@ -357,8 +357,9 @@ impl InPull {
     }
 
     /// Ends the Reads (done: no wait) and gives `rq` the call (see
-    /// [`Pull::finish`]), then posts the call's Receive again: the credit
-    /// comes back before the reply, or any RDMA_ERROR, goes. An error:
+    /// [`Pull::finish`]), then gives the call's Receive back
+    /// ([`ConnState::repost`]): the credit comes back before the reply, or
+    /// any RDMA_ERROR, goes. An error:
     /// the call is lost. The pull is kept by `st` for a later call.
     pub(super) fn finish(
         self,
@@ -373,7 +374,7 @@ impl InPull {
         let how = conn.rw_wait_filled(posted, &mut pull.sinks, &mut pages.pages).map_err(|_| errno::ENOTCONN())?;
         let finished = pull.finish(how, &mut pages, conn, rq);
         if let Some(h) = pull.recv.take() {
-            conn.release_held(h)?;
+            st.repost(conn, h)?;
         }
         // Its sinks went to `pages` or were dropped above; the chunks kept
         // for the reply (still here if the call was lost) go now.

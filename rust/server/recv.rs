@@ -3,8 +3,9 @@
 //! A connection's calls (RFC 8166 section 4): each Receive is held until a
 //! server thread takes its call ([`ConnState::recvfrom`]), or, for a call
 //! with Read chunks, until its Reads are done and a thread takes it up,
-//! then reposted, which is the credit coming back. Calls are taken in the
-//! order they came.
+//! then given back to be reposted with a batch of others
+//! ([`ConnState::repost`]), which is the credit coming back. Calls are
+//! taken in the order they came.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -53,6 +54,12 @@ pub(crate) struct ConnState {
     /// for its next calls.
     #[pin]
     spares: SpinLock<Spares>,
+    /// Receives threads gave back, reposted together (one chained post)
+    /// once `repost_batch` gathered: svcrdma posts its Receives in
+    /// batches too. A leaf lock but for the post itself.
+    #[pin]
+    reposts: SpinLock<Reposts>,
+    repost_batch: usize,
     /// Bumped when a Send buffer may have come back; replies waiting for
     /// one wait on `send_wait`, with `send_lock` held while they check,
     /// counted in `send_waiters`: with none, a buffer back takes no lock
@@ -117,13 +124,47 @@ struct Spares {
     pulls: Ring<KBox<Pull>>,
 }
 
+/// Receives given back, waiting for their batch to be reposted: the
+/// first `n` of `held`.
+struct Reposts {
+    held: [Option<HeldRecv>; MAX_REPOST_BATCH],
+    n: usize,
+}
+
+/// Most Receives reposted together.
+const MAX_REPOST_BATCH: usize = crate::proto::credits::MAX_RECV_BATCH as usize;
+
+impl Reposts {
+    /// Adds `h`; gives it back if there is no room.
+    fn push(&mut self, h: HeldRecv) -> core::result::Result<(), HeldRecv> {
+        match self.held.get_mut(self.n) {
+            Some(slot) => {
+                *slot = Some(h);
+                self.n += 1;
+                Ok(())
+            }
+            None => Err(h),
+        }
+    }
+
+    /// Takes the last added.
+    fn pop(&mut self) -> Option<HeldRecv> {
+        self.n = self.n.checked_sub(1)?;
+        self.held.get_mut(self.n)?.take()
+    }
+}
+
 /// What [`ConnState::new`] makes a connection with.
 pub(super) struct ConnParams {
     /// Credits granted.
     pub(super) credits: u32,
-    /// The Receives the connection has: one per credit, and one per
-    /// backward call in flight (for its reply).
+    /// The Receives the connection has: one per credit, one per backward
+    /// call in flight (for its reply), and `repost_batch - 1` for those
+    /// waiting to be reposted with their batch: however many wait, every
+    /// credit and backward call has a Receive posted.
     pub(super) recvs: u32,
+    /// How many Receives threads give back are reposted together.
+    pub(super) repost_batch: u32,
     /// Bytes of our Send and Receive buffers.
     pub(super) send_buf: u32,
     pub(super) recv_buf: u32,
@@ -344,12 +385,16 @@ impl ConnState {
         // holds its Receive: no more of them either.
         let calls = Calls { held: Ring::new(p.recvs as usize)?, pulls: Ring::new(p.recvs as usize)? };
         let spares = Spares { chunks: Ring::new(p.credits as usize)?, pulls: Ring::new(p.credits as usize)? };
+        let repost_batch = (p.repost_batch as usize).clamp(1, MAX_REPOST_BATCH);
+        let reposts = Reposts { held: Default::default(), n: 0 };
         let xch = Characteristics::DEFAULT;
         KBox::pin_init(
             pin_init!(ConnState {
                 conn <- new_spinlock!(None, "rpcrdma_rs:svc_conn"),
                 calls <- new_spinlock!(calls, "rpcrdma_rs:svc_calls"),
                 spares <- new_spinlock!(spares, "rpcrdma_rs:svc_spares"),
+                reposts <- new_spinlock!(reposts, "rpcrdma_rs:svc_reposts"),
+                repost_batch,
                 sends_back: AtomicU64::new(0),
                 send_waiters: AtomicU32::new(0),
                 send_lock <- new_spinlock!((), "rpcrdma_rs:svc_send_lock"),
@@ -524,12 +569,29 @@ impl ConnState {
             }
             return;
         }
-        // Reposted: the credit comes back, before any RDMA_ERROR the
+        // Given back: the credit comes back, before any RDMA_ERROR the
         // client may answer with its next call.
-        if conn.release_held(h).is_err() {
+        if self.repost(&conn, h).is_err() {
             x.svc().close_later();
         }
         self.answer(x, &conn, taken);
+    }
+
+    /// Gives `h`, a Receive whose call a thread took, back to be posted
+    /// again, with the next ones once `repost_batch` gathered. Until
+    /// then the Receives posted beyond the credits and backward calls
+    /// stand in for it ([`ConnParams::recvs`]): the credit is back.
+    pub(super) fn repost(&self, conn: &Connection<ServerXprt>, h: HeldRecv) -> Result {
+        let mut q = self.reposts.lock();
+        if let Err(h) = q.push(h) {
+            // Never: the batch is posted once it has `repost_batch`.
+            drop(q);
+            return conn.release_held(h);
+        }
+        if q.n < self.repost_batch {
+            return Ok(());
+        }
+        conn.release_held_many(|| q.pop())
     }
 
     /// Sends the RDMA_ERROR `taken` owes, if one.
@@ -756,6 +818,11 @@ impl ConnState {
                 // Of this connection: never refused.
                 let _ = c.release_held(h);
             }
+        }
+        // Those waiting for their batch.
+        if let Some(c) = &conn {
+            let mut q = self.reposts.lock();
+            let _ = c.release_held_many(|| q.pop());
         }
         // Calls being pulled are lost: the tokens of their Reads and
         // Receives go with them, and the connection's teardown ends the

@@ -327,6 +327,13 @@ impl<T: ConnHandler> Connection<T> {
         self.conn.release_held(h)
     }
 
+    /// Gives back the held Receives `next` yields, reposted together (one
+    /// chained post): see
+    /// [`Conn::release_held_many`](crate::kapi::ib::Conn::release_held_many).
+    pub(crate) fn release_held_many(&self, next: impl FnMut() -> Option<HeldRecv>) -> Result {
+        self.conn.release_held_many(next)
+    }
+
     /// Prepares an RDMA Write of local `Outbound` pages to, or Read into
     /// `Inbound` ones from, the peer's segments `segs` (one chunk): see
     /// [`Conn::rw_prepare`](crate::kapi::ib::Conn::rw_prepare). Sleeps.

@@ -71,6 +71,19 @@ d=$(( $(server_counter bc_replies_dropped) - d0 ))
 [ "$d" -ge 16 ] || fail "the server dropped $d stray backward replies, not c-stray-bc-reply's 16"
 # The server still serves.
 mount_rs || fail "mount after the hostile client failed"
+# The whole grant in use: 4 KiB reads and writes (Read chunks) at depth
+# 128 keep 64 calls outstanding, the Receives given back reposted in
+# batches meanwhile. The client takes no RNR retry: a call that found no
+# Receive posted would cost the connection, which must stay the first.
+if command -v fio > /dev/null; then
+  fio --name=grant --filename="$MNT/grant" --size=4M --bs=4k --direct=1 --ioengine=libaio --iodepth=128 \
+    --rw=randrw --time_based --runtime=4 --output=/tmp/grant.out > /dev/null 2>&1 ||
+    { cat /tmp/grant.out; fail "fio at depth 128 failed"; }
+  c=$(rdma_xprt_field 3) n=$(rdma_xprt_field 6)
+  diag "depth 128 against a grant of 64: $n sends, connected $c time(s)"
+  [ "$c" = 1 ] || fail "the connection was lost under the whole grant ($c connects)"
+  rm -f "$MNT/grant"
+fi
 head -c $((256 << 10)) /dev/urandom > /tmp/hc.src
 cp /tmp/hc.src "$MNT/hc" && sync || fail "write after the hostile client failed"
 umount "$MNT" && mount_rs || fail "remount failed"

@@ -165,6 +165,30 @@ impl<V: Events> Conn<V> {
         Some(r)
     }
 
+    /// Gives back the held Receives `next` yields, reposted in one chained
+    /// post (one doorbell). A token of another connection is skipped (its
+    /// buffer went with it or is still that connection's): `EINVAL` once
+    /// the others are posted.
+    pub(crate) fn release_held_many(&self, mut next: impl FnMut() -> Option<HeldRecv>) -> Result {
+        let mut foreign = false;
+        let posted = self.post_recvs(|| loop {
+            let h = next()?;
+            match self.take_held(&h) {
+                Some((buf, b)) => {
+                    // Idle: posted next.
+                    drop(b);
+                    return Some(buf.index);
+                }
+                None => foreign = true,
+            }
+        });
+        posted?;
+        if foreign {
+            return Err(kernel::error::code::EINVAL);
+        }
+        Ok(())
+    }
+
     /// Gives a held Receive back: it is reposted at once (not with the
     /// owner's batch, which belongs to the Receive CQ's handler). Fails
     /// with `EINVAL` for another connection's token (whose buffer went
