@@ -17,10 +17,7 @@ use super::{
 };
 use crate::{
     kapi::{self, svc::NewXprt, trace},
-    proto::{
-        cm::{self, PrivateData},
-        credits::recv_batch,
-    },
+    proto::cm::{self, PrivateData},
     verbs::{Connection, QpConfig, MAX_SEND_SGES},
 };
 
@@ -65,22 +62,23 @@ fn send_buf_size(peer: Option<&PrivateData>) -> u32 {
     peer.map_or(INLINE_SEND, |p| INLINE_SEND.min(p.recv_size))
 }
 
-/// Queues for a connection granting `credits`, with Send buffers of
-/// `send_buf` bytes: `recvs` Receives (see [`ConnParams::recvs`]), a Send
-/// buffer per credit and per backward call in flight (a reply per call
-/// in flight, a backward call each), R/W operations for the forward calls
+/// Queues for a connection made with `p`: its Receives
+/// ([`ConnParams::recvs`]), a Send buffer of `p.send_buf` bytes per
+/// credit and per backward call in flight (a reply per call in flight, a
+/// backward call each), R/W operations for the forward calls
 /// (a call's RDMA Reads, a reply's RDMA Writes), no memory regions (the
 /// server registers nothing: the R/W API maps its pages). The Send Queue
 /// takes the Sends and the R/W operations' work requests (four per
 /// credit), each of which carries up to [`MAX_SEND_SGES`] pages, or the
 /// device's `max_send_sge` if fewer (a 1 MiB payload takes 32 on rxe):
 /// room for several such beside the Sends; more wait for room.
-fn config(max_send_sge: u32, credits: u32, recvs: u32, send_buf: u32) -> QpConfig {
+fn config(max_send_sge: u32, p: &ConnParams) -> QpConfig {
+    let credits = p.credits;
     QpConfig {
         send_bufs: (credits + BC_REQUESTS) as usize,
-        send_buf_size: send_buf as usize,
+        send_buf_size: p.send_buf as usize,
         send_sges: MAX_SEND_SGES.min(max_send_sge as usize).max(1),
-        recv_bufs: recvs as usize,
+        recv_bufs: p.recvs() as usize,
         recv_buf_size: INLINE_RECV as usize,
         recv_batch: 1,
         mrs: 0,
@@ -102,23 +100,16 @@ pub(super) fn accept(x: &ServerXprt, l: &ListenState, new: NewXprt<'_, ServerXpr
     // We send Send With Invalidate to a client that takes it.
     let send_buf = send_buf_size(peer.as_ref());
     let ours = cm::negotiate(send_buf, INLINE_RECV, true, peer.as_ref());
-    let credits = granted_credits();
-    // Receives given back by threads are reposted a batch at a time, as
-    // many more posted to cover those waiting for their batch.
-    let repost_batch = recv_batch(credits);
-    let recvs = credits + BC_REQUESTS + repost_batch - 1;
     let (local, remote) = req.addrs();
     let params = ConnParams {
-        credits,
-        recvs,
-        repost_batch,
+        credits: granted_credits(),
         send_buf,
         recv_buf: INLINE_RECV,
         send_max: ours.send_threshold,
         remote_invalidate: ours.remote_invalidate,
         versions: kapi::params::read().versions,
     };
-    let made = ConnState::new(params)
+    let made = ConnState::new(&params)
         .and_then(|state| ServerXprt::new(new.xprt(local, Some(remote))?, Role::Conn(state)));
     let conn_x = match made {
         Ok(c) => c,
@@ -135,7 +126,7 @@ pub(super) fn accept(x: &ServerXprt, l: &ListenState, new: NewXprt<'_, ServerXpr
     let caps = req.device_caps().ok();
     let sges = caps.map_or(1, |c| c.max_send_sge);
     let ord = caps.map_or(0, |c| c.max_qp_init_rd_atom).min(u32::from(req.initiator_depth())).min(MAX_READS);
-    match Connection::accept(req, conn_x.clone(), config(sges, credits, recvs, send_buf), &pdata, ord as u8) {
+    match Connection::accept(req, conn_x.clone(), config(sges, &params), &pdata, ord as u8) {
         Ok(c) => {
             let c = Arc::new(c, GFP_KERNEL).ok()?;
             if let Role::Conn(s) = &conn_x.role {

@@ -16,7 +16,7 @@ use kernel::{
 };
 
 use super::{
-    backchannel::BcXprt,
+    backchannel::{BcXprt, BC_REQUESTS},
     few::Few,
     read_chunk::{InPull, Pull, Pulled},
     ring::Ring,
@@ -31,6 +31,7 @@ use crate::{
         trace::{self, ChunkType},
     },
     proto::{
+        credits::recv_batch,
         responder::{self, OneHandle},
         v1,
         v2::{self, Version},
@@ -156,15 +157,9 @@ impl Reposts {
 
 /// What [`ConnState::new`] makes a connection with.
 pub(super) struct ConnParams {
-    /// Credits granted.
+    /// Credits granted: [`ConnParams::recvs`] and
+    /// [`ConnParams::repost_batch`] follow from them.
     pub(super) credits: u32,
-    /// The Receives the connection has: one per credit, one per backward
-    /// call in flight (for its reply), and `repost_batch - 1` for those
-    /// waiting to be reposted with their batch: however many wait, every
-    /// credit and backward call has a Receive posted.
-    pub(super) recvs: u32,
-    /// How many Receives threads give back are reposted together.
-    pub(super) repost_batch: u32,
     /// Bytes of our Send and Receive buffers.
     pub(super) send_buf: u32,
     pub(super) recv_buf: u32,
@@ -174,6 +169,21 @@ pub(super) struct ConnParams {
     pub(super) remote_invalidate: bool,
     /// The versions served (bit n: version n).
     pub(super) versions: u32,
+}
+
+impl ConnParams {
+    /// How many Receives threads give back are reposted together.
+    pub(super) fn repost_batch(&self) -> u32 {
+        recv_batch(self.credits).min(MAX_REPOST_BATCH as u32)
+    }
+
+    /// The Receives the connection has: one per credit, one per backward
+    /// call in flight (for its reply), and `repost_batch - 1` for those
+    /// waiting to be reposted with their batch: however many wait, every
+    /// credit and backward call has a Receive posted.
+    pub(super) fn recvs(&self) -> u32 {
+        self.credits + BC_REQUESTS + self.repost_batch() - 1
+    }
 }
 
 /// Most segments of a Reply chunk or of one Write chunk this server takes;
@@ -379,13 +389,14 @@ enum Taken {
 
 impl ConnState {
     /// The state of a connection made with `p`.
-    pub(super) fn new(p: ConnParams) -> Result<Pin<KBox<Self>>> {
+    pub(super) fn new(p: &ConnParams) -> Result<Pin<KBox<Self>>> {
         // Room for a call in every Receive (a client that sends more calls
         // than it has credits may fill them all); a pull is a call that
         // holds its Receive: no more of them either.
-        let calls = Calls { held: Ring::new(p.recvs as usize)?, pulls: Ring::new(p.recvs as usize)? };
+        let recvs = p.recvs() as usize;
+        let calls = Calls { held: Ring::new(recvs)?, pulls: Ring::new(recvs)? };
         let spares = Spares { chunks: Ring::new(p.credits as usize)?, pulls: Ring::new(p.credits as usize)? };
-        let repost_batch = (p.repost_batch as usize).clamp(1, MAX_REPOST_BATCH);
+        let repost_batch = p.repost_batch() as usize;
         let reposts = Reposts { held: Default::default(), n: 0 };
         let xch = Characteristics::DEFAULT;
         KBox::pin_init(
