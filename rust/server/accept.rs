@@ -130,7 +130,12 @@ pub(super) fn accept(x: &ServerXprt, l: &ListenState, new: NewXprt<'_, ServerXpr
         Ok(c) => {
             let c = Arc::new(c, GFP_KERNEL).ok()?;
             if let Role::Conn(s) = &conn_x.role {
-                s.set_connection(c);
+                s.set_connection(c.clone());
+            }
+            // For the core's calls; its `free` gives it back. (Never
+            // refused: a new transport.)
+            if let Err(c) = conn_x.svc().attach(c) {
+                drop(c);
             }
             COUNTERS.connections.fetch_add(1, Ordering::Relaxed);
             trace::svc_accept(|| conn_x.svc().peer_text(), 0);

@@ -43,8 +43,10 @@ use crate::{
 /// A connection's state.
 #[pin_data]
 pub(crate) struct ConnState {
-    /// The connection, until the transport is freed. Its handler is the
-    /// transport, which holds it here: taking it out breaks that cycle.
+    /// The connection, until the transport is freed, for those outside
+    /// the core's calls (the backchannel); those get the one attached to
+    /// the transport, without a lock. Its handler is the transport, which
+    /// holds it here and there: taking both out breaks that cycle.
     #[pin]
     conn: SpinLock<Option<Arc<Connection<ServerXprt>>>>,
     /// Receives whose call no thread has taken yet, and calls whose Read
@@ -537,19 +539,17 @@ impl ConnState {
     /// the next Receive's; what it cannot carry is answered with
     /// RDMA_ERROR, once its Receive is posted again. A call with Read
     /// chunks is not the thread's yet: it posts the Reads and moves on.
-    pub(super) fn recvfrom(&self, x: &ServerXprt, rq: &mut RecvRqst<'_, CallChunks>) {
-        // Before a Receive is taken: one taken is given back through it.
-        let Some(conn) = self.connection() else { return };
+    pub(super) fn recvfrom(&self, x: &ServerXprt, conn: &Connection<ServerXprt>, rq: &mut RecvRqst<'_, CallChunks>) {
         let (h, pulled) = {
             let mut q = self.calls.lock();
-            let pulled = if q.pulls.front().is_some_and(|p| p.ready(&conn)) { q.pulls.pop() } else { None };
+            let pulled = if q.pulls.front().is_some_and(|p| p.ready(conn)) { q.pulls.pop() } else { None };
             let h = if pulled.is_none() { q.held.pop() } else { None };
             // Cleared under the lock: a Receive that completes after sets
             // it again once it is queued, Reads that complete after once
             // they took the lock (`pull_done`). So the oldest pull, found
             // not done above, is not asked again (each asking takes the
             // R/W table's lock); the next one is, when one was taken.
-            let pull_ready = pulled.is_some() && q.pulls.front().is_some_and(|p| p.ready(&conn));
+            let pull_ready = pulled.is_some() && q.pulls.front().is_some_and(|p| p.ready(conn));
             if q.held.is_empty() && !pull_ready {
                 x.svc().clear_flag(XptFlag::Data);
             }
@@ -558,7 +558,7 @@ impl ConnState {
         // Other threads may take the next call meanwhile.
         rq.release_xprt();
         if let Some(p) = pulled {
-            let finished = p.finish(self, &conn, rq);
+            let finished = p.finish(self, conn, rq);
             // The Reads' Send Queue slots are free again.
             self.sends_freed();
             let taken = match finished {
@@ -566,7 +566,7 @@ impl ConnState {
                 Ok(Pulled::ErrChunk(xid)) => Taken::ErrChunk(xid),
                 Err(e) => return self.pull_failed(x, e),
             };
-            return self.answer(x, &conn, taken);
+            return self.answer(x, conn, taken);
         }
         let Some(h) = h else { return };
         let taken = conn.with_held(&h, |msg| self.take_call(rq, msg)).unwrap_or(Taken::Nothing);
@@ -574,18 +574,18 @@ impl ConnState {
             // The pull holds the Receive: the call's RPC message is read
             // there once the Reads are done, and the Receive reposted
             // then, before the reply.
-            match p.start(h, self, &conn) {
-                Ok(p) => self.pulling(x, &conn, p),
+            match p.start(h, self, conn) {
+                Ok(p) => self.pulling(x, conn, p),
                 Err(e) => self.pull_failed(x, e),
             }
             return;
         }
         // Given back: the credit comes back, before any RDMA_ERROR the
         // client may answer with its next call.
-        if self.repost(&conn, h).is_err() {
+        if self.repost(conn, h).is_err() {
             x.svc().close_later();
         }
-        self.answer(x, &conn, taken);
+        self.answer(x, conn, taken);
     }
 
     /// Gives `h`, a Receive whose call a thread took, back to be posted
@@ -804,24 +804,27 @@ impl ConnState {
     }
 
     /// The core took the transport down: no more calls are held, and the
-    /// connection is asked to go.
-    pub(super) fn detach(&self) {
+    /// connection `conn` is asked to go.
+    pub(super) fn detach(&self, conn: Option<&Connection<ServerXprt>>) {
         self.detached.store(true, Ordering::SeqCst);
         // The backchannel's calls fail from now on (the core closes its
         // transport next); it is SUNRPC's to free.
         let bc = self.bc.lock().take();
         drop(bc);
         self.wake_send_waiters();
-        if let Some(c) = self.connection() {
+        if let Some(c) = conn {
             c.disconnect();
         }
     }
 
-    /// The core let go of the transport: the held Receives go back, and
-    /// the connection goes (its teardown sleeps).
-    pub(super) fn free(&self) {
-        self.detach();
-        let conn = self.conn.lock().take();
+    /// The core let go of the transport and gave `attached`, its
+    /// connection, back: the held Receives go back, and the connection
+    /// goes (its teardown sleeps).
+    pub(super) fn free(&self, attached: Option<Arc<Connection<ServerXprt>>>) {
+        self.detach(attached.as_deref());
+        let kept = self.conn.lock().take();
+        // The same connection.
+        let conn = attached.or(kept);
         loop {
             let h = self.calls.lock().held.pop();
             let Some(h) = h else { break };

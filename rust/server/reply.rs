@@ -42,25 +42,22 @@ impl ConnState {
     /// RDMA_ERROR (ERR_CHUNK). Waits for a Send buffer when all are in
     /// use. A reply that cannot be sent closes the connection: its call
     /// would otherwise wait for ever.
-    pub(super) fn sendto(&self, x: &ServerXprt, rq: &SendRqst<'_, CallChunks>) -> Result<u32> {
-        let r = self.send_reply(rq);
+    pub(super) fn sendto(&self, x: &ServerXprt, conn: &Connection<ServerXprt>, rq: &SendRqst<'_, CallChunks>) -> Result<u32> {
+        let r = self.send_reply(conn, rq);
         if r.is_err() {
             x.svc().close_later();
         } else if self.version.get() == Version::V2 && !self.initxch_sent.load(Ordering::Acquire) {
             // The client has a Receive for it now: the first reply
             // answered its only call.
-            if let Some(conn) = self.connection() {
-                self.send_initxch_once(&conn, rq.xid());
-            }
+            self.send_initxch_once(conn, rq.xid());
         }
         r
     }
 
-    fn send_reply(&self, rq: &SendRqst<'_, CallChunks>) -> Result<u32> {
-        let conn = self.connection().ok_or_else(errno::ENOTCONN)?;
+    fn send_reply(&self, conn: &Connection<ServerXprt>, rq: &SendRqst<'_, CallChunks>) -> Result<u32> {
         let xid = rq.xid();
         if let Some(c) = rq.ctxt().filter(|c| c.has_payload()) {
-            return self.send_write_chunks(&conn, rq, c);
+            return self.send_write_chunks(conn, rq, c);
         }
         // The Write chunks offered go back, nothing written into them.
         let unused = rq.ctxt().filter(|c| c.writes().next().is_some()).map(unused_writes).transpose()?;
@@ -89,8 +86,8 @@ impl ConnState {
                 Err(e) if e == errno::ENOBUFS() => self.wait_sends(seen, SEND_WAIT_MS)?,
                 Err(e) if e == errno::EMSGSIZE() => {
                     return match rq.ctxt().filter(|c| !c.reply().is_empty()) {
-                        Some(c) => self.send_reply_chunk(&conn, rq, c.reply(), chunks.writes),
-                        None => self.send_error_chunk(&conn, xid).map(|()| 0),
+                        Some(c) => self.send_reply_chunk(conn, rq, c.reply(), chunks.writes),
+                        None => self.send_error_chunk(conn, xid).map(|()| 0),
                     };
                 }
                 Err(e) => return Err(e),

@@ -10,6 +10,7 @@ use super::{
     listen::ListenState,
     recv::{CallChunks, ConnState},
 };
+use crate::verbs::Connection;
 use crate::{
     kapi::{
         net::{Net, SockAddr},
@@ -57,6 +58,10 @@ impl ServerXprt {
 }
 
 impl SvcXprtOwner for ServerXprt {
+    /// A connection's RDMA connection, attached once accepted: the core's
+    /// calls reach it without a lock.
+    type Attached = Arc<Connection<ServerXprt>>;
+
     fn svc_xprt(&self) -> &SvcXprt<Self> {
         &self.xprt
     }
@@ -84,9 +89,9 @@ impl SvcTransport for ServerXprt {
         true
     }
 
-    fn recvfrom(&self, rq: &mut RecvRqst<'_, CallChunks>) {
-        if let Role::Conn(c) = &self.role {
-            c.recvfrom(self, rq);
+    fn recvfrom(&self, conn: Option<&Arc<Connection<ServerXprt>>>, rq: &mut RecvRqst<'_, CallChunks>) {
+        if let (Role::Conn(c), Some(conn)) = (&self.role, conn) {
+            c.recvfrom(self, conn, rq);
         }
     }
 
@@ -98,26 +103,28 @@ impl SvcTransport for ServerXprt {
         }
     }
 
-    fn sendto(&self, rq: &SendRqst<'_, CallChunks>) -> Result<u32> {
-        match &self.role {
-            Role::Conn(c) => c.sendto(self, rq),
-            Role::Listener(_) => Err(EINVAL),
+    fn sendto(&self, conn: Option<&Arc<Connection<ServerXprt>>>, rq: &SendRqst<'_, CallChunks>) -> Result<u32> {
+        match (&self.role, conn) {
+            (Role::Conn(c), Some(conn)) => c.sendto(self, conn, rq),
+            // Never: a connection is attached before the core takes it.
+            (Role::Conn(_), None) => Err(crate::kapi::errno::ENOTCONN()),
+            (Role::Listener(_), _) => Err(EINVAL),
         }
     }
 
-    fn detach(&self) {
+    fn detach(&self, conn: Option<&Arc<Connection<ServerXprt>>>) {
         match &self.role {
             Role::Listener(l) => l.stop(),
-            Role::Conn(c) => c.detach(),
+            Role::Conn(c) => c.detach(conn.map(|c| &**c)),
         }
     }
 
-    fn free(&self) {
+    fn free(&self, conn: Option<Arc<Connection<ServerXprt>>>) {
         match &self.role {
             // Breaks the cycles a listener's acceptor and a connection's
             // handler make with this object.
             Role::Listener(l) => l.stop(),
-            Role::Conn(c) => c.free(),
+            Role::Conn(c) => c.free(conn),
         }
     }
 

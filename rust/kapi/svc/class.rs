@@ -22,7 +22,7 @@ use kernel::{
 
 use super::{
     rqst::{PayloadRqst, RecvRqst, SendRqst},
-    xprt::{hand_over, owner_of, take_back, NewXprt, SvcXprtOwner},
+    xprt::{attached_of, hand_over, owner_of, take_back, NewXprt, SvcXprtOwner},
 };
 use crate::{
     kapi::{
@@ -65,8 +65,10 @@ pub(crate) trait SvcTransport: SvcXprtOwner {
 
     /// Gives the thread `rq` one call, if there is one
     /// ([`RecvRqst::set_call`]; `xpo_recvfrom`). On a server thread, the
-    /// transport busy meanwhile.
-    fn recvfrom(&self, rq: &mut RecvRqst<'_, Self::CallCtxt>);
+    /// transport busy meanwhile. `attached` is what the transport
+    /// attached ([`SvcXprt::attach`](super::SvcXprt::attach)), if it did,
+    /// here and in `sendto` and `detach`.
+    fn recvfrom(&self, attached: Option<&Self::Attached>, rq: &mut RecvRqst<'_, Self::CallCtxt>);
 
     /// The upper layer placed a result payload (a READ's data) of
     /// `length` bytes at `offset` in the reply it is encoding
@@ -78,15 +80,17 @@ pub(crate) trait SvcTransport: SvcXprtOwner {
     /// Sends the reply of `rq` (`xpo_sendto`); may sleep, and runs on
     /// several threads at once. The reply's memory is the thread's again
     /// when this returns.
-    fn sendto(&self, rq: &SendRqst<'_, Self::CallCtxt>) -> Result<u32>;
+    fn sendto(&self, attached: Option<&Self::Attached>, rq: &SendRqst<'_, Self::CallCtxt>) -> Result<u32>;
 
     /// The core took the transport down (`xpo_detach`): stop taking work.
-    fn detach(&self);
+    fn detach(&self, attached: Option<&Self::Attached>);
 
     /// The core let go of the transport (`xpo_free`), after which its
-    /// reference goes. May sleep. Nothing calls the other operations
-    /// again.
-    fn free(&self);
+    /// reference goes, and gave back what the transport attached: the
+    /// owner's to drop. May sleep. Nothing calls the other operations
+    /// again. Also called, with `None`, for a transport the core never
+    /// took.
+    fn free(&self, attached: Option<Self::Attached>);
 
     /// The core is done with a call's context (`xpo_release_ctxt`): the
     /// thread finished the call, or a deferred call was dropped. On a
@@ -198,7 +202,8 @@ fn give<T: SvcTransport>(t: Arc<T>) -> *mut sys::svc_xprt {
         Ok(p) => p.as_ptr(),
         Err(t) => {
             pr_err!("server transport not handed over: its svc_xprt is not its own\n");
-            t.free();
+            // What it attached goes with the transport.
+            t.free(None);
             ptr::null_mut()
         }
     }
@@ -304,7 +309,10 @@ unsafe extern "C" fn recvfrom<T: SvcTransport>(rqstp: *mut sys::svc_rqst) -> c_i
     let xprt = unsafe { (*rqstp).rq_xprt };
     // SAFETY: as above.
     if let Some(t) = unsafe { owner_of::<T>(xprt) } {
-        t.recvfrom(&mut rq);
+        // SAFETY: as for `owner_of`: the core holds the transport until
+        // the call returns.
+        let a = unsafe { attached_of::<T>(xprt) };
+        t.recvfrom(a, &mut rq);
     }
     rq.finish()
 }
@@ -320,7 +328,9 @@ unsafe extern "C" fn sendto<T: SvcTransport>(rqstp: *mut sys::svc_rqst) -> c_int
     // SAFETY: the thread's request, for this call (the contract); its
     // context, if any, is the one this class's `recvfrom` set for the call.
     let rq = unsafe { SendRqst::<T::CallCtxt>::new(rqstp) };
-    match t.sendto(&rq) {
+    // SAFETY: as for `owner_of`.
+    let a = unsafe { attached_of::<T>(xprt) };
+    match t.sendto(a, &rq) {
         Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
         Err(e) => e.to_errno(),
     }
@@ -372,7 +382,9 @@ unsafe extern "C" fn release_ctxt<T: SvcTransport>(xprt: *mut sys::svc_xprt, ctx
 unsafe extern "C" fn detach<T: SvcTransport>(xprt: *mut sys::svc_xprt) {
     // SAFETY: per the contract.
     if let Some(t) = unsafe { owner_of::<T>(xprt) } {
-        t.detach();
+        // SAFETY: as for `owner_of`.
+        let a = unsafe { attached_of::<T>(xprt) };
+        t.detach(a);
     }
 }
 
@@ -382,8 +394,8 @@ unsafe extern "C" fn detach<T: SvcTransport>(xprt: *mut sys::svc_xprt) {
 /// last reference it dropped.
 unsafe extern "C" fn free<T: SvcTransport>(xprt: *mut sys::svc_xprt) {
     // SAFETY: per the contract: the core's reference comes back here.
-    if let Some(t) = unsafe { take_back::<T>(xprt) } {
-        t.free();
+    if let Some((t, a)) = unsafe { take_back::<T>(xprt) } {
+        t.free(a);
         drop(t);
     }
 }

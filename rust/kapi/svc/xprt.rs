@@ -11,11 +11,17 @@
 //! `svc_xprt`'s memory outlasts every use the core makes of it, and the
 //! owner's own references (a connection's completion handlers, say) keep
 //! it after.
+//!
+//! A transport may attach one value to its `svc_xprt` ([`SvcXprt::attach`],
+//! a connection, say): the core's calls borrow it without a lock or a
+//! reference count of their own, as the core holds the transport for each
+//! call, and `xpo_free` hands it back to the owner.
 
 use core::{
+    cell::UnsafeCell,
     marker::PhantomData,
     ptr::{self, NonNull},
-    sync::atomic::{AtomicBool, AtomicPtr, Ordering},
+    sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering},
 };
 
 use kernel::{prelude::*, sync::Arc, types::Opaque};
@@ -25,6 +31,9 @@ use crate::{kapi::net::SockAddr, sys};
 /// What a server transport is, for the core: an object that embeds an
 /// [`SvcXprt`] and says where it is.
 pub(crate) trait SvcXprtOwner: Send + Sync + Sized + 'static {
+    /// What the transport attaches to its `svc_xprt` ([`SvcXprt::attach`]).
+    type Attached: Send + Sync + 'static;
+
     /// The embedded transport, a field of `self` (one elsewhere is
     /// refused when the transport is handed over).
     fn svc_xprt(&self) -> &SvcXprt<Self>;
@@ -51,6 +60,15 @@ const XPT_CLOSE: u32 = 2;
 /// `XPT_DEAD`: the core took the transport down (its own bit).
 const XPT_DEAD: u32 = 5;
 
+/// No value attached.
+const EMPTY: u8 = 0;
+/// The value is being attached, by the one thread that left `EMPTY`.
+const WRITING: u8 = 1;
+/// A value is attached, shared.
+const SET: u8 = 2;
+/// The value was taken back.
+const TAKEN: u8 = 3;
+
 /// A `struct svc_xprt` embedded in its owner `T`.
 ///
 /// # Invariants
@@ -62,22 +80,32 @@ const XPT_DEAD: u32 = 5;
 /// the core ([`hand_over`]); from then on it is the `T` the `SvcXprt` lies
 /// in, one reference of whose `Arc` the core owns until `xpo_free` gives
 /// it back ([`take_back`]), which sets `released`.
+///
+/// `attached` is `None` in states `EMPTY` and `TAKEN` of `state`, written
+/// only by the thread that moved `state` from `EMPTY` to `WRITING`, and
+/// `Some` from `SET` on, when it is only read, until the one taking it
+/// back moves `state` on to `TAKEN` (with no reader left: see
+/// [`SvcXprt::take_attached`]).
 #[pin_data(PinnedDrop)]
 #[repr(C)]
-pub(crate) struct SvcXprt<T> {
+pub(crate) struct SvcXprt<T: SvcXprtOwner> {
     #[pin]
     raw: Opaque<sys::svc_xprt>,
     owner: AtomicPtr<T>,
     released: AtomicBool,
+    attached: UnsafeCell<Option<T::Attached>>,
+    state: AtomicU8,
     _owner: PhantomData<T>,
 }
 
 // SAFETY: the core serialises what it does to the `svc_xprt` under its own
 // rules (atomic flag bits, its locks, its reference count); the owner is
-// `Send + Sync`, and no method hands out the C data.
-unsafe impl<T: Send + Sync> Send for SvcXprt<T> {}
+// `Send + Sync`, and no method hands out the C data. The attached value
+// (`Send + Sync`) is shared only once written, and moved out by one
+// thread (type invariant).
+unsafe impl<T: SvcXprtOwner> Send for SvcXprt<T> {}
 // SAFETY: see `Send`.
-unsafe impl<T: Send + Sync> Sync for SvcXprt<T> {}
+unsafe impl<T: SvcXprtOwner> Sync for SvcXprt<T> {}
 
 /// What a [`NewXprt`] borrows (the core's call) and makes (a `T`).
 type NewXprtLife<'a, T> = (&'a sys::svc_serv, fn() -> T);
@@ -135,6 +163,8 @@ impl<'a, T: SvcXprtOwner> NewXprt<'a, T> {
             }),
             owner: AtomicPtr::new(ptr::null_mut()),
             released: AtomicBool::new(false),
+            attached: UnsafeCell::new(None),
+            state: AtomicU8::new(EMPTY),
             _owner: PhantomData,
         }))
     }
@@ -175,6 +205,58 @@ impl<T: SvcXprtOwner> SvcXprt<T> {
         // SAFETY: initialised (type invariant); the bit is read
         // atomically, as the core reads it.
         unsafe { sys::rpcrdma_rs_svc_xprt_test_flag(self.as_ptr(), XPT_DEAD) }
+    }
+
+    /// Attaches `a` to the transport, for the core's calls to borrow
+    /// ([`SvcTransport`](super::SvcTransport)'s `recvfrom`, `sendto` and
+    /// `detach` get it) until `xpo_free` gives it back to the owner (its
+    /// `free`); or, if the core never took the transport, until the
+    /// transport goes (an owner that the value refers to is then never
+    /// freed: attach when the transport is about to be handed over). `a` back if a value was attached already, or the
+    /// core gave the transport back.
+    pub(crate) fn attach(&self, a: T::Attached) -> core::result::Result<(), T::Attached> {
+        if self.released.load(Ordering::Acquire)
+            || self.state.compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed).is_err()
+        {
+            return Err(a);
+        }
+        // SAFETY: this thread moved the state from `EMPTY` to `WRITING`:
+        // nobody else reads or writes the value (type invariant).
+        unsafe { *self.attached.get() = Some(a) };
+        // INVARIANT: written; shared from now on.
+        self.state.store(SET, Ordering::Release);
+        Ok(())
+    }
+
+    /// The attached value, if one is, borrowed for `'a`.
+    ///
+    /// # Safety
+    ///
+    /// Nobody calls [`SvcXprt::take_attached`] before `'a` ends: `'a` lies
+    /// in a core call on the handed-over transport, which the core holds
+    /// (so `xpo_free` waits for its end).
+    unsafe fn attached<'a>(&'a self) -> Option<&'a T::Attached> {
+        if self.state.load(Ordering::Acquire) != SET {
+            return None;
+        }
+        // SAFETY: set, so only read until it is taken back (type
+        // invariant), which waits for `'a` to end (the contract).
+        unsafe { (*self.attached.get()).as_ref() }
+    }
+
+    /// The attached value, taken back, if one is.
+    ///
+    /// # Safety
+    ///
+    /// No borrow made by [`SvcXprt::attached`] lives: the core gave the
+    /// transport back (`xpo_free`), or never held it.
+    unsafe fn take_attached(&self) -> Option<T::Attached> {
+        if self.state.compare_exchange(SET, TAKEN, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return None;
+        }
+        // SAFETY: this thread moved the state from `SET` to `TAKEN`, and
+        // no borrow lives (the contract): the value is this thread's.
+        unsafe { (*self.attached.get()).take() }
     }
 
     /// True while the core holds the transport: handed over, and
@@ -275,12 +357,27 @@ pub(super) unsafe fn owner_of<'a, T: SvcXprtOwner>(raw: *mut sys::svc_xprt) -> O
     Some(unsafe { &*owner })
 }
 
-/// Gives the core's reference of the owner of `raw` back (`xpo_free`).
+/// What the transport `raw` attached, borrowed for the core's call.
+///
+/// # Safety
+///
+/// As for [`owner_of`].
+pub(super) unsafe fn attached_of<'a, T: SvcXprtOwner>(raw: *mut sys::svc_xprt) -> Option<&'a T::Attached> {
+    // SAFETY: per the contract, `raw` is the first field of a `repr(C)`
+    // `SvcXprt<T>`, which is therefore at the same address.
+    let x = unsafe { &*raw.cast::<SvcXprt<T>>() };
+    // SAFETY: the core holds the transport until `'a` ends (the
+    // contract): `xpo_free` does not take the value back meanwhile.
+    unsafe { x.attached() }
+}
+
+/// Gives the core's reference of the owner of `raw` back (`xpo_free`),
+/// with what the transport attached.
 ///
 /// # Safety
 ///
 /// As for [`owner_of`]; the core calls this once, last.
-pub(super) unsafe fn take_back<T: SvcXprtOwner>(raw: *mut sys::svc_xprt) -> Option<Arc<T>> {
+pub(super) unsafe fn take_back<T: SvcXprtOwner>(raw: *mut sys::svc_xprt) -> Option<(Arc<T>, Option<T::Attached>)> {
     // SAFETY: per the contract.
     let x = unsafe { &*raw.cast::<SvcXprt<T>>() };
     let owner = x.owner.load(Ordering::Acquire);
@@ -289,12 +386,18 @@ pub(super) unsafe fn take_back<T: SvcXprtOwner>(raw: *mut sys::svc_xprt) -> Opti
     }
     // SAFETY: the core's reference (type invariant), given back once (the
     // flag just set).
-    Some(unsafe { Arc::from_raw(owner) })
+    let t = unsafe { Arc::from_raw(owner) };
+    // SAFETY: the core dropped its last reference: none of its calls runs,
+    // or will.
+    let a = unsafe { x.take_attached() };
+    Some((t, a))
 }
 
 #[pinned_drop]
-impl<T> PinnedDrop for SvcXprt<T> {
+impl<T: SvcXprtOwner> PinnedDrop for SvcXprt<T> {
     fn drop(self: Pin<&mut Self>) {
+        // SAFETY: the transport goes: nobody borrows anything of it.
+        drop(unsafe { self.take_attached() });
         // Handed over, the core gave its namespace reference back in
         // `svc_xprt_free`, before `xpo_free` let go of the owner.
         let core_done = !self.owner.load(Ordering::Acquire).is_null();
