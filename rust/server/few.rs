@@ -38,6 +38,32 @@ impl<T: Copy, const N: usize> Few<T, N> {
         Ok(Few::Out(KVec::from_elem(fill, n, GFP_KERNEL)?))
     }
 
+    /// Made `n` entries long: those it has up to `n` kept, copies of
+    /// `fill` added after them. A list kept in place that stays in place
+    /// is only counted again (a list reused for the same few entries
+    /// writes nothing).
+    pub(super) fn resize(&mut self, n: usize, fill: T) -> Result {
+        if let Few::In(a, len) = self {
+            if n <= N {
+                if let Some(new) = a.get_mut(*len..n) {
+                    new.fill(fill);
+                }
+                *len = n;
+                return Ok(());
+            }
+        }
+        *self = Few::filled(fill, n)?;
+        Ok(())
+    }
+
+    /// Made empty, in place (`fill` as for [`Few::new`], if it was not).
+    pub(super) fn clear(&mut self, fill: T) {
+        match self {
+            Few::In(_, len) => *len = 0,
+            Few::Out(_) => *self = Few::new(fill),
+        }
+    }
+
     /// Adds `v` at the end; a list kept in place moves to an allocation
     /// once full.
     pub(super) fn push(&mut self, v: T) -> Result {

@@ -101,13 +101,13 @@ pub(super) enum Pulled {
 }
 
 impl Pull {
-    /// The call `xid` whose header has `chunks` with a read list, and
+    /// The call `id` (its XID) whose header has `chunks` with a read list, and
     /// `inline` its RPC message after an RDMA_MSG header, the rest of its
     /// Receive (`None` for RDMA_NOMSG), checked and planned; `None` if the
     /// chunks cannot be carried (ERR_CHUNK is owed) or there is no memory.
     /// Made in a pull and call context `st` kept from earlier calls, if
     /// it has them.
-    pub(super) fn of(xid: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>, st: &ConnState) -> Option<KBox<Self>> {
+    pub(super) fn of(id: u32, chunks: &v1::Chunks<'_>, inline: Option<&[u8]>, st: &ConnState) -> Option<KBox<Self>> {
         let reads = &chunks.reads;
         if reads.len() > MAX_READ_SEGMENTS {
             return None;
@@ -117,64 +117,71 @@ impl Pull {
             None => None,
         };
         let long = inline.is_none();
-        // Room for every segment: in place for a few.
-        let segs = Few::filled(v1::Segment::default(), reads.len()).ok()?;
-        // Room for a WRITE's plan, in place: written through `DerefMut`.
-        let pieces = Few::filled(CallPiece::Pad(0), FEW_PIECES).ok()?;
         let (spare, spare_chunks) = st.spares_for_pull();
         let mut pull = match spare {
             Some(mut p) => {
-                // Every field set again, as made below (named here so that
-                // a field added to `Pull` fails to build until it is).
+                // Made as below (every field named here, so that a field
+                // added to `Pull` fails to build until it is), its lists
+                // resized in place: a list as long as the last call's is
+                // not written again.
                 let Pull {
-                    xid: _,
-                    recv: _,
-                    inline_len: _,
-                    long: _,
-                    segs: _,
+                    xid,
+                    recv,
+                    inline_len,
+                    long: is_long,
+                    segs,
+                    // Written by `walk_reads` below `nchunks`, read
+                    // nowhere else.
                     spans: _,
-                    nchunks: _,
-                    pieces: _,
-                    npieces: _,
-                    len: _,
-                    kept: _,
+                    nchunks,
+                    pieces,
+                    npieces,
+                    len,
+                    kept,
+                    // None: a pull is kept only once `rw_wait_filled`
+                    // took every one ([`InPull::finish`]).
                     sinks: _,
-                } = &*p;
-                p.xid = xid;
-                p.recv = None;
-                p.inline_len = inline.map_or(0, <[u8]>::len);
-                p.long = long;
-                p.segs = segs;
-                p.spans = [ChunkSpan::default(); MAX_READ_CHUNKS];
-                p.nchunks = 0;
-                p.pieces = pieces;
-                p.npieces = 0;
-                p.len = 0;
-                p.kept = None;
-                p.sinks = Default::default();
+                } = &mut *p;
+                *xid = id;
+                *recv = None;
+                *inline_len = inline.map_or(0, <[u8]>::len);
+                *is_long = long;
+                segs.resize(reads.len(), v1::Segment::default()).ok()?;
+                *nchunks = 0;
+                pieces.resize(FEW_PIECES, CallPiece::Pad(0)).ok()?;
+                *npieces = 0;
+                *len = 0;
+                *kept = None;
                 COUNTERS.contexts_reused.fetch_add(1, Ordering::Relaxed);
                 p
             }
             // Made empty in its box, then filled there: moved in, its
             // lists (most of its size) would be copied.
-            None => KBox::init(
-                init!(Pull {
-                    xid,
-                    recv: None,
-                    inline_len: inline.map_or(0, <[u8]>::len),
-                    long,
-                    segs,
-                    spans: [ChunkSpan::default(); MAX_READ_CHUNKS],
-                    nchunks: 0,
-                    pieces,
-                    npieces: 0,
-                    len: 0,
-                    kept: None,
-                    sinks: Default::default(),
-                }),
-                GFP_KERNEL,
-            )
-            .ok()?,
+            None => {
+                // Room for every segment: in place for a few.
+                let segs = Few::filled(v1::Segment::default(), reads.len()).ok()?;
+                // Room for a WRITE's plan, in place: written through
+                // `DerefMut`.
+                let pieces = Few::filled(CallPiece::Pad(0), FEW_PIECES).ok()?;
+                KBox::init(
+                    init!(Pull {
+                        xid: id,
+                        recv: None,
+                        inline_len: inline.map_or(0, <[u8]>::len),
+                        long,
+                        segs,
+                        spans: [ChunkSpan::default(); MAX_READ_CHUNKS],
+                        nchunks: 0,
+                        pieces,
+                        npieces: 0,
+                        len: 0,
+                        kept: None,
+                        sinks: Default::default(),
+                    }),
+                    GFP_KERNEL,
+                )
+                .ok()?
+            }
         };
         let p = &mut *pull;
         // The read list walked once: its segments kept, its chunks

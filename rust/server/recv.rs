@@ -312,9 +312,10 @@ impl CallChunks {
         // fails to build until it is set below).
         let CallChunks { segs: _, reply_end: _, write_ends: _, nwrites: _, payloads: _, next: _, invalidate: _ } = self;
         // INVARIANT: no segment, no chunk.
-        self.segs = Segs::new(v1::Segment::default());
+        self.segs.clear(v1::Segment::default());
         self.reply_end = 0;
-        self.write_ends = [0; MAX_WRITE_CHUNKS];
+        // (`write_ends` is read below `nwrites` only, each written as its
+        // chunk is kept.)
         self.nwrites = 0;
         self.payloads = [None; MAX_WRITE_CHUNKS];
         self.next = 0;
