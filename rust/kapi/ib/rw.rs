@@ -20,7 +20,7 @@
 
 use core::{
     marker::PhantomData,
-    ptr,
+    ptr::{self, NonNull},
     sync::atomic::{AtomicU64, Ordering},
 };
 
@@ -74,15 +74,25 @@ impl<D: Dir> Copy for RwSeg<'_, '_, D> {}
 ///
 /// Names operation `index` of the table of the connection numbered
 /// `conn`, prepared and not posted, which takes `wrs` send queue work
-/// requests; only consuming the token posts or destroys it. Only kapi
-/// makes one.
+/// requests; only consuming the token posts or destroys it. `op` is that
+/// operation, pinned in the table's entry until the token (or the Send it
+/// was chained ahead of) ends it, and not written meanwhile but for its
+/// atomics. Only kapi makes one.
 #[must_use = "a prepared R/W operation holds pages and contexts: post or discard it"]
 pub(crate) struct RwChunk<D: Dir> {
     conn: u64,
     index: u16,
     wrs: u32,
+    op: NonNull<RwOp>,
     _dir: PhantomData<D>,
 }
+
+// SAFETY: `op` is only read, and only by the connection the token names
+// (checked first), while the operation lives (type invariant); `RwOp` is
+// `Sync`.
+unsafe impl<D: Dir> Send for RwChunk<D> {}
+// SAFETY: a shared token reads nothing through `op`.
+unsafe impl<D: Dir> Sync for RwChunk<D> {}
 
 /// Entries of a connection's R/W table whose completion is also told by
 /// a bit of [`Conn`]'s `rw_done_bits` (a server's credits' worth); the
@@ -102,8 +112,15 @@ pub(crate) struct RwPosted<D: Dir> {
     conn: u64,
     index: u16,
     wrs: u32,
+    op: NonNull<RwOp>,
     _dir: PhantomData<D>,
 }
+
+// SAFETY: as for `RwChunk`.
+unsafe impl<D: Dir> Send for RwPosted<D> {}
+// SAFETY: as for `RwChunk`: `rw_completed` reads the operation's atomics
+// only, on the connection the token names.
+unsafe impl<D: Dir> Sync for RwPosted<D> {}
 
 impl<V: Events> Conn<V> {
     /// Prepares an R/W operation over the peer's segments `segs` and their
@@ -148,9 +165,12 @@ impl<V: Events> Conn<V> {
         };
         match op.as_mut().fill(qp, segs, npages, index16, cookie) {
             Ok(wrs) => {
+                // Pinned: the box stays where it is in the table.
+                let at = NonNull::from(&*op);
                 self.rw.lock().put_live(index, op);
-                // INVARIANT: in the table at `index`, prepared, not posted.
-                Ok(RwChunk { conn: self.conn_id(), index: index16, wrs, _dir: PhantomData })
+                // INVARIANT: in the table at `index`, prepared, not posted;
+                // written no more until the token ends it.
+                Ok(RwChunk { conn: self.conn_id(), index: index16, wrs, op: at, _dir: PhantomData })
             }
             Err(e) => {
                 self.rw.lock().put_free(index, Some(op));
@@ -159,13 +179,19 @@ impl<V: Events> Conn<V> {
         }
     }
 
-    /// Chains the work requests of operation `index` (all its contexts, in
-    /// order) in front of `next`, or, with no `next`, with its last one
-    /// signalled and completing on its CQE. Returns the chain's head.
-    fn rw_chain(&self, index: u16, next: Option<*mut sys::ib_send_wr>) -> Result<*mut sys::ib_send_wr> {
+    /// Chains the work requests of the operation `c` names (all its
+    /// contexts, in order) in front of `next`, or, with no `next`, with its
+    /// last one signalled and completing on its CQE. Returns the chain's
+    /// head. `EINVAL` for a token of another connection.
+    fn rw_chain<D: Dir>(&self, c: &RwChunk<D>, next: Option<*mut sys::ib_send_wr>) -> Result<*mut sys::ib_send_wr> {
         let qp = self.qp()?;
-        let t = self.rw.lock();
-        let op = t.live(index).ok_or(EINVAL)?;
+        if c.conn != self.conn_id() {
+            return Err(EINVAL);
+        }
+        // SAFETY: a token of this connection: the operation is live and
+        // pinned in its table, and only read until the token ends it (type
+        // invariant of `RwChunk`). No lock: nobody else reaches it.
+        let op = unsafe { c.op.as_ref() };
         let cqe = ptr::from_ref(&op.cqe).cast_mut();
         let mut head = next.unwrap_or(ptr::null_mut());
         for ctx in op.ctxs.iter().take(op.inited).rev() {
@@ -202,7 +228,7 @@ impl<V: Events> Conn<V> {
         if !self.reserve_wrs(wrs) {
             return Err((errno::ENOBUFS(), c));
         }
-        let head = match self.rw_chain(c.index, None) {
+        let head = match self.rw_chain(&c, None) {
             Ok(h) => h,
             Err(e) => {
                 self.unreserve_wrs(wrs);
@@ -230,7 +256,7 @@ impl<V: Events> Conn<V> {
             return Err((e.err, c));
         }
         // INVARIANT: posted, with its slots reserved.
-        Ok(RwPosted { conn: c.conn, index: c.index, wrs: c.wrs, _dir: PhantomData })
+        Ok(RwPosted { conn: c.conn, index: c.index, wrs: c.wrs, op: c.op, _dir: PhantomData })
     }
 
     /// Waits until `p` completes, then destroys it (its pages go back to
@@ -285,17 +311,11 @@ impl<V: Events> Conn<V> {
         if p.conn != self.conn_id() {
             return Err(p);
         }
-        let op = {
-            let t = self.rw.lock();
-            match t.live(p.index) {
-                Some(op) => ptr::from_ref::<RwOp>(op),
-                None => return Err(p),
-            }
-        };
-        // SAFETY: the operation stays in the table (pinned) until this
-        // token ends it below; its entries are not changed before (only
-        // its preparation wrote them), and its atomics are read.
-        let op = unsafe { &*op };
+        // SAFETY: a token of this connection: the operation stays in the
+        // table (pinned) until this token ends it below; its entries are
+        // not changed before (only its preparation wrote them), and its
+        // atomics are read (type invariant of `RwPosted`).
+        let op = unsafe { p.op.as_ref() };
         // Done already (a pull found done): no lock. Its completion sets
         // `done` last, once it touches the operation no more.
         if !op.done.load(Ordering::Acquire) {
@@ -337,8 +357,10 @@ impl<V: Events> Conn<V> {
         if let Some((word, bit)) = self.rw_done_bit(p.index) {
             return word.load(Ordering::Acquire) & bit != 0;
         }
-        let t = self.rw.lock();
-        t.live(p.index).is_some_and(|op| op.done.load(Ordering::Acquire))
+        // SAFETY: a token of this connection: the operation is live until
+        // the token ends it (type invariant of `RwPosted`); its atomic is
+        // read.
+        unsafe { p.op.as_ref() }.done.load(Ordering::Acquire)
     }
 
     /// Destroys `c`, never posted. A token of another connection comes
@@ -364,12 +386,14 @@ impl<V: Events> Conn<V> {
     /// requests is posted.
     pub(super) fn rw_end(&self, qp: &Qp, index: u16) {
         let index = usize::from(index);
-        let op = self.rw.lock().take_live(index);
-        if let Some(mut op) = op {
+        // One lock round: destroying contexts does not sleep (the teardown
+        // does it under this lock too).
+        let mut t = self.rw.lock();
+        if let Some(mut op) = t.take_live(index) {
             // SAFETY: made on this connection's queue pair; not posted (the
             // caller's word, from the token it consumed).
             unsafe { op.as_mut().destroy(qp) };
-            self.rw.lock().put_free(index, Some(op));
+            t.put_free(index, Some(op));
         }
     }
 
@@ -394,7 +418,7 @@ impl<V: Events> Conn<V> {
         let wrs = (writes.wrs as usize).wrapping_add(1);
         let index = writes.index;
         let linked = core::cell::Cell::new(false);
-        let chain = RwChain { conn: self, index, linked: &linked };
+        let chain = RwChain { conn: self, writes: &writes, linked: &linked };
         match self.post_send(ANY_OWNER, wrs, chain, invalidate, index, fill) {
             Ok(p) => {
                 // Posted: the operation is the Send's now, destroyed by its
@@ -425,7 +449,7 @@ impl<V: Events> Conn<V> {
 /// `linked` says once the operation's last work request names the Send.
 struct RwChain<'a, V: Events> {
     conn: &'a Conn<V>,
-    index: u16,
+    writes: &'a RwChunk<Outbound>,
     linked: &'a core::cell::Cell<bool>,
 }
 
@@ -437,7 +461,7 @@ struct RwChain<'a, V: Events> {
 unsafe impl<V: Events> Chain for RwChain<'_, V> {
     #[inline(always)]
     fn chain(self, send: *mut sys::ib_send_wr) -> Option<*mut sys::ib_send_wr> {
-        let head = self.conn.rw_chain(self.index, Some(send)).ok()?;
+        let head = self.conn.rw_chain(self.writes, Some(send)).ok()?;
         self.linked.set(true);
         Some(head)
     }

@@ -95,7 +95,9 @@ impl Sink {
 ///
 /// Each [`Entry::Live`] operation's token (or the Send that carries it)
 /// exists, or was lost; an operation leaves that state only when its
-/// contexts are destroyed. An [`Entry::Free`] operation has no context
+/// contexts are destroyed. Until then nothing writes a live operation but
+/// its atomics (its completion), and its box stays: its token reads it by
+/// address, without the table's lock. An [`Entry::Free`] operation has no context
 /// initialised and holds no page.
 pub(super) struct RwTable {
     ops: KVec<Entry>,
@@ -181,14 +183,6 @@ impl RwTable {
                 *e = other;
                 None
             }
-        }
-    }
-
-    /// Live operation `index`.
-    pub(super) fn live(&self, index: u16) -> Option<&Pin<KBox<RwOp>>> {
-        match self.ops.get(usize::from(index)) {
-            Some(Entry::Live(op)) => Some(op),
-            _ => None,
         }
     }
 
