@@ -47,12 +47,29 @@ impl ConnVersion {
     /// in a version served), else `Err` with the range for ERR_VERS.
     /// Messages are taken in the order they came ([`ConnState::received`]),
     /// so the first settles it.
+    #[inline]
     pub(super) fn check(&self, vers: u32) -> Result<Version, (u32, u32)> {
-        let of = |v: u32| if v == v2::RPCRDMA_VERSION_2 { Version::V2 } else { Version::V1 };
         let settled = self.settled.load(Ordering::Acquire);
         if settled != 0 {
-            return if settled == vers { Ok(of(vers)) } else { Err((settled, settled)) };
+            return if settled == vers { Ok(Self::of(vers)) } else { Err((settled, settled)) };
         }
+        self.settle(vers)
+    }
+
+    /// The version a served `vers` names.
+    fn of(vers: u32) -> Version {
+        if vers == v2::RPCRDMA_VERSION_2 {
+            Version::V2
+        } else {
+            Version::V1
+        }
+    }
+
+    /// [`ConnVersion::check`] for the first message: settles the
+    /// connection's version if `vers` is served.
+    #[inline(never)]
+    fn settle(&self, vers: u32) -> Result<Version, (u32, u32)> {
+        let of = Self::of;
         let served = vers < 32 && self.served & (1 << vers) != 0;
         if !served {
             let low = if self.served & (1 << v1::VERSION) != 0 { v1::VERSION } else { v2::RPCRDMA_VERSION_2 };

@@ -120,6 +120,7 @@ impl<T: ConnHandler> Events for EpState<T> {
         self.handler.queue_pair_flushed();
     }
 
+    #[inline]
     fn send_completed(&self, how: Completion, reclaimed: usize) {
         if reclaimed > 0 {
             self.note_release();
