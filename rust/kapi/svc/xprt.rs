@@ -212,8 +212,9 @@ impl<T: SvcXprtOwner> SvcXprt<T> {
     /// `detach` get it) until `xpo_free` gives it back to the owner (its
     /// `free`); or, if the core never took the transport, until the
     /// transport goes (an owner that the value refers to is then never
-    /// freed: attach when the transport is about to be handed over). `a` back if a value was attached already, or the
-    /// core gave the transport back.
+    /// freed: attach when the transport is about to be handed over). `a`
+    /// back if a value was attached already, or the core gave the
+    /// transport back.
     pub(crate) fn attach(&self, a: T::Attached) -> core::result::Result<(), T::Attached> {
         if self.released.load(Ordering::Acquire)
             || self.state.compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed).is_err()
