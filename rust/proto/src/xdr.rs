@@ -75,16 +75,11 @@ impl<'a> XdrReader<'a> {
     /// Consumes exactly `n` bytes.
     #[inline]
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], XdrError> {
-        let at = self.pos;
-        // The error is made on its own path only (made up front, it cost
-        // each field decoded a few stores).
-        match at.checked_add(n).and_then(|end| Some((end, self.buf.get(at..end)?))) {
-            Some((end, out)) => {
-                self.pos = end;
-                Ok(out)
-            }
-            None => Err(XdrError::Truncated { at, need: n }),
-        }
+        let truncated = XdrError::Truncated { at: self.pos, need: n };
+        let end = self.pos.checked_add(n).ok_or(truncated)?;
+        let out = self.buf.get(self.pos..end).ok_or(truncated)?;
+        self.pos = end;
+        Ok(out)
     }
 
     /// Consumes exactly `N` bytes as an array.
