@@ -38,10 +38,11 @@ impl<T: Copy, const N: usize> Few<T, N> {
         Ok(Few::Out(KVec::from_elem(fill, n, GFP_KERNEL)?))
     }
 
-    /// Made `n` entries long: those it has up to `n` kept, copies of
-    /// `fill` added after them. A list kept in place that stays in place
-    /// is only counted again (a list reused for the same few entries
-    /// writes nothing).
+    /// Made `n` entries long, for the caller to write. A list in place
+    /// that stays in place (`n` at most `N`) keeps its first entries and
+    /// gets copies of `fill` after them: reused for as many entries, it
+    /// writes nothing. Any other list is made anew, `n` copies of `fill`
+    /// (what it had is not kept).
     pub(super) fn resize(&mut self, n: usize, fill: T) -> Result {
         if let Few::In(a, len) = self {
             if n <= N {

@@ -91,7 +91,9 @@ pub(crate) struct RwChunk<D: Dir> {
 // (checked first), while the operation lives (type invariant); `RwOp` is
 // `Sync`.
 unsafe impl<D: Dir> Send for RwChunk<D> {}
-// SAFETY: a shared token reads nothing through `op`.
+// SAFETY: through a shared token `op` is only read (`rw_chain`), by the
+// connection the token names, and the operation's fields are not written
+// while the token lives (type invariant); `RwOp` is `Sync`.
 unsafe impl<D: Dir> Sync for RwChunk<D> {}
 
 /// Entries of a connection's R/W table whose completion is also told by
