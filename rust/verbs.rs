@@ -36,7 +36,7 @@ use kernel::{
 pub(crate) use crate::kapi::ib::{
     Acceptor, Closed, CmEvent, Completion, ConnRequest, Copying, DeviceCaps, DeviceName, Fill, FillOne, FillSg,
     HeldRecv, InFlight, Lender, Listener, Mapping, Received, Registered, Registration, Released, RemoteInv, Reuse,
-    RwChunk, RwPosted, RwSeg, SendFailed, SendWriter, SgWriter, Sink, MAX_SEND_SGES,
+    RwChunk, RwPosted, RwSeg, SendFailed, SendWriter, SgWriter, MAX_SEND_SGES,
 };
 pub(crate) use endpoint::{Connection, Live};
 pub(crate) use freelist::FreeList;

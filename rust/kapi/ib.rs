@@ -53,6 +53,5 @@ pub(crate) use listen::{Acceptor, ConnRequest, Listener};
 pub(crate) use mr::{FillSg, Registered, SgWriter};
 pub(crate) use rq::{HeldRecv, Received, RemoteInv};
 pub(crate) use rw::{RwChunk, RwPosted, RwSeg};
-pub(crate) use rw_op::Sink;
 pub(crate) use sq::SendPolicy;
 pub(crate) use token::{Closed, ConnHandle, InFlight, Lender, Registration, Released, SendFailed};

@@ -19,7 +19,7 @@ use kernel::prelude::*;
 use super::{
     few::Few,
     recv::{CallChunks, ConnState},
-    reply::{flat_pieces, rw_segments, rw_segs, SEND_WAIT_MS},
+    reply::SEND_WAIT_MS,
     stats::COUNTERS,
     xprt::ServerXprt,
 };
@@ -35,7 +35,7 @@ use crate::{
         responder::{self, CallError, CallPiece, ChunkSpan, OneHandle},
         v1,
     },
-    verbs::{Completion, Connection, HeldRecv, RwPosted, RwSeg, Sink},
+    verbs::{Completion, Connection, HeldRecv, RwPosted},
 };
 
 /// Most Read chunks of a call this server takes: a Long Call's and a data
@@ -86,9 +86,6 @@ pub(super) struct Pull {
     len: u32,
     /// The Write list and Reply chunk, for the reply.
     kept: Option<KBox<CallChunks>>,
-    /// The pages each chunk is pulled into, once [`Pull::start`]ed: not
-    /// readable until the Reads filled them ([`InPull::finish`]).
-    sinks: [Option<Sink>; MAX_READ_CHUNKS],
 }
 
 /// What became of a pulled call.
@@ -138,9 +135,6 @@ impl Pull {
                     npieces,
                     len,
                     kept,
-                    // None: a pull is kept only once `rw_wait_filled`
-                    // took every one ([`InPull::finish`]).
-                    sinks: _,
                 } = &mut *p;
                 *xid = id;
                 *recv = None;
@@ -176,7 +170,6 @@ impl Pull {
                         npieces: 0,
                         len: 0,
                         kept: None,
-                        sinks: Default::default(),
                     }),
                     GFP_KERNEL,
                 )
@@ -208,13 +201,14 @@ impl Pull {
     }
 
     /// Starts pulling the call's chunks from the client by RDMA Read, all
-    /// in one operation, into pages of our own: posts the Reads and
-    /// returns, keeping the call's Receive `recv` (whose bytes
-    /// [`Pull::of`] read) until the call is rebuilt. Their completion
-    /// ([`ServerXprt::rw_done`]) has a thread take the call up again
-    /// ([`InPull::finish`]). An error: the call is lost, and the caller
-    /// closes the connection (the client sends it again on its next; the
-    /// Receive stays out of use until the connection's teardown).
+    /// in one operation, into pages the operation allocates (one run per
+    /// chunk): posts the Reads and returns, keeping the call's Receive
+    /// `recv` (whose bytes [`Pull::of`] read) until the call is rebuilt.
+    /// Their completion ([`ServerXprt::rw_done`]) has a thread take the
+    /// call up again ([`InPull::finish`]). An error: the call is lost,
+    /// and the caller closes the connection (the client sends it again on
+    /// its next; the Receive stays out of use until the connection's
+    /// teardown).
     ///
     /// [`ServerXprt::rw_done`]: crate::verbs::ConnHandler::rw_done
     pub(super) fn start(
@@ -225,31 +219,18 @@ impl Pull {
     ) -> Result<InPull> {
         self.recv = Some(recv);
         let mut total = 0u64;
-        // Each chunk's segments (`of` kept at most `MAX_READ_CHUNKS`).
-        let mut chunks = [&[][..]; MAX_READ_CHUNKS];
-        let Pull { segs, spans, nchunks, sinks, .. } = &mut *self;
-        let spans = spans.get(..*nchunks).ok_or(EINVAL)?;
-        let mut rest: &[v1::Segment] = segs;
-        for ((ch, sink), span) in chunks.iter_mut().zip(sinks.iter_mut()).zip(spans) {
-            // (`split_at_checked` is newer than the kernel's minimum rustc.)
-            (*ch, rest) = (rest.get(..span.segments).ok_or(EINVAL)?, rest.get(span.segments..).ok_or(EINVAL)?);
-            // Below `MAX_CALL` (the plan checked each chunk's length).
-            // Not zeroed: readable only once the Reads wrote them.
-            *sink = Some(Sink::new(u32::try_from(span.len).map_err(|_| EINVAL)?)?);
+        // Each chunk's segments and length (`of` kept at most
+        // `MAX_READ_CHUNKS`; the plan checked each length, below
+        // `MAX_CALL`).
+        let mut chunks = [(0usize, 0u32); MAX_READ_CHUNKS];
+        let spans = self.spans.get(..self.nchunks).ok_or(EINVAL)?;
+        for (c, span) in chunks.iter_mut().zip(spans) {
+            *c = (span.segments, u32::try_from(span.len).map_err(|_| EINVAL)?);
             total += span.len;
         }
-        let sinks = &*sinks;
-        let posted = {
-            // Each chunk's data from the start of its pages.
-            let chunks = chunks.get(..spans.len()).ok_or(EINVAL)?;
-            let mut local = None;
-            if !flat_pieces::<Inbound>(chunks, |i, pos| sinks.get(i)?.as_ref()?.piece(pos), &mut local)? {
-                return Err(EINVAL);
-            }
-            let mut rws = rw_segs();
-            rw_segments(segs.iter(), local.as_deref().unwrap_or_default(), &mut rws)?;
-            st.post_read(conn, &rws)?
-        };
+        let chunks = chunks.get(..spans.len()).ok_or(EINVAL)?;
+        let segs = self.segs.iter().map(|s| (s.handle, s.offset, s.length));
+        let posted = st.post_read(conn, segs, chunks)?;
         COUNTERS.read_bytes.fetch_add(total, Ordering::Relaxed);
         Ok(InPull { pull: self, posted })
     }
@@ -378,13 +359,13 @@ impl InPull {
         let mut pages = ChunkPages { pages: Default::default() };
         // A token the connection does not take any more: its teardown
         // destroyed the operation, after the queue pair was drained.
-        let how = conn.rw_wait_filled(posted, &mut pull.sinks, &mut pages.pages).map_err(|_| errno::ENOTCONN())?;
+        let how = conn.rw_wait_filled(posted, &mut pages.pages).map_err(|_| errno::ENOTCONN())?;
         let finished = pull.finish(how, &mut pages, conn, rq);
         if let Some(h) = pull.recv.take() {
             st.repost(conn, h)?;
         }
-        // Its sinks went to `pages` or were dropped above; the chunks kept
-        // for the reply (still here if the call was lost) go now.
+        // The chunks kept for the reply (still here if the call was lost)
+        // go now.
         pull.kept = None;
         st.keep_pull(pull);
         finished
@@ -428,10 +409,16 @@ fn put_pages(w: &mut CallWriter<'_>, pages: &OwnedPages, from: u32, to: u32) -> 
 }
 
 impl ConnState {
-    /// Posts the RDMA Reads `segs` as one operation. Waits for room while
-    /// the connection's R/W operations or its Send Queue are all in use.
-    fn post_read(&self, conn: &Connection<ServerXprt>, segs: &[RwSeg<'_, '_, Inbound>]) -> Result<RwPosted<Inbound>> {
-        let mut op = self.rw_prepare_waiting(conn, segs)?;
+    /// Posts the RDMA Reads of the client's segments `segs` (rkey,
+    /// address, length) into pages of their own, one run per chunk of
+    /// `chunks` (its segments, its length), as one operation. Waits for
+    /// room while the connection's R/W operations or its Send Queue are
+    /// all in use.
+    fn post_read<S>(&self, conn: &Connection<ServerXprt>, segs: S, chunks: &[(usize, u32)]) -> Result<RwPosted<Inbound>>
+    where
+        S: Iterator<Item = (u32, u64, u32)> + Clone,
+    {
+        let mut op = self.rw_prepare_waiting(|| conn.rw_prepare_read(segs.clone(), chunks, 0))?;
         loop {
             let seen = self.sends_seen();
             match conn.rw_post(op) {

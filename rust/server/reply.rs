@@ -237,13 +237,13 @@ impl ConnState {
         rq.ctxt().and_then(|c| c.invalidate)
     }
 
-    /// Prepares the R/W operation over `segs`, waiting (for Sends to
-    /// complete, which destroys the writes they carried) while the
-    /// connection holds as many as it was made for.
-    pub(super) fn rw_prepare_waiting<D: Dir>(&self, conn: &Connection<ServerXprt>, segs: &[RwSeg<'_, '_, D>]) -> Result<RwChunk<D>> {
+    /// Prepares an R/W operation with `prepare`, again after waiting (for
+    /// Sends to complete, which destroys the writes they carried) while
+    /// the connection holds as many as it was made for.
+    pub(super) fn rw_prepare_waiting<D: Dir>(&self, mut prepare: impl FnMut() -> Result<RwChunk<D>>) -> Result<RwChunk<D>> {
         loop {
             let seen = self.sends_seen();
-            match conn.rw_prepare(segs, 0) {
+            match prepare() {
                 Ok(op) => return Ok(op),
                 Err(e) if e == EBUSY => self.wait_sends(seen, SEND_WAIT_MS)?,
                 Err(e) => return Err(e),
@@ -264,7 +264,7 @@ impl ConnState {
         invalidate: Option<u32>,
         fill: impl Fn(&mut SendWriter<'_, Copying>) -> Result,
     ) -> Result {
-        let mut writes = self.rw_prepare_waiting(conn, segs)?;
+        let mut writes = self.rw_prepare_waiting(|| conn.rw_prepare(segs, 0))?;
         loop {
             let seen = self.sends_seen();
             match conn.send_after_writes(writes, invalidate, |w: &mut SendWriter<'_, Copying>| fill(w)) {

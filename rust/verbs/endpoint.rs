@@ -20,7 +20,7 @@ use super::{
     CmEvent, Completion, ConnHandler, DeviceCaps, DeviceName, HeldRecv, QpConfig, Received, VerbsCounters,
 };
 use crate::kapi::{
-    ib::{Conn, ConnBox, ConnHandle, ConnParam, ConnRequest, Events, QpSizes, RwChunk, RwPosted, RwSeg, Sink},
+    ib::{Conn, ConnBox, ConnHandle, ConnParam, ConnRequest, Events, QpSizes, RwChunk, RwPosted, RwSeg},
     net::{Net, SockAddr},
     page::{Dir, Inbound, OwnedPages},
 };
@@ -342,6 +342,18 @@ impl<T: ConnHandler> Connection<T> {
         self.conn.rw_prepare(segs, cookie)
     }
 
+    /// Prepares an RDMA Read of the peer's segments `segs` (rkey,
+    /// address, length) into pages of the operation's own, one run per
+    /// chunk of `chunks` (its segments, its length): see
+    /// [`Conn::rw_prepare_read`](crate::kapi::ib::Conn::rw_prepare_read).
+    /// Sleeps.
+    pub(crate) fn rw_prepare_read<S>(&self, segs: S, chunks: &[(usize, u32)], cookie: u64) -> Result<RwChunk<Inbound>>
+    where
+        S: Iterator<Item = (u32, u64, u32)> + Clone,
+    {
+        self.conn.rw_prepare_read(segs, chunks, cookie)
+    }
+
     /// Posts `c` alone; [`ConnHandler::rw_done`] gets its completion, and
     /// [`Connection::rw_wait`] waits for it.
     pub(crate) fn rw_post<D: Dir>(&self, c: RwChunk<D>) -> core::result::Result<RwPosted<D>, (Error, RwChunk<D>)> {
@@ -353,17 +365,16 @@ impl<T: ConnHandler> Connection<T> {
         self.conn.rw_wait(p)
     }
 
-    /// Waits until the RDMA Read `p` completes, then ends it, and makes
-    /// the sinks it filled pages to read, in `filled`: see
+    /// Waits until the RDMA Read `p` completes, then ends it, and hands
+    /// over the pages it filled, in `filled`: see
     /// [`Conn::rw_wait_filled`](crate::kapi::ib::Conn::rw_wait_filled).
     /// Sleeps.
-    pub(crate) fn rw_wait_filled<const N: usize>(
+    pub(crate) fn rw_wait_filled(
         &self,
         p: RwPosted<Inbound>,
-        sinks: &mut [Option<Sink>; N],
-        filled: &mut [Option<OwnedPages>; N],
+        filled: &mut [Option<OwnedPages>],
     ) -> core::result::Result<Completion, RwPosted<Inbound>> {
-        self.conn.rw_wait_filled(p, sinks, filled)
+        self.conn.rw_wait_filled(p, filled)
     }
 
     /// True once `p` completed: [`Connection::rw_wait`] then returns at

@@ -16,10 +16,11 @@
 //! contexts its queue pair was made for); their tokens name them, and the
 //! connection's teardown destroys those whose tokens were lost, after its
 //! queue pair drained. The operation itself, the table, and the pages an
-//! RDMA Read fills ([`Sink`]) are in `rw_op`.
+//! RDMA Read fills are in `rw_op`.
 
 use core::{
     marker::PhantomData,
+    pin::Pin,
     ptr::{self, NonNull},
     sync::atomic::{AtomicU64, Ordering},
 };
@@ -36,7 +37,7 @@ use super::{
     events::Events,
     frwr::Sent,
     qp::Qp,
-    rw_op::{RwOp, Sink},
+    rw_op::RwOp,
     sq::{Chain, PostFailed},
 };
 use crate::{
@@ -133,10 +134,6 @@ impl<V: Events> Conn<V> {
     /// pages than it kept room for). Fails with `EBUSY` when the
     /// connection has as many operations as it was made for.
     pub(crate) fn rw_prepare<D: Dir>(&self, segs: &[RwSeg<'_, '_, D>], cookie: u64) -> Result<RwChunk<D>> {
-        let qp = self.qp()?;
-        if self.dying.load(Ordering::Acquire) {
-            return Err(errno::ENOTCONN());
-        }
         let npages: usize = segs.iter().map(|s| s.pages.len()).sum();
         if segs.is_empty() || npages == 0 || segs.iter().any(|s| s.pages.is_empty()) {
             return Err(EINVAL);
@@ -146,6 +143,34 @@ impl<V: Events> Conn<V> {
         // operation still reached them. Only unlent pages.
         if segs.iter().flat_map(|s| s.pages.iter()).any(|(p, _, _)| p.owner() != ANY_OWNER) {
             return Err(EINVAL);
+        }
+        self.rw_make(|op, qp, index| op.fill(qp, segs, npages, index, cookie))
+    }
+
+    /// Prepares an RDMA Read of the peer's segments `segs` (rkey, address,
+    /// length) into pages the operation allocates and owns: one run of
+    /// pages per chunk of `chunks` (how many of `segs` are the chunk's, in
+    /// order, and its length in bytes, not zero), filled by the chunk's
+    /// segments from its start, whose lengths must add up to the chunk's
+    /// (`EINVAL` otherwise). Nothing reads the pages until the Read
+    /// completed: [`Conn::rw_wait_filled`] hands them over then. `cookie`
+    /// and the rest as for [`Conn::rw_prepare`].
+    pub(crate) fn rw_prepare_read<S>(&self, segs: S, chunks: &[(usize, u32)], cookie: u64) -> Result<RwChunk<Inbound>>
+    where
+        S: Iterator<Item = (u32, u64, u32)> + Clone,
+    {
+        self.rw_make(|op, qp, index| op.fill_read(qp, segs, chunks, index, cookie))
+    }
+
+    /// Takes a free entry of the table and makes an operation there with
+    /// `fill` (given the operation, kept or new, holding nothing made;
+    /// the queue pair; the entry's index), which returns how many send
+    /// queue work requests it takes, or fails holding nothing made.
+    #[inline(always)]
+    fn rw_make<D: Dir>(&self, fill: impl FnOnce(Pin<&mut RwOp>, &Qp, u16) -> Result<u32>) -> Result<RwChunk<D>> {
+        let qp = self.qp()?;
+        if self.dying.load(Ordering::Acquire) {
+            return Err(errno::ENOTCONN());
         }
         let (index, kept) = self.rw.lock().take_free().ok_or(EBUSY)?;
         let Ok(index16) = u16::try_from(index) else {
@@ -165,7 +190,7 @@ impl<V: Events> Conn<V> {
                 return Err(e);
             }
         };
-        match op.as_mut().fill(qp, segs, npages, index16, cookie) {
+        match fill(op.as_mut(), qp, index16) {
             Ok(wrs) => {
                 // Pinned: the box stays where it is in the table.
                 let at = NonNull::from(&*op);
@@ -266,57 +291,44 @@ impl<V: Events> Conn<V> {
     /// queue pair's retry limit (a dead connection flushes every work
     /// request). A token of another connection comes back.
     pub(crate) fn rw_wait<D: Dir>(&self, p: RwPosted<D>) -> core::result::Result<Completion, RwPosted<D>> {
-        self.rw_wait_then(p, |_, _| ()).map(|(how, ())| how)
-    }
-
-    /// Waits until the RDMA Read `p` completes, then destroys it, as
-    /// [`Conn::rw_wait`] does, and moves each sink of `sinks` that it
-    /// filled into `filled` (at the same index) as [`OwnedPages`]: only if
-    /// it completed without error and its pages covered the sink's bytes
-    /// (each page from its start, in order). Every sink is taken out of
-    /// `sinks`; the pages of one it did not fill are let go, and its slot
-    /// of `filled` left as it was. (Another operation prepared over the
-    /// same pages may still write them: one operation per sink.) A token
-    /// of another connection comes back, `sinks` left as they were.
-    ///
-    /// In place: arrays of a few hundred bytes, moved by value, cost a
-    /// copy at each move.
-    pub(crate) fn rw_wait_filled<const N: usize>(
-        &self,
-        p: RwPosted<Inbound>,
-        sinks: &mut [Option<Sink>; N],
-        filled: &mut [Option<OwnedPages>; N],
-    ) -> core::result::Result<Completion, RwPosted<Inbound>> {
-        let (how, ()) = self.rw_wait_then(p, |op, how| {
-            for (sink, out) in sinks.iter_mut().zip(filled.iter_mut()) {
-                if let Some(s) = sink.take() {
-                    if how == Completion::Ok && op.covers(&s) {
-                        *out = Some(s.into_pages());
-                    }
-                    // Else the sink's pages go; the operation's own page
-                    // references keep them until it is destroyed (its
-                    // mappings undone) just after.
-                }
-            }
-        })?;
+        let (how, index, qp) = self.rw_wait_done(p)?;
+        self.rw_end(qp, index);
         Ok(how)
     }
 
-    /// Waits until `p` completes, calls `check` with the operation (its
-    /// entries still set) and how it went, then destroys it.
-    fn rw_wait_then<D: Dir, R>(
+    /// Waits until the RDMA Read `p` (made by [`Conn::rw_prepare_read`])
+    /// completes, then destroys it, as [`Conn::rw_wait`] does, and, if it
+    /// completed without error, moves the pages of each of its chunks,
+    /// filled, into `filled` (the first chunk's into the first slot, and
+    /// so on; the slots of chunks it did not have are left as they were).
+    /// Its pages are let go otherwise. A token of another connection
+    /// comes back.
+    pub(crate) fn rw_wait_filled(
         &self,
-        p: RwPosted<D>,
-        check: impl FnOnce(&RwOp, Completion) -> R,
-    ) -> core::result::Result<(Completion, R), RwPosted<D>> {
+        p: RwPosted<Inbound>,
+        filled: &mut [Option<OwnedPages>],
+    ) -> core::result::Result<Completion, RwPosted<Inbound>> {
+        let (how, index, qp) = self.rw_wait_done(p)?;
+        self.rw_end_with(qp, index, |op| {
+            if how == Completion::Ok {
+                op.take_filled(filled);
+            }
+        });
+        Ok(how)
+    }
+
+    /// Waits until `p` completes, then ends its token: how it went, its
+    /// entry, and the queue pair, for the caller to destroy the operation
+    /// (nothing of it is posted any more). Its send queue slots are given
+    /// back.
+    fn rw_wait_done<D: Dir>(&self, p: RwPosted<D>) -> core::result::Result<(Completion, u16, &Qp), RwPosted<D>> {
         let Ok(qp) = self.qp() else { return Err(p) };
         if p.conn != self.conn_id() {
             return Err(p);
         }
         // SAFETY: a token of this connection: the operation stays in the
-        // table (pinned) until this token ends it below; its entries are
-        // not changed before (only its preparation wrote them), and its
-        // atomics are read (type invariant of `RwPosted`).
+        // table (pinned) until this token ends it; its atomics are read
+        // (type invariant of `RwPosted`).
         let op = unsafe { p.op.as_ref() };
         // Done already (a pull found done): no lock. Its completion sets
         // `done` last, once it touches the operation no more.
@@ -332,10 +344,9 @@ impl<V: Events> Conn<V> {
             sys::ib_wc_status_IB_WC_WR_FLUSH_ERR => Completion::Flushed,
             s => Completion::Failed(s),
         };
-        let r = check(op, how);
-        self.rw_end(qp, p.index);
         self.unreserve_wrs(p.wrs as usize);
-        Ok((how, r))
+        let RwPosted { index, .. } = p;
+        Ok((how, index, qp))
     }
 
     /// The word of `rw_done_bits` holding entry `index`'s bit, and the
@@ -387,6 +398,13 @@ impl<V: Events> Conn<V> {
     /// for the next. The caller consumed its token, and none of its work
     /// requests is posted.
     pub(super) fn rw_end(&self, qp: &Qp, index: u16) {
+        self.rw_end_with(qp, index, |_| ());
+    }
+
+    /// Destroys operation `index` as [`Conn::rw_end`] does, then calls
+    /// `then` with it (its contexts destroyed, before its pages go).
+    #[inline(always)]
+    fn rw_end_with(&self, qp: &Qp, index: u16, then: impl FnOnce(Pin<&mut RwOp>)) {
         let index = usize::from(index);
         // One lock round: destroying contexts does not sleep (the teardown
         // does it under this lock too).
@@ -395,6 +413,7 @@ impl<V: Events> Conn<V> {
             // SAFETY: made on this connection's queue pair; not posted (the
             // caller's word, from the token it consumed).
             unsafe { op.as_mut().destroy(qp) };
+            then(op.as_mut());
             t.put_free(index, Some(op));
         }
     }

@@ -25,31 +25,32 @@ use super::{
 };
 use crate::{
     kapi::{
-        page::{self, in_page, Dir, Inbound, OwnedPages, PageRef},
+        page::{self, in_page, Dir, Inbound, OwnedPages},
         PAGE_SIZE,
     },
     sys,
 };
 
-/// Pages for an RDMA Read to fill, allocated not zeroed: nothing reads
-/// them (their bytes are whatever the page allocator left in them) until
+/// Pages for an RDMA Read to fill, allocated not zeroed, owned by the
+/// operation made over them ([`RwOp::fill_read`]): nothing reads them
+/// (their bytes are whatever the page allocator left in them) until
 /// [`Conn::rw_wait_filled`](super::conn::Conn::rw_wait_filled) makes
-/// them [`OwnedPages`], once a Read that wrote every byte of `[0, len)`
-/// completed. The rest of the last page is zeroed as it is allocated: no
-/// stale byte ever becomes readable.
+/// them [`OwnedPages`], once the Read, which writes every byte of
+/// `[0, len)`, completed. The rest of the last page is zeroed as it is
+/// allocated: no stale byte ever becomes readable.
 ///
 /// # Invariants
 ///
 /// `pages` holds `len.div_ceil(PAGE_SIZE)` pages, at least one; the bytes
 /// of the last one past `len` are zero.
-pub(crate) struct Sink {
+pub(super) struct Sink {
     pages: OwnedPages,
     len: u32,
 }
 
 impl Sink {
     /// Pages for `len` bytes (not zero). Sleeps.
-    pub(crate) fn new(len: u32) -> Result<Self> {
+    fn new(len: u32) -> Result<Self> {
         if len == 0 {
             return Err(EINVAL);
         }
@@ -65,20 +66,8 @@ impl Sink {
         Ok(Sink { pages, len })
     }
 
-    /// The page holding byte `pos` (below the sink's length), the offset
-    /// there and how many of the sink's bytes follow in that page: the
-    /// local side of a Read into it.
-    pub(crate) fn piece(&self, pos: u32) -> Option<(PageRef<'_, Inbound>, u32, u32)> {
-        let left = self.len.checked_sub(pos).filter(|&l| l > 0)?;
-        let off = pos % PAGE_SIZE;
-        let page = self.pages.page((pos / PAGE_SIZE) as usize)?;
-        Some((page.page_ref::<Inbound>(), off, (PAGE_SIZE - off).min(left)))
-    }
-
-    /// The pages, readable: only for
-    /// [`Conn::rw_wait_filled`](super::conn::Conn::rw_wait_filled), once a
-    /// Read filled them.
-    pub(super) fn into_pages(self) -> OwnedPages {
+    /// The pages, readable: only once a Read filled them.
+    fn into_pages(self) -> OwnedPages {
         self.pages
     }
 }
@@ -210,26 +199,33 @@ impl RwTable {
 }
 
 /// One R/W operation: its contexts (one per segment), its scatterlist and
-/// completion. Boxed and pinned: the device reports the CQE's address.
+/// completion, and for an RDMA Read into pages of its own, those pages.
+/// Boxed and pinned: the device reports the CQE's address.
 ///
 /// # Invariants
 ///
-/// The first `refs` entries of `sg` hold a page reference each. The first
-/// `inited` contexts were initialised by `rdma_rw_ctx_init` over the
-/// ranges `ranges` of `sg` (`ctxs` and `ranges` have at least `inited`
-/// entries) on the connection's queue pair (which maps them), and are
-/// destroyed (unmapping them) before the entries' pages are let go and
-/// before the queue pair is. Kept in the table once ended, it is made
-/// again over other pages and segments: the vectors only grow (but for a
-/// large scatterlist, let go), the box and the wait stay.
+/// The first `refs` entries of `sg` hold a page reference each; the
+/// entries after them that a context maps name pages of `sinks`, which
+/// the operation holds (its `Some` entries, first) until no context maps
+/// them (an operation leaked with a context made leaks them too). The
+/// first `inited` contexts were initialised by `rdma_rw_ctx_init` over
+/// the ranges `ranges` of `sg` (`ctxs` and `ranges` have at least
+/// `inited` entries) on the connection's queue pair (which maps them),
+/// and are destroyed (unmapping them) before the entries' pages are let
+/// go and before the queue pair is. Kept in the table once ended, it is
+/// made again over other pages and segments: the vectors only grow (but
+/// for a large scatterlist, let go), the box and the wait stay.
 #[pin_data(PinnedDrop)]
 pub(super) struct RwOp {
     /// Written once; ib_core reads it when the last work request completes.
     pub(super) cqe: sys::ib_cqe,
     pub(super) ctxs: KVec<Opaque<sys::rdma_rw_ctx>>,
-    ranges: KVec<(usize, u32)>,
+    ranges: KVec<Range>,
     sg: KVec<sys::scatterlist>,
     refs: usize,
+    /// The pages an RDMA Read made by [`RwOp::fill_read`] fills, one sink
+    /// per chunk in order; `None` past them.
+    sinks: KVec<Option<Sink>>,
     pub(super) inited: usize,
     inbound: bool,
     /// Its entry in the connection's table.
@@ -248,9 +244,19 @@ pub(super) struct RwOp {
     pub(super) done_wait: CondVar,
 }
 
+/// The scatterlist entries of one context (`count` from `start`) and the
+/// peer's segment it moves them to or from.
+#[derive(Clone, Copy, Default)]
+struct Range {
+    start: usize,
+    count: u32,
+    addr: u64,
+    rkey: u32,
+}
+
 // SAFETY: the contexts and scatterlist are the operation's own, reached by
 // the device only while posted (and by the completion, which sets the
-// atomics); the pages are held by references of their own.
+// atomics); the pages are held by references of their own, or owned.
 unsafe impl Send for RwOp {}
 // SAFETY: see `Send`; shared use reads the atomics.
 unsafe impl Sync for RwOp {}
@@ -265,6 +271,7 @@ impl RwOp {
                 ranges: KVec::new(),
                 sg: KVec::new(),
                 refs: 0,
+                sinks: KVec::new(),
                 inited: 0,
                 inbound: false,
                 index: 0,
@@ -285,6 +292,45 @@ impl RwOp {
         }
     }
 
+    /// Room for `nsegs` contexts over `nentries` scatterlist entries (the
+    /// first `nentries` initialised, none holding a page), in direction
+    /// `D`, as operation `index` with `cookie`. `EINVAL` if the operation
+    /// holds anything made.
+    fn begin<D: Dir>(&mut self, nsegs: usize, nentries: usize, index: u16, cookie: u64) -> Result {
+        if self.inited != 0 || self.refs != 0 {
+            return Err(EINVAL);
+        }
+        if let Some(more) = nentries.checked_sub(self.sg.len()).filter(|&m| m > 0) {
+            self.sg.extend_with(more, sys::scatterlist::default(), GFP_KERNEL)?;
+        }
+        if let Some(more) = nsegs.checked_sub(self.ranges.len()).filter(|&m| m > 0) {
+            self.ranges.extend_with(more, Range::default(), GFP_KERNEL)?;
+        }
+        while self.ctxs.len() < nsegs {
+            self.ctxs.push(Opaque::uninit(), GFP_KERNEL)?;
+        }
+        // SAFETY: `sg` has at least `nentries` entries, none holding a
+        // page (`refs` is 0) or mapped (`inited` is 0).
+        unsafe { sys::sg_init_table(self.sg.as_mut_ptr(), u32::try_from(nentries).map_err(|_| EINVAL)?) };
+        self.inbound = D::INBOUND;
+        self.index = index;
+        self.cookie = cookie;
+        // Not posted: the completion, which sets them, comes after the
+        // post that follows.
+        self.done.store(false, Ordering::Relaxed);
+        self.status.store(0, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Undoes a preparation that failed part of the way: its contexts
+    /// destroyed, its pages let go (its sinks too).
+    fn undo(&mut self, qp: &Qp) {
+        // SAFETY: the contexts made so far were made on `qp` and are not
+        // posted.
+        unsafe { self.destroy_ctxs(qp) };
+        self.put_pages();
+    }
+
     /// Makes the operation over `segs` (`npages` pieces in all, each
     /// inside its page) on `qp`: each page takes a reference of the
     /// operation's, one context per segment maps the segment's pages.
@@ -303,41 +349,17 @@ impl RwOp {
         // written in place (`done_wait`, the only pinned one, is not
         // touched).
         let o = unsafe { self.get_unchecked_mut() };
-        if o.inited != 0 || o.refs != 0 {
-            return Err(EINVAL);
-        }
-        if let Some(more) = npages.checked_sub(o.sg.len()).filter(|&m| m > 0) {
-            o.sg.extend_with(more, sys::scatterlist::default(), GFP_KERNEL)?;
-        }
-        if let Some(more) = segs.len().checked_sub(o.ranges.len()).filter(|&m| m > 0) {
-            o.ranges.extend_with(more, (0, 0), GFP_KERNEL)?;
-        }
-        while o.ctxs.len() < segs.len() {
-            o.ctxs.push(Opaque::uninit(), GFP_KERNEL)?;
-        }
-        // SAFETY: `sg` has at least `npages` entries, none holding a page
-        // (`refs` is 0) or mapped (`inited` is 0).
-        unsafe { sys::sg_init_table(o.sg.as_mut_ptr(), u32::try_from(npages).map_err(|_| EINVAL)?) };
-        o.inbound = D::INBOUND;
-        o.index = index;
-        o.cookie = cookie;
-        // Not posted: the completion, which sets them, comes after the
-        // post that follows.
-        o.done.store(false, Ordering::Relaxed);
-        o.status.store(0, Ordering::Relaxed);
-        let made = o.map(qp, segs);
+        o.begin::<D>(segs.len(), npages, index, cookie)?;
+        let made = o.map(segs).and_then(|()| o.init_ctxs(qp, segs.len()));
         if made.is_err() {
-            // SAFETY: the contexts made so far were made on `qp` and are
-            // not posted.
-            unsafe { o.destroy_ctxs(qp) };
-            o.put_pages();
+            o.undo(qp);
         }
         made
     }
 
-    /// The pages of `segs` into the scatterlist (references taken), then
-    /// one context per segment over its entries.
-    fn map<D: Dir>(&mut self, qp: &Qp, segs: &[RwSeg<'_, '_, D>]) -> Result<u32> {
+    /// The pages of `segs` into the scatterlist (references taken), and
+    /// each segment's range.
+    fn map<D: Dir>(&mut self, segs: &[RwSeg<'_, '_, D>]) -> Result {
         let mut at = 0usize;
         for (i, s) in segs.iter().enumerate() {
             let start = at;
@@ -352,24 +374,43 @@ impl RwOp {
                 self.refs += 1;
                 at += 1;
             }
-            // Each segment's entries end with the end mark: a walk of one
-            // stops there.
-            if let Some(last) = at.checked_sub(1).and_then(|i| self.sg.get_mut(i)) {
-                super::sg::mark_end(last);
-            }
-            *self.ranges.get_mut(i).ok_or(EINVAL)? = (start, s.pages.len() as u32);
+            self.end_range(i, start, at, s.addr, s.rkey)?;
         }
+        Ok(())
+    }
+
+    /// Ends segment `i`'s range, entries `start..end`, against the peer's
+    /// `addr` and `rkey`: its last entry marked the end (a walk of one
+    /// context's entries stops there).
+    #[inline]
+    fn end_range(&mut self, i: usize, start: usize, end: usize, addr: u64, rkey: u32) -> Result {
+        if let Some(last) = end.checked_sub(1).and_then(|i| self.sg.get_mut(i)) {
+            super::sg::mark_end(last);
+        }
+        let count = u32::try_from(end.wrapping_sub(start)).map_err(|_| EINVAL)?;
+        *self.ranges.get_mut(i).ok_or(EINVAL)? = Range { start, count, addr, rkey };
+        Ok(())
+    }
+
+    /// Makes a context over each of the first `nsegs` ranges. Returns how
+    /// many send queue work requests they take.
+    fn init_ctxs(&mut self, qp: &Qp, nsegs: usize) -> Result<u32> {
         let dir = self.dma_dir();
         let mut wrs: u32 = 0;
-        for (i, s) in segs.iter().enumerate() {
-            let (start, count) = *self.ranges.get(i).ok_or(EINVAL)?;
+        for i in 0..nsegs {
+            let r = *self.ranges.get(i).ok_or(EINVAL)?;
+            let end = r.start.checked_add(r.count as usize).ok_or(EINVAL)?;
+            if r.count == 0 || end > self.sg.len() {
+                return Err(EINVAL);
+            }
             let ctx = self.ctxs.get(i).ok_or(EINVAL)?.get();
-            let sg = self.sg.as_mut_ptr().wrapping_add(start);
+            let sg = self.sg.as_mut_ptr().wrapping_add(r.start);
             // SAFETY: `ctx` is this operation's context, not initialised
-            // (the first `inited` are, and this is the next); the entries
-            // hold live pages (references of the operation's); the QP is
+            // (the first `inited` are, and this is the next); the range's
+            // entries lie in `sg` (checked) and name live pages
+            // (references of the operation's, or its sinks'); the QP is
             // live. The call DMA-maps the entries.
-            let ret = unsafe { sys::rdma_rw_ctx_init(ctx, qp.as_ptr(), qp.port_num(), sg, count, 0, s.addr, s.rkey, dir) };
+            let ret = unsafe { sys::rdma_rw_ctx_init(ctx, qp.as_ptr(), qp.port_num(), sg, r.count, 0, r.addr, r.rkey, dir) };
             if ret < 0 {
                 return Err(Error::from_errno(ret));
             }
@@ -378,6 +419,108 @@ impl RwOp {
             wrs = wrs.saturating_add(ret as u32);
         }
         Ok(wrs)
+    }
+
+    /// Makes the operation an RDMA Read of the peer's segments `segs`
+    /// (rkey, address, length; those of length 0 skipped) into pages of
+    /// its own: one sink per chunk of `chunks` (how many of `segs` are
+    /// its, and its length in bytes, not zero), which its segments fill
+    /// in order from its start; their lengths must add up to the chunk's.
+    /// Returns how many send queue work requests it takes. As for
+    /// [`RwOp::fill`], the operation must hold nothing made, and holds
+    /// nothing made after a failure.
+    pub(super) fn fill_read<S>(
+        self: Pin<&mut Self>,
+        qp: &Qp,
+        segs: S,
+        chunks: &[(usize, u32)],
+        index: u16,
+        cookie: u64,
+    ) -> Result<u32>
+    where
+        S: Iterator<Item = (u32, u64, u32)> + Clone,
+    {
+        // SAFETY: as in `fill`.
+        let o = unsafe { self.get_unchecked_mut() };
+        // Entries: at most each chunk's pages, and one more at each
+        // segment's start (a segment may end inside a page).
+        let nsegs = segs.clone().filter(|s| s.2 > 0).count();
+        let mut nentries = nsegs;
+        for &(_, len) in chunks {
+            nentries = nentries.checked_add(len.div_ceil(PAGE_SIZE) as usize).ok_or(EINVAL)?;
+        }
+        if nsegs == 0 || chunks.is_empty() {
+            return Err(EINVAL);
+        }
+        o.begin::<Inbound>(nsegs, nentries, index, cookie)?;
+        while o.sinks.len() < chunks.len() {
+            o.sinks.push(None, GFP_KERNEL)?;
+        }
+        let made = o.map_read(segs, chunks).and_then(|()| o.init_ctxs(qp, nsegs));
+        if made.is_err() {
+            o.undo(qp);
+        }
+        made
+    }
+
+    /// The sinks of `chunks` made, and the pages of each into the
+    /// scatterlist as `segs` cut them (no reference taken: the sinks are
+    /// the operation's), with each segment's range.
+    fn map_read<S>(&mut self, mut segs: S, chunks: &[(usize, u32)]) -> Result
+    where
+        S: Iterator<Item = (u32, u64, u32)>,
+    {
+        let (mut at, mut i) = (0usize, 0usize);
+        for (k, &(count, len)) in chunks.iter().enumerate() {
+            let sink = Sink::new(len)?;
+            let ptrs = sink.pages.raw_pages();
+            let mut pos = 0u32;
+            for (rkey, addr, seg_len) in segs.by_ref().take(count) {
+                if seg_len == 0 {
+                    continue;
+                }
+                let end = pos.checked_add(seg_len).filter(|&e| e <= sink.len).ok_or(EINVAL)?;
+                let start = at;
+                while pos < end {
+                    let off = pos % PAGE_SIZE;
+                    let n = (end - pos).min(PAGE_SIZE - off);
+                    let page = *ptrs.get((pos / PAGE_SIZE) as usize).ok_or(EINVAL)?;
+                    super::sg::set_page(self.sg.get_mut(at).ok_or(EINVAL)?, page, n, off);
+                    pos += n;
+                    at += 1;
+                }
+                self.end_range(i, start, at, addr, rkey)?;
+                i += 1;
+            }
+            // The chunk's segments fill its sink, every byte of it.
+            if pos != sink.len {
+                return Err(EINVAL);
+            }
+            // INVARIANT: the entries set above name the sink's pages, held
+            // by the operation from here on.
+            *self.sinks.get_mut(k).ok_or(EINVAL)? = Some(sink);
+        }
+        Ok(())
+    }
+
+    /// Moves the operation's sinks, filled, into `out` (the first chunk's
+    /// into the first slot, and so on), as pages to read: once no context
+    /// maps them (else nothing is moved). Those `out` has no room for are
+    /// let go.
+    pub(super) fn take_filled(self: Pin<&mut Self>, out: &mut [Option<OwnedPages>]) {
+        // SAFETY: nothing is moved out of the pinned value.
+        let o = unsafe { self.get_unchecked_mut() };
+        if o.inited != 0 {
+            return;
+        }
+        let mut out = out.iter_mut();
+        for s in o.sinks.iter_mut() {
+            match (s.take(), out.next()) {
+                (Some(sink), Some(slot)) => *slot = Some(sink.into_pages()),
+                (Some(sink), None) => drop(sink),
+                (None, _) => break,
+            }
+        }
     }
 
     /// Destroys the initialised contexts (unmapping their pages). Then the
@@ -390,11 +533,11 @@ impl RwOp {
     unsafe fn destroy_ctxs(&mut self, qp: &Qp) {
         let dir = self.dma_dir();
         let n = core::mem::replace(&mut self.inited, 0);
-        for (ctx, &(start, count)) in self.ctxs.iter().zip(self.ranges.iter()).take(n) {
-            let sg = self.sg.as_mut_ptr().wrapping_add(start);
+        for (ctx, r) in self.ctxs.iter().zip(self.ranges.iter()).take(n) {
+            let sg = self.sg.as_mut_ptr().wrapping_add(r.start);
             // SAFETY: initialised over these entries on `qp`, not posted
             // (the contract); destroyed once (`inited` is 0 from now on).
-            unsafe { sys::rdma_rw_ctx_destroy(ctx.get(), qp.as_ptr(), qp.port_num(), sg, count, dir) };
+            unsafe { sys::rdma_rw_ctx_destroy(ctx.get(), qp.as_ptr(), qp.port_num(), sg, r.count, dir) };
         }
     }
 
@@ -410,30 +553,8 @@ impl RwOp {
         unsafe { self.get_unchecked_mut().destroy_ctxs(qp) };
     }
 
-    /// True if the operation's entries, in order, cover `sink`'s bytes
-    /// `[0, len)`: each of its pages from its start, one after the other
-    /// (entries of other pages skipped).
-    pub(super) fn covers(&self, sink: &Sink) -> bool {
-        let ptrs = sink.pages.raw_pages();
-        let (mut at, mut page, mut off) = (0u32, 0usize, 0u32);
-        for e in self.sg.iter().take(self.refs) {
-            if at >= sink.len {
-                break;
-            }
-            let Some(&want) = ptrs.get(page) else { break };
-            if super::sg::page(e) == want && e.offset == off {
-                at = at.saturating_add(e.length);
-                off = off.saturating_add(e.length);
-                if off >= PAGE_SIZE {
-                    page += 1;
-                    off = 0;
-                }
-            }
-        }
-        at == sink.len
-    }
-
-    /// Lets the pages go, if no context maps them any more.
+    /// Lets the pages go (references and sinks), if no context maps them
+    /// any more.
     fn put_pages(&mut self) {
         if self.inited != 0 {
             // A device may still reach them: held for ever rather than
@@ -445,6 +566,11 @@ impl RwOp {
             // (type invariant; once: `refs` is 0 from now on); no context
             // maps it, so the device is done with the page.
             unsafe { page::put(super::sg::page(e)) };
+        }
+        for s in self.sinks.iter_mut() {
+            if s.take().is_none() {
+                break;
+            }
         }
     }
 
@@ -470,6 +596,15 @@ impl RwOp {
 impl PinnedDrop for RwOp {
     fn drop(self: Pin<&mut Self>) {
         // SAFETY: nothing is moved out of the pinned value.
-        unsafe { self.get_unchecked_mut() }.put_pages();
+        let o = unsafe { self.get_unchecked_mut() };
+        if o.inited != 0 {
+            // A device may still write the sinks: leaked with the rest.
+            for s in o.sinks.iter_mut() {
+                if let Some(sink) = s.take() {
+                    core::mem::forget(sink);
+                }
+            }
+        }
+        o.put_pages();
     }
 }
