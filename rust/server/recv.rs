@@ -236,7 +236,8 @@ pub(crate) struct CallChunks {
     write_ends: [usize; MAX_WRITE_CHUNKS],
     nwrites: usize,
     /// For each Write chunk, the payload it takes: its offset and length
-    /// in the reply, once the upper layer said so.
+    /// in the reply, once the upper layer said so. Set only below
+    /// `nwrites`: none past it.
     payloads: [Option<(u32, u32)>; MAX_WRITE_CHUNKS],
     /// The Write chunk the next payload goes to.
     next: usize,
@@ -315,9 +316,12 @@ impl CallChunks {
         self.segs.clear(v1::Segment::default());
         self.reply_end = 0;
         // (`write_ends` is read below `nwrites` only, each written as its
-        // chunk is kept.)
-        self.nwrites = 0;
-        self.payloads = [None; MAX_WRITE_CHUNKS];
+        // chunk is kept. A payload is set below `nwrites` only, so those
+        // past it are none already.)
+        let n = core::mem::replace(&mut self.nwrites, 0);
+        for p in self.payloads.iter_mut().take(n) {
+            *p = None;
+        }
         self.next = 0;
         self.invalidate = None;
     }

@@ -281,6 +281,18 @@ impl Segment {
     fn read(r: &mut XdrReader<'_>) -> Result<Segment, XdrError> {
         Ok(Segment { handle: r.u32()?, length: r.u32()?, offset: r.u64()? })
     }
+
+    /// The segment encoded in `b`: what [`Segment::read`] reads, without
+    /// a bounds check per word.
+    #[inline]
+    fn from_bytes(b: &[u8; SEGMENT_LEN]) -> Segment {
+        let [h0, h1, h2, h3, l0, l1, l2, l3, o0, o1, o2, o3, o4, o5, o6, o7] = *b;
+        Segment {
+            handle: u32::from_be_bytes([h0, h1, h2, h3]),
+            length: u32::from_be_bytes([l0, l1, l2, l3]),
+            offset: u64::from_be_bytes([o0, o1, o2, o3, o4, o5, o6, o7]),
+        }
+    }
 }
 
 /// One read list entry: the XDR position of the data plus its segment.
@@ -370,8 +382,9 @@ trait Record: Sized {
 impl Record for Segment {
     const LEN: usize = SEGMENT_LEN;
 
+    #[inline]
     fn parse(bytes: &[u8]) -> Option<Segment> {
-        Segment::read(&mut XdrReader::new(bytes)).ok()
+        Some(Segment::from_bytes(bytes.first_chunk()?))
     }
 
     fn length(&self) -> u32 {
@@ -383,10 +396,12 @@ impl Record for Segment {
 impl Record for ReadSegment {
     const LEN: usize = READ_LIST_ENTRY_LEN;
 
+    #[inline]
     fn parse(bytes: &[u8]) -> Option<ReadSegment> {
-        let mut r = XdrReader::new(bytes);
-        r.u32().ok()?;
-        ReadSegment::read(&mut r).ok()
+        // The present word, the position, the segment.
+        let (_, rest) = bytes.split_first_chunk::<4>()?;
+        let (position, segment) = rest.split_first_chunk::<4>()?;
+        Some(ReadSegment { position: u32::from_be_bytes(*position), segment: Segment::from_bytes(segment.first_chunk()?) })
     }
 
     fn length(&self) -> u32 {
@@ -680,7 +695,12 @@ impl<'a> ReadList<'a> {
             if count >= limits.max_read_segments {
                 return Err(V1Error::TooManyReadSegments { max: limits.max_read_segments });
             }
-            ReadSegment::read(r)?;
+            // Kept as bytes, read again when used: skipped here, whole,
+            // or word by word if it is cut short (the error says which
+            // word is missing).
+            if r.take(READ_SEGMENT_LEN).is_err() {
+                ReadSegment::read(r)?;
+            }
             count = count.saturating_add(1);
             end = r.position();
         }
