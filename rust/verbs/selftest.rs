@@ -20,7 +20,10 @@
 //!    segments from it (another connection cannot), RDMA-Reads the two
 //!    readable pages into two of its own in one operation of two segments
 //!    ([`Connection::rw_prepare`], [`Connection::rw_post`],
-//!    [`Connection::rw_wait`]), releases the held Receive and answers with
+//!    [`Connection::rw_wait`]), then again into pages the operation owns,
+//!    as two chunks, one of two segments ([`Connection::rw_prepare_read`],
+//!    [`Connection::rw_wait_filled`]; segments short of their chunk are
+//!    refused), releases the held Receive and answers with
 //!    RDMA Writes of two patterns into the two writable pages chained
 //!    ahead of a Send With Invalidate of the first one's rkey, one post
 //!    ([`Connection::send_after_writes`]), whose completion destroys the
@@ -722,6 +725,7 @@ fn serve_and_check(
             return Err(EIO);
         }
     }
+    read_owned(srv, r1, r2)?;
     step_ok("release held Receive", srv.release_held(held))?;
 
     // The Write chunk: two segments from two pages, chained ahead of the
@@ -751,6 +755,55 @@ fn serve_and_check(
     if invalidated.map(|r| r.rkey()) != Some(w_handle) {
         pr_err!("verbs self-test: answer invalidated {:?}, not {:#x}\n", invalidated.map(|r| r.rkey()), w_handle);
         return Err(EIO);
+    }
+    Ok(())
+}
+
+/// Step 3's Read into pages of the operation's own
+/// ([`Connection::rw_prepare_read`]): the peer's readable segments `r1`
+/// and `r2` (rkey, address) as two chunks, the second cut into two
+/// segments at an offset that is not a word's; the bytes must come back
+/// whole, in each chunk's pages from their start, once
+/// [`Connection::rw_wait_filled`] hands them over. Segments that do not
+/// fill their chunk are refused, and leave no operation behind.
+fn read_owned(srv: &Connection<Side>, r1: (u32, u64), r2: (u32, u64)) -> Result {
+    const CUT: u32 = 13;
+    let n = LEN as u32;
+    let short = [(r1.0, r1.1, n)];
+    match srv.rw_prepare_read(short.iter().copied(), &[(1, n + 4)], 0) {
+        Err(e) if e == EINVAL && srv.rw_live() == 0 => {}
+        Err(e) => {
+            pr_err!("verbs self-test: a Read short of its chunk failed with {}, {} left\n", e.to_errno(), srv.rw_live());
+            return Err(EIO);
+        }
+        Ok(c) => {
+            pr_err!("verbs self-test: a Read short of its chunk was prepared\n");
+            let _ = srv.rw_discard(c);
+            return Err(EIO);
+        }
+    }
+    let segs = [(r1.0, r1.1, n), (r2.0, r2.1, CUT), (r2.0, r2.1 + u64::from(CUT), n - CUT)];
+    let c = step_ok("prepare RDMA Read into owned pages", srv.rw_prepare_read(segs.iter().copied(), &[(1, n), (2, n)], 0))?;
+    let p = match srv.rw_post(c) {
+        Ok(p) => p,
+        Err((e, c)) => {
+            let _ = srv.rw_discard(c);
+            return step_ok("post RDMA Read into owned pages", Err(e));
+        }
+    };
+    let mut filled: [Option<OwnedPages>; 2] = [None, None];
+    match srv.rw_wait_filled(p, &mut filled) {
+        Ok(Completion::Ok) => {}
+        Ok(_) => return step_ok("RDMA Read into owned pages", Err(EIO)),
+        Err(_p) => return Err(EINVAL),
+    }
+    for (pages, seed) in filled.iter().zip([0xa5, 0x5a]) {
+        let mut got = [0u8; LEN];
+        pages.as_ref().and_then(|p| p.page(0)).ok_or(EIO)?.read(0, &mut got)?;
+        if got != pattern(seed) {
+            pr_err!("verbs self-test: an RDMA Read into owned pages brought the wrong bytes\n");
+            return Err(EIO);
+        }
     }
     Ok(())
 }
