@@ -22,8 +22,8 @@
 //!    ([`Connection::rw_prepare`], [`Connection::rw_post`],
 //!    [`Connection::rw_wait`]), then again into pages the operation owns,
 //!    as two chunks, one of two segments ([`Connection::rw_prepare_read`],
-//!    [`Connection::rw_wait_filled`]; segments short of their chunk are
-//!    refused), releases the held Receive and answers with
+//!    [`Connection::rw_wait_filled`]; segments short of their chunk, or
+//!    past the chunks, are refused), releases the held Receive and answers with
 //!    RDMA Writes of two patterns into the two writable pages chained
 //!    ahead of a Send With Invalidate of the first one's rkey, one post
 //!    ([`Connection::send_after_writes`]), whose completion destroys the
@@ -765,7 +765,8 @@ fn serve_and_check(
 /// segments at an offset that is not a word's; the bytes must come back
 /// whole, in each chunk's pages from their start, once
 /// [`Connection::rw_wait_filled`] hands them over. Segments that do not
-/// fill their chunk are refused, and leave no operation behind.
+/// fill their chunk, or that no chunk counts, are refused, and leave no
+/// operation behind.
 fn read_owned(srv: &Connection<Side>, r1: (u32, u64), r2: (u32, u64)) -> Result {
     const CUT: u32 = 13;
     let n = LEN as u32;
@@ -783,6 +784,20 @@ fn read_owned(srv: &Connection<Side>, r1: (u32, u64), r2: (u32, u64)) -> Result 
         }
     }
     let segs = [(r1.0, r1.1, n), (r2.0, r2.1, CUT), (r2.0, r2.1 + u64::from(CUT), n - CUT)];
+    // Segments beyond the chunks' counts are refused too: no context may
+    // be made over a range they did not set.
+    match srv.rw_prepare_read(segs.iter().copied(), &[(1, n)], 0) {
+        Err(e) if e == EINVAL && srv.rw_live() == 0 => {}
+        Err(e) => {
+            pr_err!("verbs self-test: a Read with segments past its chunks failed with {}, {} left\n", e.to_errno(), srv.rw_live());
+            return Err(EIO);
+        }
+        Ok(c) => {
+            pr_err!("verbs self-test: a Read with segments past its chunks was prepared\n");
+            let _ = srv.rw_discard(c);
+            return Err(EIO);
+        }
+    }
     let c = step_ok("prepare RDMA Read into owned pages", srv.rw_prepare_read(segs.iter().copied(), &[(1, n), (2, n)], 0))?;
     let p = match srv.rw_post(c) {
         Ok(p) => p,

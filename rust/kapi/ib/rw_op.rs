@@ -425,8 +425,9 @@ impl RwOp {
     /// (rkey, address, length; those of length 0 skipped) into pages of
     /// its own: one sink per chunk of `chunks` (how many of `segs` are
     /// its, and its length in bytes, not zero), which its segments fill
-    /// in order from its start; their lengths must add up to the chunk's.
-    /// Returns how many send queue work requests it takes. As for
+    /// in order from its start; their lengths must add up to the chunk's,
+    /// and every segment that takes bytes must be a chunk's. Returns how
+    /// many send queue work requests it takes. As for
     /// [`RwOp::fill`], the operation must hold nothing made, and holds
     /// nothing made after a failure.
     pub(super) fn fill_read<S>(
@@ -456,7 +457,12 @@ impl RwOp {
         while o.sinks.len() < chunks.len() {
             o.sinks.push(None, GFP_KERNEL)?;
         }
-        let made = o.map_read(segs, chunks).and_then(|()| o.init_ctxs(qp, nsegs));
+        // A context per range `map_read` set, and no more: a range past
+        // those would be a kept operation's, over entries of other pages.
+        let made = o
+            .map_read(segs, chunks)
+            .and_then(|set| if set == nsegs { Ok(()) } else { Err(EINVAL) })
+            .and_then(|()| o.init_ctxs(qp, nsegs));
         if made.is_err() {
             o.undo(qp);
         }
@@ -465,8 +471,9 @@ impl RwOp {
 
     /// The sinks of `chunks` made, and the pages of each into the
     /// scatterlist as `segs` cut them (no reference taken: the sinks are
-    /// the operation's), with each segment's range.
-    fn map_read<S>(&mut self, mut segs: S, chunks: &[(usize, u32)]) -> Result
+    /// the operation's), with each segment's range. Returns how many
+    /// ranges it set (segments past the chunks' counts are not read).
+    fn map_read<S>(&mut self, mut segs: S, chunks: &[(usize, u32)]) -> Result<usize>
     where
         S: Iterator<Item = (u32, u64, u32)>,
     {
@@ -500,7 +507,7 @@ impl RwOp {
             // by the operation from here on.
             *self.sinks.get_mut(k).ok_or(EINVAL)? = Some(sink);
         }
-        Ok(())
+        Ok(i)
     }
 
     /// Moves the operation's sinks, filled, into `out` (the first chunk's
