@@ -51,7 +51,7 @@ use kernel::{
 
 use super::{
     Acceptor, CmEvent, Completion, ConnHandler, ConnRequest, Connection, Copying, HeldRecv, InFlight, Lender, Listener,
-    Live, Mapping, QpConfig, Received, Registered, Registration, RemoteInv, RwSeg, SendWriter, SgWriter,
+    Live, Mapping, QpConfig, Received, Registered, Registration, RemoteInv, RwChunk, RwSeg, SendWriter, SgWriter,
     VerbsCounters,
 };
 use crate::kapi::{
@@ -771,33 +771,11 @@ fn read_owned(srv: &Connection<Side>, r1: (u32, u64), r2: (u32, u64)) -> Result 
     const CUT: u32 = 13;
     let n = LEN as u32;
     let short = [(r1.0, r1.1, n)];
-    match srv.rw_prepare_read(short.iter().copied(), &[(1, n + 4)], 0) {
-        Err(e) if e == EINVAL && srv.rw_live() == 0 => {}
-        Err(e) => {
-            pr_err!("verbs self-test: a Read short of its chunk failed with {}, {} left\n", e.to_errno(), srv.rw_live());
-            return Err(EIO);
-        }
-        Ok(c) => {
-            pr_err!("verbs self-test: a Read short of its chunk was prepared\n");
-            let _ = srv.rw_discard(c);
-            return Err(EIO);
-        }
-    }
+    rw_refused(srv, "a Read short of its chunk", srv.rw_prepare_read(short.iter().copied(), &[(1, n + 4)], 0))?;
     let segs = [(r1.0, r1.1, n), (r2.0, r2.1, CUT), (r2.0, r2.1 + u64::from(CUT), n - CUT)];
     // Segments beyond the chunks' counts are refused too: no context may
     // be made over a range they did not set.
-    match srv.rw_prepare_read(segs.iter().copied(), &[(1, n)], 0) {
-        Err(e) if e == EINVAL && srv.rw_live() == 0 => {}
-        Err(e) => {
-            pr_err!("verbs self-test: a Read with segments past its chunks failed with {}, {} left\n", e.to_errno(), srv.rw_live());
-            return Err(EIO);
-        }
-        Ok(c) => {
-            pr_err!("verbs self-test: a Read with segments past its chunks was prepared\n");
-            let _ = srv.rw_discard(c);
-            return Err(EIO);
-        }
-    }
+    rw_refused(srv, "a Read with segments past its chunks", srv.rw_prepare_read(segs.iter().copied(), &[(1, n)], 0))?;
     let c = step_ok("prepare RDMA Read into owned pages", srv.rw_prepare_read(segs.iter().copied(), &[(1, n), (2, n)], 0))?;
     let p = match srv.rw_post(c) {
         Ok(p) => p,
@@ -821,6 +799,23 @@ fn read_owned(srv: &Connection<Side>, r1: (u32, u64), r2: (u32, u64)) -> Result 
         }
     }
     Ok(())
+}
+
+/// Checks that preparing `what` on `srv` (`prepared`) failed with `EINVAL`
+/// and left no R/W operation behind.
+fn rw_refused(srv: &Connection<Side>, what: &str, prepared: Result<RwChunk<Inbound>>) -> Result {
+    match prepared {
+        Err(e) if e == EINVAL && srv.rw_live() == 0 => Ok(()),
+        Err(e) => {
+            pr_err!("verbs self-test: {} failed with {}, {} left\n", what, e.to_errno(), srv.rw_live());
+            Err(EIO)
+        }
+        Ok(c) => {
+            pr_err!("verbs self-test: {} was prepared\n", what);
+            let _ = srv.rw_discard(c);
+            Err(EIO)
+        }
+    }
 }
 
 /// Connects `cli` to `listener` at `sa`; returns the passive end.
